@@ -1,0 +1,110 @@
+"""Reject answers that would render a broken project, before anything is written.
+
+cookiecutter renders this file with Jinja first. The answers arrive here as one JSON
+document (``tojson`` escapes quotes, so no answer can end the string or inject code) and are
+checked as data. The first bad answer stops the bake with exit status 1 and one line on
+stderr naming the answer and the reason; cookiecutter then deletes the partial output.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+import unicodedata
+
+CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
+
+# Kubernetes object names, DNS labels and image names all fit in 63 characters.
+MAX_NAME_LENGTH = 63
+MAX_TEXT_LENGTH = 200
+SLUG_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+PACKAGE_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+# Deliberately simple: one "@", no spaces, a dot in the domain. Real validation is sending mail.
+EMAIL_PATTERN = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+
+# Import names the generated project depends on (runtime and dev). A package with one of
+# these names would shadow the real module for every import in the project.
+DEPENDENCY_MODULES = frozenset(
+    {
+        "anyio", "annotated_types", "click", "coverage", "fastapi", "gunicorn", "h11",
+        "httptools", "httpx", "httpx2", "httpcore", "idna", "mypy", "packaging", "pluggy",
+        "pydantic", "pydantic_core", "pydantic_settings", "pytest", "ruff", "sniffio",
+        "starlette", "typing_extensions", "uvicorn", "uvicorn_worker", "uvloop",
+        "watchfiles", "websockets", "dotenv", "yaml",
+    }
+)  # fmt: skip
+
+
+class AnswerError(ValueError):
+    """An answer that cannot produce a working project."""
+
+
+def check_text(name: str, value: str, *, max_length: int = MAX_TEXT_LENGTH) -> None:
+    """One line of printable text: it lands in TOML, Python strings, README and LICENSE."""
+    if not value.strip():
+        raise AnswerError(f"{name} must not be empty")
+    if len(value) > max_length:
+        raise AnswerError(f"{name} is {len(value)} characters long; the limit is {max_length}")
+    for char in value:
+        if unicodedata.category(char) in {"Cc", "Cs", "Zl", "Zp"}:
+            raise AnswerError(f"{name} must be one line of printable text; found {char!r}")
+
+
+def check_slug(value: str) -> None:
+    if len(value) > MAX_NAME_LENGTH:
+        raise AnswerError(
+            f"project_slug {value!r} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}"
+        )
+    if not SLUG_PATTERN.fullmatch(value):
+        raise AnswerError(
+            f"project_slug {value!r} must start with a letter and hold only lowercase letters, "
+            "digits and single hyphens (derived from project_name; pass project_slug=... to set it)"
+        )
+
+
+def check_package(value: str) -> None:
+    if len(value) > MAX_NAME_LENGTH:
+        raise AnswerError(
+            f"package_name {value!r} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}"
+        )
+    if not PACKAGE_PATTERN.fullmatch(value) or not value.isidentifier():
+        raise AnswerError(
+            f"package_name {value!r} must be a lowercase Python identifier "
+            "(a letter, then lowercase letters, digits or underscores)"
+        )
+    if keyword.iskeyword(value) or keyword.issoftkeyword(value):
+        raise AnswerError(f"package_name {value!r} is a Python keyword")
+    if value in sys.stdlib_module_names:
+        raise AnswerError(f"package_name {value!r} would shadow the standard library module")
+    if value in DEPENDENCY_MODULES:
+        raise AnswerError(f"package_name {value!r} would shadow the dependency of the same name")
+
+
+def check_email(value: str) -> None:
+    if not EMAIL_PATTERN.fullmatch(value):
+        raise AnswerError(f"author_email {value!r} is not an email address (name@domain.tld)")
+
+
+def validate(context: dict[str, object]) -> None:
+    """Raise AnswerError for the first answer that would break the generated project."""
+    answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
+    for name in ("project_name", "description", "author_name"):
+        check_text(name, answers[name])
+    check_slug(answers["project_slug"])
+    check_package(answers["package_name"])
+    check_email(answers["author_email"])
+
+
+def main() -> int:
+    try:
+        validate(CONTEXT)
+    except AnswerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

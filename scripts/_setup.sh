@@ -1,0 +1,43 @@
+# shellcheck shell=bash
+# Shared set-up for scripts/test and scripts/demo: Debian packages and the template's .venv.
+# Sourced, not run. As root it installs what is missing with apt-get; as anyone else it
+# stops and prints the one command to run.
+
+# require_commands CMD=PACKAGE ...: each command must be on PATH (or in /usr/sbin).
+require_commands() {
+  local missing=() pair cmd pkg
+  for pair in "$@"; do
+    cmd=${pair%%=*}
+    pkg=${pair#*=}
+    if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+      missing+=("$pkg")
+    fi
+  done
+  # python3 -m venv needs ensurepip, which Debian ships separately in python3-venv.
+  if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
+    missing+=(python3-venv)
+  fi
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "==> installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "error: missing Debian packages; run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+# ensure_template_venv: .venv with the template's `test` dependency group.
+ensure_template_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv"
+    python3 -m venv .venv
+  fi
+  echo "==> installing the template's test tools into .venv"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet --group test
+}
+
+# nginx lives in /usr/sbin, which an ordinary user's PATH often lacks.
+export PATH="$PATH:/usr/sbin"

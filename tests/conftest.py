@@ -1,0 +1,112 @@
+"""Fixtures that bake the template and share one installed environment between bakes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent
+CACHE_DIR = TEMPLATE_DIR / ".cache"
+DEFAULT_CONTEXT: dict[str, object] = json.loads(
+    (TEMPLATE_DIR / "cookiecutter.json").read_text(encoding="utf-8")
+)
+
+
+@dataclass(frozen=True)
+class Bake:
+    """The outcome of one `cookiecutter --no-input` run."""
+
+    exit_code: int
+    stderr: str
+    output_dir: Path
+
+    @property
+    def project(self) -> Path:
+        """The rendered project directory (the only directory cookiecutter created)."""
+        (project,) = [path for path in self.output_dir.iterdir() if path.is_dir()]
+        return project
+
+    @property
+    def package_name(self) -> str:
+        (package,) = [p.name for p in (self.project / "src").iterdir() if p.is_dir()]
+        return package
+
+
+def bake(output_dir: Path, **answers: str) -> Bake:
+    """Run cookiecutter's command line exactly as a user or CI would, answers as key=value."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "cookiecutter", "--no-input", "--output-dir", str(output_dir),
+        str(TEMPLATE_DIR), *(f"{key}={value}" for key, value in answers.items()),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    return Bake(result.returncode, result.stderr, output_dir)
+
+
+@pytest.fixture(scope="session")
+def default_bake(tmp_path_factory: pytest.TempPathFactory) -> Bake:
+    """The project rendered with every default answer."""
+    result = bake(tmp_path_factory.mktemp("default"))
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+@dataclass(frozen=True)
+class ProjectEnv:
+    """A virtualenv holding the generated project's runtime and dev dependencies.
+
+    Bakes with the same pyproject.toml share it: the project's own code is not installed
+    there but put first on PYTHONPATH, so one environment serves every bake.
+    """
+
+    venv: Path
+    mypy_cache: Path
+
+    def environ(self, project: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(project / "src")
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env['PATH']}{os.pathsep}/usr/sbin"
+        env["VIRTUAL_ENV"] = str(self.venv)
+        # mypy's cache is keyed by module and file hash, so bakes can share it safely.
+        env["MYPY_CACHE_DIR"] = str(self.mypy_cache)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
+
+    def make(self, project: Path, *targets: str) -> subprocess.CompletedProcess[str]:
+        """Run the project's own Makefile targets against this environment."""
+        return subprocess.run(
+            ["make", "--no-print-directory", "-C", str(project), *targets, f"VENV={self.venv}"],
+            env=self.environ(project),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+
+def _dependencies(pyproject: Path) -> list[str]:
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    return [*data["project"]["dependencies"], *data["dependency-groups"]["dev"]]
+
+
+@pytest.fixture(scope="session")
+def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProjectEnv]:
+    """Install the default bake's dependencies once; reused across runs while they are unchanged."""
+    requirements = _dependencies(default_bake.project / "pyproject.toml")
+    digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+    venv = CACHE_DIR / f"project-env-{digest}"
+    if not (venv / "ok").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "--upgrade", "pip"], check=True)
+        subprocess.run([*pip, *requirements], check=True)
+        (venv / "ok").write_text("\n".join(requirements), encoding="utf-8")
+    yield ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))

@@ -1,0 +1,83 @@
+"""Hostile and invalid answers: each renders a valid project or is refused in one line."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from .conftest import bake
+
+LONG_NAME = "Very Long " * 15  # 150 characters: accepted, the slug is cut to 63
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        pytest.param({"project_name": "Bob's \"Quoted\" Service"}, id="quotes-apostrophes"),
+        pytest.param({"description": r"C:\new\table 'single' \"double\" \u0041 \\"}, id="backslashes"),
+        pytest.param({"description": "'''\"\"\" triple quotes and a # hash"}, id="triple-quotes"),
+        pytest.param({"author_name": "Zoë Ångström 日本語 😀"}, id="unicode-author"),
+        pytest.param({"project_name": "Café Ünïcödé ☃"}, id="unicode-name"),
+        pytest.param({"project_name": LONG_NAME.strip()}, id="long-name"),
+        pytest.param({"description": "{% raw %} ${HOME} $(id) `id` <script>"}, id="template-syntax"),
+    ],
+)
+def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str, str]) -> None:
+    """Quotes, backslashes, unicode and long names land verbatim in valid TOML and Python."""
+    result = bake(tmp_path, **answers)
+
+    assert result.exit_code == 0, result.stderr
+    pyproject = tomllib.loads((result.project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert len(pyproject["project"]["name"]) <= 63
+    if "description" in answers:
+        assert pyproject["project"]["description"] == answers["description"].replace(
+            "{% raw %} ", ""
+        )
+    if "author_name" in answers:
+        assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
+    for source in result.project.rglob("*.py"):
+        compile(source.read_text(encoding="utf-8"), str(source), "exec")
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"project_name": "Two\nLines"}, "project_name must be one line of printable text"),
+        ({"description": "first\nsecond"}, "description must be one line of printable text"),
+        ({"author_name": "tab\there"}, "author_name must be one line of printable text"),
+        ({"project_name": "   "}, "project_name must not be empty"),
+        ({"project_name": "x" * 201}, "project_name is 201 characters long; the limit is 200"),
+        ({"project_name": "!!!"}, "project_slug '' must start with a letter"),
+        ({"project_name": "42 Service"}, "project_slug '42-service' must start with a letter"),
+        ({"project_slug": "My_Service"}, "project_slug 'My_Service' must start with a letter"),
+        ({"project_slug": "a" * 64}, "project_slug 'aaaa"),
+        ({"package_name": "My-Package"}, "package_name 'My-Package' must be a lowercase Python identifier"),
+        ({"package_name": "class"}, "package_name 'class' is a Python keyword"),
+        ({"package_name": "json"}, "package_name 'json' would shadow the standard library module"),
+        ({"package_name": "fastapi"}, "package_name 'fastapi' would shadow the dependency"),
+        ({"author_email": "not-an-email"}, "author_email 'not-an-email' is not an email address"),
+        ({"author_email": "a@b"}, "author_email 'a@b' is not an email address"),
+    ],
+)  # fmt: skip
+def test_bad_answer_is_refused_in_one_line(
+    tmp_path: Path, answers: dict[str, str], message: str
+) -> None:
+    """The hook names the bad answer and why, exits non-zero, and nothing is left behind."""
+    result = bake(tmp_path, **answers)
+
+    assert result.exit_code != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert message in errors[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_choice_outside_the_list_is_refused(tmp_path: Path) -> None:
+    """cookiecutter itself refuses a python_version that is not one of the choices."""
+    result = bake(tmp_path, python_version="3.10")
+
+    assert result.exit_code != 0
+    assert "3.10" in result.stderr
+    assert list(tmp_path.iterdir()) == []
