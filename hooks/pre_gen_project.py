@@ -19,6 +19,10 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # Kubernetes object names, DNS labels and image names all fit in 63 characters.
 MAX_NAME_LENGTH = 63
 MAX_TEXT_LENGTH = 200
+# cookiecutter.json falls back to this slug when project_name has nothing to slugify: an
+# empty slug would make the project directory the output directory itself, and cookiecutter
+# would stop with "directory already exists" before this hook could explain.
+EMPTY_SLUG = "-"
 SLUG_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 PACKAGE_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 # Deliberately simple: one "@", no spaces, a dot in the domain. Real validation is sending mail.
@@ -52,7 +56,12 @@ def check_text(name: str, value: str, *, max_length: int = MAX_TEXT_LENGTH) -> N
             raise AnswerError(f"{name} must be one line of printable text; found {char!r}")
 
 
-def check_slug(value: str) -> None:
+def check_slug(value: str, project_name: str) -> None:
+    if value == EMPTY_SLUG:
+        raise AnswerError(
+            f"project_name {project_name!r} has no letters or digits to derive project_slug "
+            "from; pass project_slug=... as well"
+        )
     if len(value) > MAX_NAME_LENGTH:
         raise AnswerError(
             f"project_slug {value!r} is {len(value)} characters; the limit is {MAX_NAME_LENGTH}"
@@ -92,7 +101,7 @@ def validate(context: dict[str, object]) -> None:
     answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
     for name in ("project_name", "description", "author_name"):
         check_text(name, answers[name])
-    check_slug(answers["project_slug"])
+    check_slug(answers["project_slug"], answers["project_name"])
     check_package(answers["package_name"])
     check_email(answers["author_email"])
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +97,9 @@ def _dependencies(pyproject: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProjectEnv]:
+def project_env(
+    default_bake: Bake, tmp_path_factory: pytest.TempPathFactory
+) -> ProjectEnv:
     """Install the default bake's dependencies once; reused across runs while they are unchanged."""
     requirements = _dependencies(default_bake.project / "pyproject.toml")
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
@@ -109,4 +110,4 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
         subprocess.run([*pip, "--upgrade", "pip"], check=True)
         subprocess.run([*pip, *requirements], check=True)
         (venv / "ok").write_text("\n".join(requirements), encoding="utf-8")
-    yield ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))
+    return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))

@@ -15,13 +15,15 @@ LONG_NAME = "Very Long " * 15  # 150 characters: accepted, the slug is cut to 63
 @pytest.mark.parametrize(
     "answers",
     [
-        pytest.param({"project_name": "Bob's \"Quoted\" Service"}, id="quotes-apostrophes"),
-        pytest.param({"description": r"C:\new\table 'single' \"double\" \u0041 \\"}, id="backslashes"),
+        pytest.param({"project_name": 'Bob\'s "Quoted" Service'}, id="quotes-apostrophes"),
+        pytest.param(
+            {"description": r"C:\new\table 'single' \"double\" \u0041 \\"}, id="backslashes"
+        ),
         pytest.param({"description": "'''\"\"\" triple quotes and a # hash"}, id="triple-quotes"),
         pytest.param({"author_name": "Zoë Ångström 日本語 😀"}, id="unicode-author"),
         pytest.param({"project_name": "Café Ünïcödé ☃"}, id="unicode-name"),
         pytest.param({"project_name": LONG_NAME.strip()}, id="long-name"),
-        pytest.param({"description": "{% raw %} ${HOME} $(id) `id` <script>"}, id="template-syntax"),
+        pytest.param({"description": "${HOME} $(id) `id` <b>&amp; %s {0}"}, id="shell-and-format"),
     ],
 )
 def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str, str]) -> None:
@@ -32,9 +34,7 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
     pyproject = tomllib.loads((result.project / "pyproject.toml").read_text(encoding="utf-8"))
     assert len(pyproject["project"]["name"]) <= 63
     if "description" in answers:
-        assert pyproject["project"]["description"] == answers["description"].replace(
-            "{% raw %} ", ""
-        )
+        assert pyproject["project"]["description"] == answers["description"]
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
     for source in result.project.rglob("*.py"):
@@ -49,11 +49,11 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         ({"author_name": "tab\there"}, "author_name must be one line of printable text"),
         ({"project_name": "   "}, "project_name must not be empty"),
         ({"project_name": "x" * 201}, "project_name is 201 characters long; the limit is 200"),
-        ({"project_name": "!!!"}, "project_slug '' must start with a letter"),
+        ({"project_name": "!!!"}, "project_name '!!!' has no letters or digits"),
         ({"project_name": "42 Service"}, "project_slug '42-service' must start with a letter"),
         ({"project_slug": "My_Service"}, "project_slug 'My_Service' must start with a letter"),
         ({"project_slug": "a" * 64}, "project_slug 'aaaa"),
-        ({"package_name": "My-Package"}, "package_name 'My-Package' must be a lowercase Python identifier"),
+        ({"package_name": "My-Package"}, "package_name 'My-Package' must be a lowercase"),
         ({"package_name": "class"}, "package_name 'class' is a Python keyword"),
         ({"package_name": "json"}, "package_name 'json' would shadow the standard library module"),
         ({"package_name": "fastapi"}, "package_name 'fastapi' would shadow the dependency"),
