@@ -97,9 +97,7 @@ def _dependencies(pyproject: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def project_env(
-    default_bake: Bake, tmp_path_factory: pytest.TempPathFactory
-) -> ProjectEnv:
+def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
     """Install the default bake's dependencies once; reused across runs while they are unchanged."""
     requirements = _dependencies(default_bake.project / "pyproject.toml")
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
