@@ -1,0 +1,79 @@
+"""Every command the template README shows is run: `scripts/test` by CI, `scripts/demo` here."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import TEMPLATE_DIR
+
+README = TEMPLATE_DIR / "README.md"
+CI_RUN = TEMPLATE_DIR / ".ci" / "run"
+
+
+def readme_commands() -> list[str]:
+    """The lines of the README's ```sh blocks, which are the commands a person runs."""
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_readme_shows_the_demo_and_test_commands() -> None:
+    """The README's quick start is exactly the two scripts this suite and CI run."""
+    commands = readme_commands()
+    assert "./scripts/demo" in commands
+    assert "./scripts/test" in commands
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    """.ci/run executes the README's test command and nothing else."""
+    executed = [
+        line for line in CI_RUN.read_text(encoding="utf-8").splitlines() if line.startswith("exec ")
+    ]
+    assert executed == ["exec ./scripts/test"]
+
+
+@pytest.mark.slow
+def test_demo_bakes_and_serves_the_production_stack(tmp_path: Path) -> None:
+    """./scripts/demo bakes the default service and answers through nginx until stopped."""
+    port = free_port()
+    log = tmp_path / "demo.log"
+    with log.open("w") as output:
+        demo = subprocess.Popen(
+            ["./scripts/demo"],
+            cwd=TEMPLATE_DIR,
+            env={**os.environ, "PORT": str(port)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        status = None
+        while time.monotonic() < deadline and demo.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=2) as reply:
+                    status = reply.status
+                    served_by = reply.headers.get("X-Request-ID")
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, log.read_text()
+        assert served_by, "the response did not come through the app's request-id middleware"
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)
+        exit_code = demo.wait(timeout=60)
+    assert exit_code == 0, log.read_text()
