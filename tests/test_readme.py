@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -44,6 +46,21 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
         line for line in CI_RUN.read_text(encoding="utf-8").splitlines() if line.startswith("exec ")
     ]
     assert executed == ["exec ./scripts/test"]
+
+
+def test_ci_usage_example_bakes(tmp_path: Path) -> None:
+    """The README's cookiecutter --no-input line, pointed at this checkout, bakes a project."""
+    text = README.read_text(encoding="utf-8")
+    (line,) = [line for line in text.splitlines() if line.startswith("cookiecutter --no-input")]
+    arguments = shlex.split(line.replace("<path-or-git-url-of-this-template>", str(TEMPLATE_DIR)))
+    result = subprocess.run(
+        [sys.executable, "-m", *arguments, "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "billing-api" / "src" / "billing_api" / "main.py").is_file()
 
 
 @pytest.mark.slow
