@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
+
+The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
+PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
+(a template rendered at start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py.
+
+    python deploy/serve.py            start the stack in the foreground
+    python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
+    python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
+
+Environment (defaults in brackets):
+    PORT                    TCP port nginx listens on [8080]
+    LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
+    RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
+    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For,
+                            comma- or space-separated [none]
+    NGINX_ACCESS_LOG        on | off (benchmarks) [on]
+    NGINX_WORKER_PROCESSES  [auto]
+    NGINX_BIN               nginx executable [nginx on PATH, else /usr/sbin/nginx]
+    NGINX_CONF, GUNICORN_CONF  templates [beside this file]
+    GRACEFUL_TIMEOUT        gunicorn's drain after TERM, s; also read by gunicorn.conf.py [30]
+    STARTUP_TIMEOUT         how long gunicorn may take to bind its socket, s [60]
+    SERVE_USER              when started as root: the user that runs everything [nobody]
+Every other variable (WEB_CONCURRENCY, ...) passes through to gunicorn.conf.py.
+
+On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
+flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
+either process dies on its own, the other is stopped and the exit status is 1. Logs: one JSON
+object per line on stdout, the app's shape (time, level, logger, message, extra fields).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import pwd
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+HERE = Path(__file__).resolve().parent
+LOGGER = "serve"
+# Extra seconds granted beyond each process's own shutdown timeout before it is killed.
+STOP_MARGIN = 5.0
+APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
+_PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
+# Characters that would end an nginx directive or block if they came from the environment.
+_UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
+
+
+def log(level: str, message: str, **fields: Any) -> None:
+    """Write one log line in the app's JSON shape."""
+    now = datetime.datetime.now(tz=datetime.UTC)
+    line = {
+        "time": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+        "level": level,
+        "logger": LOGGER,
+        "message": message,
+        **fields,
+    }
+    sys.stdout.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+class ServeError(Exception):
+    """A problem the runner explains in one line and exits on."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the runner reads from the environment, validated."""
+
+    port: int
+    listen_address: str
+    run_dir: Path
+    trusted_proxies: tuple[str, ...]
+    access_log: bool
+    worker_processes: str
+    nginx_conf: Path
+    gunicorn_conf: Path
+    graceful_timeout: float
+    startup_timeout: float
+    serve_user: str
+    nginx_bin: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        def get(name: str, default: str) -> str:
+            return environ.get(name, "").strip() or default
+
+        try:
+            port = int(get("PORT", "8080"))
+            graceful = float(get("GRACEFUL_TIMEOUT", "30"))
+            startup = float(get("STARTUP_TIMEOUT", "60"))
+        except ValueError as exc:
+            raise ServeError(f"PORT and the timeouts must be numbers: {exc}") from exc
+        if not 1 <= port <= 65535:
+            raise ServeError(f"PORT must be 1..65535, not {port}")
+        address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
+        try:
+            ipaddress.ip_address(address)
+        except ValueError as exc:
+            raise ServeError(f"LISTEN_ADDRESS must be an IP address: {exc}") from exc
+        proxies = []
+        for item in re.split(r"[,\s]+", get("TRUSTED_PROXIES", "")):
+            if item:
+                try:
+                    proxies.append(str(ipaddress.ip_network(item, strict=False)))
+                except ValueError as exc:
+                    raise ServeError(f"TRUSTED_PROXIES: {exc}") from exc
+        access_log = get("NGINX_ACCESS_LOG", "on").lower()
+        if access_log not in {"on", "off"}:
+            raise ServeError(f"NGINX_ACCESS_LOG must be on or off, not {access_log!r}")
+        workers = get("NGINX_WORKER_PROCESSES", "auto")
+        if workers != "auto" and not workers.isdigit():
+            raise ServeError(f"NGINX_WORKER_PROCESSES must be auto or a number, not {workers!r}")
+        run_dir = Path(get("RUN_DIR", "/run/app")).absolute()
+        if _UNSAFE.search(str(run_dir)):
+            raise ServeError(f"RUN_DIR must not contain spaces, quotes, braces or ;#$\\: {run_dir}")
+        return cls(
+            port=port,
+            listen_address=address,
+            run_dir=run_dir,
+            trusted_proxies=tuple(proxies),
+            access_log=access_log == "on",
+            worker_processes=workers,
+            nginx_conf=Path(get("NGINX_CONF", str(HERE / "nginx.conf"))),
+            gunicorn_conf=Path(get("GUNICORN_CONF", str(HERE / "gunicorn.conf.py"))),
+            graceful_timeout=graceful,
+            startup_timeout=startup,
+            serve_user=get("SERVE_USER", "nobody"),
+            nginx_bin=environ.get("NGINX_BIN") or find_nginx(environ.get("PATH", os.defpath)),
+        )
+
+    @property
+    def local_address(self) -> str:
+        """Where a local client reaches nginx (a wildcard address is not connectable)."""
+        wildcard = self.listen_address in {"0.0.0.0", "::"}  # noqa: S104 - compared, not bound
+        return "127.0.0.1" if wildcard else self.listen_address
+
+    @property
+    def temp_dir(self) -> Path:
+        return self.run_dir / "nginx-temp"
+
+    @property
+    def rendered_conf(self) -> Path:
+        return self.run_dir / "nginx.conf"
+
+    def socket_path(self, generation: int = 0) -> Path:
+        """gunicorn's socket; a reload would start generation N+1 on a new path."""
+        return self.run_dir / (
+            "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
+        )
+
+
+def find_nginx(path: str) -> str | None:
+    """nginx on PATH, else Debian's /usr/sbin (often missing from an ordinary user's PATH)."""
+    return shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """Replace every @NAME@ in template; an unknown or missing name is an error."""
+    missing = sorted(set(_PLACEHOLDER.findall(template)) - set(values))
+    if missing:
+        raise ServeError(f"no value for placeholder(s) {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
+    """The placeholder values of deploy/nginx.conf for these settings and this socket."""
+    if settings.trusted_proxies:
+        real_ip = "\n    ".join(
+            [f"set_real_ip_from {cidr};" for cidr in settings.trusted_proxies]
+            + ["real_ip_header X-Forwarded-For;", "real_ip_recursive on;"]
+        )
+    else:
+        real_ip = "# TRUSTED_PROXIES is empty: no load balancer may set the client address."
+    return {
+        "WORKER_PROCESSES": settings.worker_processes,
+        "PID_FILE": str(settings.run_dir / "nginx.pid"),
+        "TEMP_DIR": str(settings.temp_dir),
+        "LISTEN": f"[{settings.listen_address}]:{settings.port}"
+        if ":" in settings.listen_address
+        else f"{settings.listen_address}:{settings.port}",
+        "UPSTREAM_SOCKET": str(upstream_socket),
+        "REAL_IP": real_ip,
+        "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
+    }
+
+
+def write_nginx_conf(settings: Settings, upstream_socket: Path) -> Path:
+    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path."""
+    text = render(
+        settings.nginx_conf.read_text(encoding="utf-8"), nginx_values(settings, upstream_socket)
+    )
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    settings.temp_dir.mkdir(mode=0o700, exist_ok=True)
+    partial = settings.rendered_conf.with_suffix(".conf.tmp")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(settings.rendered_conf)
+    return settings.rendered_conf
+
+
+def nginx_command(settings: Settings, *extra: str) -> list[str]:
+    """nginx with the rendered config; `-e stderr` before the config is read, as non-root."""
+    if settings.nginx_bin is None:
+        raise ServeError(APT_HINT)
+    return [
+        settings.nginx_bin,
+        "-e",
+        "stderr",
+        "-p",
+        str(settings.run_dir),
+        "-c",
+        str(settings.rendered_conf),
+        *extra,
+    ]
+
+
+def nginx_shutdown_timeout(conf_text: str) -> float:
+    """worker_shutdown_timeout of the rendered config (how long a graceful stop may take)."""
+    match = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s?\s*;", conf_text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """A process the runner started and will reap."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    status: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.status is None
+
+    def signal(self, signum: signal.Signals) -> None:
+        if self.running:
+            log("info", f"sending {signum.name} to {self.name}", pid=self.pid)
+            os.kill(self.pid, signum)
+
+
+class Stack:
+    """nginx and one gunicorn generation, driven by one select() loop on this thread.
+
+    Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
+    when this is PID 1 in a container), and nginx's access log is relayed from a pipe this
+    process owns (a non-root nginx cannot open a /dev/stdout pipe owned by someone else).
+    A reload (SIGHUP) would fit here: start_gunicorn(generation + 1), point nginx at the new
+    socket with write_nginx_conf + HUP, then stop the old generation; not implemented yet.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.children: dict[int, Child] = {}
+        self.nginx: Child | None = None
+        self.gunicorn: Child | None = None
+        self.generation = 0
+        self.requested: signal.Signals | None = None
+        self.selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)  # noqa: FBT003 - the stdlib's signature
+        self._wake_write.setblocking(False)  # noqa: FBT003
+        self.selector.register(self._wake_read, selectors.EVENT_READ, self._on_wakeup)
+
+    # -- the loop --
+
+    def install_signal_handlers(self) -> None:
+        signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            # The wakeup fd carries the signal number; the handler itself does nothing.
+            signal.signal(signum, lambda *_: None)
+
+    def pump(self, timeout: float) -> None:
+        """Wait up to timeout for a signal, a child's exit or log output, and handle them."""
+        for key, _ in self.selector.select(timeout):
+            key.data(key.fileobj)
+        self._reap()
+
+    def wait_until(
+        self, done: Callable[[], bool], timeout: float, *, stop_on_signal: bool = True
+    ) -> bool:
+        """Pump until done() or the timeout; False on timeout or an early stop request."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (stop_on_signal and self.requested is not None):
+                return False
+            self.pump(min(remaining, 0.05))
+        return True
+
+    def _on_wakeup(self, fileobj: Any) -> None:
+        try:
+            data = fileobj.recv(512)
+        except BlockingIOError:
+            return
+        for number in data:
+            signum = signal.Signals(number)
+            if signum in (signal.SIGTERM, signal.SIGINT) and self.requested is None:
+                log("info", f"received {signum.name}: stopping gracefully")
+                self.requested = signum
+            elif signum == signal.SIGHUP:
+                log("warning", "received SIGHUP: reload is not implemented; ignored")
+
+    def _relay(self, fileobj: Any) -> None:
+        data = os.read(fileobj, 65536)
+        if not data:
+            self.selector.unregister(fileobj)
+            os.close(fileobj)
+            return
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child = self.children.get(pid)
+            if child is None:
+                continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
+            child.status = os.waitstatus_to_exitcode(status)
+            child.process.returncode = child.status
+            log(
+                "info" if child.status == 0 else "warning",
+                f"{child.name} exited",
+                pid=pid,
+                exit_code=child.status,
+            )
+
+    # -- starting --
+
+    def spawn(
+        self, name: str, command: list[str], env: Mapping[str, str], stdout: int | None = None
+    ) -> Child:
+        # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
+        # nginx and gunicorn in order instead of both dying at once.
+        process = subprocess.Popen(command, env=dict(env), stdout=stdout, process_group=0)
+        child = Child(name, process)
+        self.children[process.pid] = child
+        log("info", f"started {name}", pid=process.pid, command=command)
+        return child
+
+    def start_gunicorn(self, generation: int) -> Child:
+        sock = self.settings.socket_path(generation)
+        sock.unlink(missing_ok=True)
+        env = dict(os.environ)
+        env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
+        env["GRACEFUL_TIMEOUT"] = f"{self.settings.graceful_timeout:g}"
+        command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
+        child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
+        if not self.wait_until(
+            lambda: not child.running or _accepts(sock), self.settings.startup_timeout
+        ):
+            if self.requested is None:
+                raise ServeError(
+                    f"gunicorn did not bind {sock} within {self.settings.startup_timeout:g} s"
+                )
+            return child
+        if not child.running:
+            raise ServeError(f"gunicorn exited ({child.status}) before binding {sock}: see its log")
+        log(
+            "info",
+            "gunicorn is accepting connections",
+            socket=str(sock),
+            mode=f"{sock.stat().st_mode & 0o777:04o}",
+        )
+        return child
+
+    def start_nginx(self) -> Child:
+        read_end, write_end = os.pipe()
+        env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        child = self.spawn(
+            "nginx", nginx_command(self.settings, "-g", "daemon off;"), env, stdout=write_end
+        )
+        os.close(write_end)
+        self.selector.register(read_end, selectors.EVENT_READ, self._relay)
+        address = (self.settings.local_address, self.settings.port)
+        ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
+        if ready and child.running:
+            log("info", "ready", url=f"http://{address[0]}:{address[1]}/")
+        return child
+
+    # -- stopping --
+
+    def stop(self, child: Child | None, signum: signal.Signals, budget: float) -> bool:
+        """Signal child, wait up to budget; kill it past that. True when it stopped cleanly."""
+        if child is None or not child.running:
+            return child is None or child.status == 0
+        child.signal(signum)
+        if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
+            return child.status == 0
+        log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
+        child.signal(signal.SIGKILL)
+        self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
+        return False
+
+    def stop_all(self) -> bool:
+        conf = self.settings.rendered_conf
+        drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
+        nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
+        gunicorn_ok = self.stop(
+            self.gunicorn, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN
+        )
+        return nginx_ok and gunicorn_ok
+
+    def run(self) -> int:
+        """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
+        self.install_signal_handlers()
+        try:
+            self.gunicorn = self.start_gunicorn(self.generation)
+            if self.requested is None:
+                self.nginx = self.start_nginx()
+            while self.requested is None and all(
+                c.running for c in (self.nginx, self.gunicorn) if c
+            ):
+                self.pump(1.0)
+        except ServeError as exc:
+            log("error", str(exc))
+            self.stop_all()
+            return 1
+        dead = [c for c in (self.nginx, self.gunicorn) if c is not None and not c.running]
+        clean = self.stop_all()
+        if dead:
+            names = ", ".join(f"{c.name} (exit status {c.status})" for c in dead)
+            log("error", f"stopped because {names} exited unexpectedly")
+            return 1
+        if not clean:
+            log("error", "stopped, but not cleanly within the budget")
+            return 1
+        log("info", "stopped cleanly")
+        return 0
+
+
+def _accepts(address: Path | tuple[str, int]) -> bool:
+    """Whether something accepts connections at a unix socket path or a TCP address."""
+    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(address) if isinstance(address, Path) else address)
+        except OSError:
+            return False
+    return True
+
+
+# --- privileges ---------------------------------------------------------------------------
+
+
+def drop_privileges(settings: Settings) -> None:
+    """As root, become SERVE_USER (and only its group) before starting anything.
+
+    nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
+    them; the port is unprivileged, so nothing needs root.
+    """
+    if os.geteuid() != 0:
+        return
+    try:
+        user = pwd.getpwnam(settings.serve_user)
+    except KeyError as exc:
+        raise ServeError(
+            f"running as root, but SERVE_USER {settings.serve_user!r} does not exist"
+        ) from exc
+    try:  # fail now, in plain words, rather than with a traceback after the switch
+        subprocess.run(
+            [sys.executable, "-c", "import gunicorn"],
+            user=user.pw_uid,
+            group=user.pw_gid,
+            extra_groups=[],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ServeError(
+            f"started as root, but SERVE_USER {user.pw_name} cannot run {sys.executable} with"
+            " gunicorn (is the interpreter or virtualenv in a private directory such as /root?):"
+            " run as an ordinary user, or set SERVE_USER to a user who can"
+        ) from exc
+    settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for path in [settings.run_dir, *settings.run_dir.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    os.setgroups([])
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
+    os.environ["HOME"] = str(settings.run_dir)
+    log(
+        "info",
+        "started as root: running as an unprivileged user",
+        user=user.pw_name,
+        uid=user.pw_uid,
+        gid=user.pw_gid,
+    )
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def serve(settings: Settings) -> int:
+    if settings.nginx_bin is None:
+        log("error", APT_HINT)
+        return 1
+    drop_privileges(settings)
+    settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    conf = write_nginx_conf(settings, settings.socket_path(0))
+    # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
+    checked = subprocess.run(
+        nginx_command(settings, "-t", "-q"), capture_output=True, text=True, check=False
+    )
+    if checked.returncode != 0:
+        log(
+            "error",
+            "nginx rejected the rendered config",
+            config=str(conf),
+            nginx=checked.stderr.strip(),
+        )
+        return 1
+    log("info", "rendered nginx config", config=str(conf))
+    return Stack(settings).run()
+
+
+def check(settings: Settings) -> int:
+    """The container's health check: the whole chain answers GET /livez (no curl needed)."""
+    url = f"http://{settings.local_address}:{settings.port}/livez"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return 0 if response.status == 200 else 1
+    except (OSError, urllib.error.URLError) as exc:
+        print(f"{url}: {exc}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "serve"
+    try:
+        settings = Settings.from_env(os.environ)
+        if command == "serve":
+            return serve(settings)
+        if command == "render":
+            print(write_nginx_conf(settings, settings.socket_path(0)))
+            return 0
+        if command == "check":
+            return check(settings)
+    except ServeError as exc:
+        log("error", str(exc))
+        return 1
+    print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
