@@ -277,8 +277,9 @@ class Stack:
     socket with write_nginx_conf + HUP, then stop the old generation; not implemented yet.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, nginx_globals: str = "") -> None:
         self.settings = settings
+        self.nginx_globals = nginx_globals
         self.children: dict[int, Child] = {}
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
@@ -401,7 +402,10 @@ class Stack:
         read_end, write_end = os.pipe()
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         child = self.spawn(
-            "nginx", nginx_command(self.settings, "-g", "daemon off;"), env, stdout=write_end
+            "nginx",
+            nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),
+            env,
+            stdout=write_end,
         )
         os.close(write_end)
         self.selector.register(read_end, selectors.EVENT_READ, self._relay)
@@ -477,14 +481,17 @@ def _accepts(address: Path | tuple[str, int]) -> bool:
 # --- privileges ---------------------------------------------------------------------------
 
 
-def drop_privileges(settings: Settings) -> None:
+def drop_privileges(settings: Settings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything.
 
     nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
-    them; the port is unprivileged, so nothing needs root.
+    them; the port is unprivileged, so nothing needs root. Returns extra global directives
+    for nginx: none, except in the fallback where the interpreter is private to root (a
+    pyenv under /root) and everything stays root, nginx's workers included (by default a
+    root nginx runs its workers as nobody, who could not reach root's 0660 socket).
     """
     if os.geteuid() != 0:
-        return
+        return ""
     try:
         user = pwd.getpwnam(settings.serve_user)
     except KeyError as exc:
@@ -500,12 +507,14 @@ def drop_privileges(settings: Settings) -> None:
             check=True,
             capture_output=True,
         )
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ServeError(
+    except (OSError, subprocess.CalledProcessError):
+        log(
+            "warning",
             f"started as root, but SERVE_USER {user.pw_name} cannot run {sys.executable} with"
-            " gunicorn (is the interpreter or virtualenv in a private directory such as /root?):"
-            " run as an ordinary user, or set SERVE_USER to a user who can"
-        ) from exc
+            " gunicorn (a private directory such as /root?): everything runs as root; run as"
+            " an ordinary user, or install Python where SERVE_USER can run it",
+        )
+        return "user root root;"
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     for path in [settings.run_dir, *settings.run_dir.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
@@ -520,6 +529,7 @@ def drop_privileges(settings: Settings) -> None:
         uid=user.pw_uid,
         gid=user.pw_gid,
     )
+    return ""
 
 
 # --- commands -----------------------------------------------------------------------------
@@ -529,13 +539,12 @@ def serve(settings: Settings) -> int:
     if settings.nginx_bin is None:
         log("error", APT_HINT)
         return 1
-    drop_privileges(settings)
+    nginx_globals = drop_privileges(settings)
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     conf = write_nginx_conf(settings, settings.socket_path(0))
     # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
-    checked = subprocess.run(
-        nginx_command(settings, "-t", "-q"), capture_output=True, text=True, check=False
-    )
+    test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))
+    checked = subprocess.run(test, capture_output=True, text=True, check=False)
     if checked.returncode != 0:
         log(
             "error",
@@ -545,7 +554,7 @@ def serve(settings: Settings) -> int:
         )
         return 1
     log("info", "rendered nginx config", config=str(conf))
-    return Stack(settings).run()
+    return Stack(settings, nginx_globals).run()
 
 
 def check(settings: Settings) -> int:
