@@ -24,9 +24,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The same restrictions as the Kubernetes manifests and compose.yaml.
+# The same restrictions as compose.yaml and the Kubernetes manifests: only the run directory
+# (socket, pid, rendered nginx.conf, nginx temp files) and /tmp are writable.
 docker run --detach --name "$name" \
-  --read-only --tmpfs /run/app --tmpfs /tmp \
+  --read-only --tmpfs /run/app:uid=10001,gid=10001,mode=0755 --tmpfs /tmp:mode=1777 \
   --cap-drop ALL --security-opt no-new-privileges \
   --publish "127.0.0.1:$port:8080" \
   "$image" >/dev/null
@@ -36,7 +37,8 @@ health() {
 }
 
 echo "==> waiting for the HEALTHCHECK to report healthy"
-for _ in $(seq 1 60); do
+# The image's HEALTHCHECK runs every 10 s; the first passing one marks the container healthy.
+for _ in $(seq 1 90); do
   status=$(health)
   [ "$status" = healthy ] && break
   if [ "$(docker inspect --type container "$name" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["State"]["Running"])')" != True ]; then
@@ -45,7 +47,7 @@ for _ in $(seq 1 60); do
   fi
   sleep 1
 done
-[ "$status" = healthy ] || { echo "error: health is '$status' after 60 s" >&2; exit 1; }
+[ "$status" = healthy ] || { echo "error: health is '$status' after 90 s" >&2; exit 1; }
 
 echo "==> requests through nginx"
 curl --fail --silent --show-error --max-time 5 "$base/livez"

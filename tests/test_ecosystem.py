@@ -1,0 +1,435 @@
+"""The generated project's ecosystem: CI workflow, Kubernetes base, updates, developer tools.
+
+Each artifact is checked by the tool its ecosystem trusts (check-jsonschema with GitHub's
+workflow schema, zizmor, kubernetes-validate, shellcheck, pre-commit, uv), plus the relations
+between files that no single tool sees (timeouts, ports, paths, users).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake
+
+TOOLS = Path(sys.executable).parent
+WORKFLOW = Path(".github/workflows/ci.yml")
+SMOKE_TEST = Path(".github/smoke-test.sh")
+K8S_BASE = Path("k8s/base")
+FULL_SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+
+
+def tool(name: str) -> str:
+    """A command-line tool of the template's test environment (the `test` dependency group)."""
+    path = TOOLS / name
+    assert path.exists(), f"{name} is missing: install the template's `test` dependency group"
+    return str(path)
+
+
+def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    """Run a command; fail the test with its whole output unless it exits 0."""
+    result = subprocess.run(
+        [str(part) for part in command], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    output = f"{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, f"{' '.join(map(str, command))} exited {result.returncode}\n{output}"
+    return output
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def workflow_steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def k8s_resources(project: Path) -> dict[str, dict[str, Any]]:
+    """The base's resources as kustomize reads them (kustomization.yaml's list), by kind."""
+    base = project / K8S_BASE
+    kustomization = load_yaml(base / "kustomization.yaml")
+    documents = [load_yaml(base / name) for name in kustomization["resources"]]
+    return {document["kind"]: document for document in documents}
+
+
+def app_container(project: Path) -> dict[str, Any]:
+    (container,) = k8s_resources(project)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+# --- the CI workflow ----------------------------------------------------------------------
+
+
+def test_workflow_is_valid_for_github(default_bake: Bake) -> None:
+    """The workflow validates against GitHub's workflow JSON schema (check-jsonschema's copy)."""
+    run(
+        tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", WORKFLOW,
+        cwd=default_bake.project,
+    )  # fmt: skip
+
+
+def test_workflow_has_no_zizmor_findings(default_bake: Bake) -> None:
+    """zizmor (GitHub Actions security audits, offline) reports nothing, suppressed included."""
+    output = run(
+        tool("zizmor"), "--offline", "--no-progress", "--format", "plain", ".github",
+        cwd=default_bake.project,
+    )  # fmt: skip
+    assert "No findings to report" in output
+    assert "suppressed" not in output, output
+
+
+def test_workflow_pins_actions_by_commit_with_release_comment(default_bake: Bake) -> None:
+    """Every `uses:` is a full 40-hex commit SHA, and its line names the release in a comment."""
+    text = (default_bake.project / WORKFLOW).read_text(encoding="utf-8")
+    uses_lines = [line for line in text.splitlines() if line.strip().startswith(("uses:", "- uses:"))]
+    assert uses_lines, "the workflow uses no action: the pin check would check nothing"
+    for line in uses_lines:
+        reference, _, comment = line.split("uses:", 1)[1].partition("#")
+        assert FULL_SHA_PIN.fullmatch(reference.strip()), line
+        assert re.fullmatch(r"v\d+\.\d+\.\d+", comment.strip()), line
+
+
+def test_workflow_is_least_privilege(default_bake: Bake) -> None:
+    """Read-only token for every job, and no checkout leaves the token in .git/config."""
+    workflow = load_yaml(default_bake.project / WORKFLOW)
+    assert workflow["permissions"] == {"contents": "read"}
+    for name, job in workflow["jobs"].items():
+        assert job.get("permissions", workflow["permissions"]) == {"contents": "read"}, name
+    checkouts = [s for s in workflow_steps(workflow) if s.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) == len(workflow["jobs"])
+    for step in checkouts:
+        assert step["with"]["persist-credentials"] is False
+
+
+def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
+    """CI runs make install/lint/test with nginx installed, then builds and smoke-tests the image."""
+    project = default_bake.project
+    workflow = load_yaml(project / WORKFLOW)
+    check, image = workflow["jobs"]["check"], workflow["jobs"]["image"]
+    check_runs = "\n".join(step.get("run", "") for step in check["steps"])
+    for command in ("apt-get install", "nginx-light", "make install", "make lint", "make test"):
+        assert command in check_runs
+    makefile = (project / "Makefile").read_text(encoding="utf-8")
+    for target in ("install", "lint", "test"):
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"Makefile lacks {target}"
+    # The tests run on the image's own base, so nginx there is the version production runs.
+    dockerfile = (project / "Dockerfile").read_text(encoding="utf-8")
+    base_image = re.search(r"^FROM\s+(\S+)", dockerfile, re.MULTILINE)
+    assert base_image is not None
+    assert check["container"] == base_image.group(1).split("@")[0]
+    assert image["needs"] == "check"
+    image_runs = [step.get("run", "") for step in image["steps"]]
+    assert any(r.startswith("docker build --tag my-service:ci") for r in image_runs)
+    assert f"{SMOKE_TEST} my-service:ci" in image_runs
+
+
+def test_smoke_test_script_is_clean_shell(default_bake: Bake) -> None:
+    """The container smoke test is executable and shellcheck finds nothing in it."""
+    script = default_bake.project / SMOKE_TEST
+    assert script.stat().st_mode & stat.S_IXUSR
+    run(tool("shellcheck"), "--severity=style", script, cwd=default_bake.project)
+
+
+def test_smoke_test_checks_health_requests_and_graceful_stop(default_bake: Bake) -> None:
+    """The smoke test waits for health, goes through nginx, and requires exit 0 after SIGTERM."""
+    text = (default_bake.project / SMOKE_TEST).read_text(encoding="utf-8")
+    assert '"Health"' in text and "healthy" in text
+    assert "/livez" in text and "/readyz" in text and "x-request-id" in text
+    assert "docker stop" in text and 'docker wait "$name"' in text
+    assert '[ "$code" != 0 ]' in text
+    # The same restrictions as production: read-only root, tmpfs for the run directory.
+    assert "--read-only" in text and "--tmpfs /run/app" in text and "--cap-drop ALL" in text
+
+
+@pytest.mark.parametrize(
+    ("answers", "absent"),
+    [({"ci": "none"}, ".github"), ({"kubernetes": "no"}, "k8s")],
+    ids=["ci=none", "kubernetes=no"],
+)
+def test_disabled_option_leaves_no_files(tmp_path: Path, answers: dict[str, str], absent: str) -> None:
+    """Turning an option off removes its directory entirely; the rest of the project stays."""
+    result = bake(tmp_path, **answers)
+
+    assert result.exit_code == 0, result.stderr
+    assert not (result.project / absent).exists()
+    assert (result.project / "pyproject.toml").is_file()
+
+
+# --- Kubernetes ---------------------------------------------------------------------------
+
+
+def test_kustomization_lists_every_manifest(default_bake: Bake) -> None:
+    """kustomization.yaml names each manifest of the base once, and no file is left out."""
+    base = default_bake.project / K8S_BASE
+    listed = load_yaml(base / "kustomization.yaml")["resources"]
+    on_disk = sorted(p.name for p in base.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed) == on_disk
+    assert set(k8s_resources(default_bake.project)) == {
+        "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kubernetes_version", ["1.30.0", "1.37.0"])
+def test_kubernetes_manifests_validate(default_bake: Bake, kubernetes_version: str) -> None:
+    """kubernetes-validate --strict (bundled schemas, no cluster) accepts every manifest."""
+    base = default_bake.project / K8S_BASE
+    names = load_yaml(base / "kustomization.yaml")["resources"]
+    output = run(
+        tool("kubernetes-validate"), "--strict", "--kubernetes-version", kubernetes_version, *names,
+        cwd=base,
+    )  # fmt: skip
+    assert output.count("passed") == len(names), output
+
+
+def test_selectors_and_ports_agree(default_bake: Bake) -> None:
+    """The Service, HPA and PDB all find the Deployment's pods, on the port nginx listens on."""
+    resources = k8s_resources(default_bake.project)
+    deployment = resources["Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert resources["Service"]["spec"]["selector"].items() <= pod_labels.items()
+    assert resources["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    target = resources["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
+    assert resources["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2
+    nginx_conf = (default_bake.project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
+    serve = (default_bake.project / "deploy" / "serve.py").read_text(encoding="utf-8")
+    assert "listen @LISTEN@" in nginx_conf
+    default_port = re.search(r'get\("PORT", "(\d+)"\)', serve)
+    assert default_port is not None, "deploy/serve.py no longer reads PORT with a default"
+    (port,) = app_container(default_bake.project)["ports"]
+    assert port["containerPort"] == int(default_port.group(1)) == 8080
+    assert resources["Service"]["spec"]["ports"][0]["targetPort"] == port["name"]
+
+
+def test_probes_go_through_nginx_to_the_app(default_bake: Bake) -> None:
+    """Liveness is /livez and readiness /readyz, on nginx's port (so they test the whole pod)."""
+    container = app_container(default_bake.project)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["startupProbe"]["httpGet"]["port"] == "http"
+    main = (default_bake.project / "src" / "my_service" / "main.py").read_text(encoding="utf-8")
+    assert '"/livez"' in main and '"/readyz"' in main
+
+
+def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
+    """Non-root as the image's user, read-only root, no capabilities, emptyDir at RUN_DIR."""
+    project = default_bake.project
+    pod = k8s_resources(project)["Deployment"]["spec"]["template"]["spec"]
+    container = app_container(project)
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    dockerfile = (project / "Dockerfile").read_text(encoding="utf-8")
+    user = re.search(r"^USER\s+(\d+)(?::(\d+))?\s*$", dockerfile, re.MULTILINE)
+    assert user is not None, "the Dockerfile's USER must be numeric for runAsNonRoot"
+    assert pod["securityContext"]["runAsUser"] == int(user.group(1))
+    if user.group(2):
+        assert pod["securityContext"]["runAsGroup"] == int(user.group(2))
+    # Every path the stack writes must be a volume: RUN_DIR (socket, config, nginx temp).
+    gunicorn_conf = (project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
+    run_dir = re.search(r'get\("RUN_DIR", "([^"]+)"\)', gunicorn_conf)
+    assert run_dir is not None
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert run_dir.group(1) in mounts
+    assert "emptyDir" in volumes[mounts[run_dir.group(1)]]
+    for name in ("cpu", "memory"):
+        assert container["resources"]["requests"][name]
+        assert container["resources"]["limits"][name], "the worker count reads the CPU limit"
+
+
+def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
+    """Every number of the pod's stop sequence, read from the files that set them."""
+    container = app_container(project)
+    pod = k8s_resources(project)["Deployment"]["spec"]["template"]["spec"]
+    pod_env = {item["name"]: item["value"] for item in container.get("env", [])}
+    # gunicorn's own parser, with the pod's environment: the value gunicorn would really use.
+    environ = {k: v for k, v in env.environ(project).items() if k != "GRACEFUL_TIMEOUT"}
+    environ.update(pod_env)
+    printed = run(
+        env.venv / "bin" / "gunicorn", "--print-config", "-c", "deploy/gunicorn.conf.py",
+        cwd=project, env=environ,
+    )  # fmt: skip
+    graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
+    nginx_conf = (project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
+    drain = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s\s*;", nginx_conf, re.MULTILINE)
+    serve = (project / "deploy" / "serve.py").read_text(encoding="utf-8")
+    margin = re.search(r"^STOP_MARGIN = ([\d.]+)", serve, re.MULTILINE)
+    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    pause = re.fullmatch(r"import time; time\.sleep\((\d+)\)", command[-1])
+    assert graceful and drain and margin and pause, "a number of the stop sequence moved"
+    return {
+        "grace": pod["terminationGracePeriodSeconds"],
+        "pause": float(pause.group(1)),
+        "drain": float(drain.group(1)),
+        "graceful": float(graceful.group(1)),
+        "margin": float(margin.group(1)),
+    }
+
+
+@pytest.mark.slow
+def test_termination_grace_covers_the_whole_stop(default_bake: Bake, project_env: ProjectEnv) -> None:
+    """terminationGracePeriodSeconds outlasts the preStop pause, nginx's drain and gunicorn's."""
+    n = _grace_relation(default_bake.project, project_env)
+
+    # The issue's relation, then the runner's worst case (each stop waits its timeout + margin).
+    assert n["grace"] > n["pause"] + n["drain"] + n["graceful"], n
+    assert n["grace"] > n["pause"] + (n["drain"] + n["margin"]) + (n["graceful"] + n["margin"]), n
+    # The pause must be shorter than a readiness failure takes to act, plus endpoint lag.
+    assert 0 < n["pause"] < n["grace"] / 4, n
+
+
+def test_prestop_pause_needs_no_shell(default_bake: Bake) -> None:
+    """The preStop pause runs Python directly: the slim image has no guarantee of a shell."""
+    command = app_container(default_bake.project)["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["python", "-c"]
+    compile(command[2], "preStop", "exec")
+
+
+# --- updates from the template ------------------------------------------------------------
+
+
+def recorded_answers(project: Path) -> dict[str, Any]:
+    data = json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))
+    answers: dict[str, Any] = data["default_context"]
+    return answers
+
+
+def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
+    """The README's update command: the recorded answers as defaults, plus key=value changes."""
+    command = [
+        sys.executable, "-m", "cookiecutter", "--no-input",
+        "--config-file", str(project / ".cookiecutter.json"),
+        "--output-dir", str(output_dir), str(TEMPLATE_DIR), *changes,
+    ]  # fmt: skip
+    run(*command, cwd=output_dir.parent)
+    (rendered,) = [p for p in output_dir.iterdir() if p.is_dir()]
+    return rendered
+
+
+def tree(project: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(project)): path.read_bytes()
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_recorded_answers_are_the_questions_only(default_bake: Bake) -> None:
+    """.cookiecutter.json holds every question's answer and no machine-specific path."""
+    answers = recorded_answers(default_bake.project)
+    questions = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text(encoding="utf-8"))
+    assert set(answers) == {key for key in questions if not key.startswith("_")}
+    text = (default_bake.project / ".cookiecutter.json").read_text(encoding="utf-8")
+    assert str(default_bake.output_dir) not in text and str(TEMPLATE_DIR) not in text
+    assert answers["kubernetes"] is True
+    assert answers["python_version"] == "3.13"
+
+
+def test_rerender_from_recorded_answers_is_identical(default_bake: Bake, tmp_path: Path) -> None:
+    """Re-rendering with nothing changed reproduces the project byte for byte."""
+    rendered = rerender(default_bake.project, tmp_path / "again")
+
+    assert tree(rendered) == tree(default_bake.project)
+
+
+@pytest.mark.parametrize(
+    ("change", "marks"),
+    [
+        (("description", "Settles payments between banks."), ("Settles payments between banks.",)),
+        (("python_version", "3.12"), ("3.12", "py312")),
+    ],
+    ids=["description", "python_version"],
+)
+def test_changing_one_answer_changes_only_its_lines(
+    default_bake: Bake, tmp_path: Path, change: tuple[str, str], marks: tuple[str, ...]
+) -> None:
+    """Bake, change one answer, re-render from the record: each changed line carries the change."""
+    key, value = change
+    old = str(recorded_answers(default_bake.project)[key])
+    rendered = rerender(default_bake.project, tmp_path / "changed", f"{key}={value}")
+
+    before, after = tree(default_bake.project), tree(rendered)
+    assert before.keys() == after.keys()
+    changed_files = [name for name in before if before[name] != after[name]]
+    assert ".cookiecutter.json" in changed_files
+    assert recorded_answers(rendered)[key] == value
+    for name in changed_files:
+        diff = difflib.unified_diff(
+            before[name].decode().splitlines(), after[name].decode().splitlines(), lineterm="", n=0
+        )
+        for line in diff:
+            if line.startswith(("---", "+++", "@@")):
+                continue
+            expected = marks if line.startswith("+") else (old, old.replace(".", ""))
+            assert any(mark in line for mark in expected), f"{name}: unrelated change {line!r}"
+
+
+# --- developer tools ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pre_commit_runs_the_ci_linters_clean(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """pre-commit (local hooks on the project's .venv) passes on a fresh bake and covers CI's linters."""
+    project = tmp_path / "my-service"
+    shutil.copytree(default_bake.project, project)
+    (project / ".venv").symlink_to(project_env.venv)
+    config = load_yaml(project / ".pre-commit-config.yaml")
+    hook_ids = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
+    assert {"ruff-check", "ruff-format", "mypy", "hadolint", "shellcheck"} <= hook_ids
+    environ = project_env.environ(project) | {"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], [*git, "commit", "-q", "-m", "bake"]):
+        run(*command, cwd=project, env=environ)
+
+    output = run(tool("pre-commit"), "run", "--all-files", cwd=project, env=environ)
+
+    for hook_id in ("ruff", "mypy", "hadolint", "shellcheck"):
+        assert re.search(rf"{hook_id}.*Passed", output, re.IGNORECASE), output
+
+
+@pytest.mark.slow
+def test_uv_sync_installs_the_project(default_bake: Bake, tmp_path: Path) -> None:
+    """`uv sync` (registry reachable) installs the project with its dev group into .venv."""
+    project = tmp_path / "my-service"
+    shutil.copytree(default_bake.project, project)
+    environ = dict(os.environ, UV_CACHE_DIR=str(TEMPLATE_DIR / ".cache" / "uv"))
+    environ.pop("VIRTUAL_ENV", None)
+
+    run(tool("uv"), "sync", "--quiet", cwd=project, env=environ)
+
+    python = project / ".venv" / "bin" / "python"
+    run(python, "-c", "import my_service.main, gunicorn, uvicorn_worker, pytest, mypy", cwd=project)
+    assert (project / "uv.lock").is_file()
+
+
+def test_editorconfig_matches_the_formatter(default_bake: Bake) -> None:
+    """.editorconfig asks editors for what ruff enforces: LF, final newline, 100 columns."""
+    text = (default_bake.project / ".editorconfig").read_text(encoding="utf-8")
+    assert "root = true" in text
+    assert "end_of_line = lf" in text and "insert_final_newline = true" in text
+    ruff_line_length = re.search(
+        r"^line-length = (\d+)", (default_bake.project / "pyproject.toml").read_text(), re.MULTILINE
+    )
+    assert ruff_line_length is not None
+    assert f"max_line_length = {ruff_line_length.group(1)}" in text
