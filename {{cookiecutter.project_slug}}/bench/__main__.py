@@ -1,0 +1,180 @@
+"""Command line of the benchmark: `python -m bench run|check|report` from the project root.
+
+    python -m bench run [--quick] [--only EXPERIMENT ...] [--out DIR]
+        measure; write DIR/benchmark.json, DIR/benchmark.md and (with matplotlib)
+        DIR/benchmark.png; print the tables. `make bench` / `make bench-quick`.
+    python -m bench check [RESULTS]
+        exit 1 when a budget in bench/budgets.toml falls short in RESULTS. `make bench-check`.
+    python -m bench report [RESULTS] [--out DIR]
+        redraw the tables and the chart from a results file, without measuring.
+
+Needs wrk (`apt-get install wrk`) and nginx (`apt-get install nginx-light`) on PATH or in
+/usr/sbin, and the project's dependencies in the running Python. The chart needs matplotlib
+(`pip install --group bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.budgets import BUDGETS_FILE, check_budgets, load_budgets
+from bench.experiments import experiments
+from bench.nginx import NginxConfigError
+from bench.report import markdown
+from bench.results import Results
+from bench.runner import FULL, QUICK, RunSettings, run_experiments
+from bench.servers import ServerError, shipped_worker_count
+from bench.wrk import WrkError, find_wrk
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = Path("build/bench")
+RESULTS_NAME = "benchmark.json"
+
+
+def _write_outputs(results: Results, out: Path) -> Path:
+    """benchmark.json, benchmark.png (when matplotlib is there) and benchmark.md in out."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESULTS_NAME
+    results.write(path)
+    chart: str | None = "benchmark.png"
+    try:
+        from bench.chart import draw  # noqa: PLC0415 - matplotlib is optional
+    except ImportError:
+        print("chart skipped: matplotlib is not installed (pip install --group bench)")
+        chart = None
+    else:
+        draw(results, out / "benchmark.png")
+    report = markdown(results, load_budgets(), chart)
+    (out / "benchmark.md").write_text(report, encoding="utf-8")
+    print(report)
+    print(f"wrote {path}, {out / 'benchmark.md'}" + (f", {out / chart}" if chart else ""))
+    return path
+
+
+def _stop_on_term(signum: int, _: FrameType | None) -> None:
+    # SystemExit unwinds through the runner's `finally`, which stops every server.
+    raise SystemExit(128 + signum)
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    base = QUICK if args.quick else FULL
+    settings = RunSettings(
+        runs=args.runs or base.runs,
+        warmup_s=args.warmup if args.warmup is not None else base.warmup_s,
+        duration_s=args.duration or base.duration_s,
+        connections=args.connections or base.connections,
+    )
+    if settings.runs < 3:
+        print("error: at least 3 runs per configuration (median and range)", file=sys.stderr)
+        return 2
+    find_wrk()
+    cpus, workers = _cpus(), shipped_worker_count(PROJECT)
+    chosen = experiments(cpus, workers)
+    if args.only:
+        unknown = set(args.only) - {e.id for e in chosen}
+        if unknown:
+            print(f"error: unknown experiment(s) {sorted(unknown)}", file=sys.stderr)
+            return 2
+        chosen = [e for e in chosen if e.id in args.only]
+    if args.quick:
+        chosen = [
+            type(e)(**{**vars(e), "configs": tuple(c for c in e.configs if c.quick)})
+            for e in chosen
+        ]
+        chosen = [e for e in chosen if e.configs]
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    results = run_experiments(
+        PROJECT,
+        chosen,
+        settings,
+        mode="quick" if args.quick else "full",
+        command=shlex.join(["python", "-m", "bench", *argv]),
+        default_workers=workers,
+    )
+    _write_outputs(results, args.out)
+    return 0
+
+
+def _cpus() -> int:
+    import os  # noqa: PLC0415
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    path: Path = args.results
+    if not path.is_file():
+        print(
+            f"error: no results at {path}: run `make bench-quick` (or `make bench`) first",
+            file=sys.stderr,
+        )
+        return 2
+    results = Results.read(path)
+    budgets = load_budgets(args.budgets)
+    outcomes = check_budgets(results, budgets)
+    print(f"budgets ({args.budgets}) against the {results.mode} run of {results.started} ({path}):")
+    for outcome in outcomes:
+        mark = "pass" if outcome.passed else "FAIL"
+        print(f"  {mark}  {outcome.budget.name}: {outcome.message}")
+        if not outcome.passed:
+            print(f"        why this budget: {outcome.budget.why}")
+    failed = sum(not o.passed for o in outcomes)
+    print(f"{len(outcomes) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    results = Results.read(args.results)
+    _write_outputs(results, args.out or args.results.parent)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="measure and write the results, tables and chart")
+    run.add_argument(
+        "--quick", action="store_true", help="the budgets' configurations only, short runs (< 60 s)"
+    )
+    run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
+    run.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"output directory [{DEFAULT_OUT}]"
+    )
+    run.add_argument("--runs", type=int, help="runs per configuration [3]")
+    run.add_argument("--duration", type=int, help="seconds per measured run [quick 2, full 8]")
+    run.add_argument(
+        "--warmup", type=int, help="seconds of warm-up before each run [quick 1, full 2]"
+    )
+    run.add_argument("--connections", type=int, help="wrk keep-alive connections [64]")
+    check = sub.add_parser("check", help="exit 1 when a budget falls short")
+    check.add_argument("results", type=Path, nargs="?", default=DEFAULT_OUT / RESULTS_NAME)
+    check.add_argument("--budgets", type=Path, default=BUDGETS_FILE)
+    report = sub.add_parser("report", help="redraw tables and chart from a results file")
+    report.add_argument("results", type=Path, nargs="?", default=DEFAULT_OUT / RESULTS_NAME)
+    report.add_argument("--out", type=Path)
+    return top
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args, argv)
+        if args.command == "check":
+            return cmd_check(args)
+        return cmd_report(args)
+    except (WrkError, ServerError, NginxConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""The app variants the benchmark serves as `bench.apps:shipped`, `:bare` and `:basehttp`.
+
+- shipped: the real application from `{{ cookiecutter.package_name }}.main.create_app()`, with its
+  middleware stack, plus the benchmark's endpoints.
+- bare: the same endpoints on a plain FastAPI app, no middleware: the baseline.
+- basehttp: bare plus the shipped middlewares rewritten as BaseHTTPMiddleware (bench/basehttp.py),
+  the anti-pattern, to show its cost.
+
+Each variant is built only when a server imports it (module `__getattr__`), so serving `bare`
+never runs the real app's start-up code.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Response
+
+ONE_MIB = 1024 * 1024
+# Built once: the 1 MiB experiment measures moving bytes through the stack, not encoding JSON.
+_LARGE_BODY = b'{"data":"' + b"x" * (ONE_MIB - len(b'{"data":""}')) + b'"}'
+
+router = APIRouter(prefix="/bench")
+
+
+@router.get("/small")
+async def small() -> dict[str, str | int]:
+    return {"message": "hello", "count": 3}
+
+
+@router.get("/small-sync")
+def small_sync() -> dict[str, str | int]:
+    return {"message": "hello", "count": 3}
+
+
+@router.get("/1mb")
+async def large() -> Response:
+    return Response(_LARGE_BODY, media_type="application/json")
+
+
+@router.get("/1mb-sync")
+def large_sync() -> Response:
+    return Response(_LARGE_BODY, media_type="application/json")
+
+
+def build_bare() -> FastAPI:
+    """The endpoints alone on FastAPI: no middleware beyond FastAPI's own."""
+    application = FastAPI()
+    application.include_router(router)
+    return application
+
+
+def build_shipped() -> FastAPI:
+    """The real app (its middlewares, settings and logging) with the endpoints added."""
+    from {{ cookiecutter.package_name }}.main import create_app  # noqa: PLC0415 - see module docstring
+
+    application = create_app()
+    application.include_router(router)
+    return application
+
+
+def build_basehttp() -> FastAPI:
+    """The endpoints behind the shipped middlewares' BaseHTTPMiddleware twins."""
+    from bench.basehttp import build  # noqa: PLC0415 - see module docstring
+
+    return build(router)
+
+
+_BUILDERS = {"bare": build_bare, "shipped": build_shipped, "basehttp": build_basehttp}
+
+
+def __getattr__(name: str) -> FastAPI:
+    # Servers import "bench.apps:<variant>" with getattr, which lands here (PEP 562).
+    if name not in _BUILDERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    application = _BUILDERS[name]()
+    globals()[name] = application
+    return application

@@ -1,0 +1,119 @@
+"""The shipped middlewares rewritten as BaseHTTPMiddleware: the anti-pattern, measured.
+
+BaseHTTPMiddleware is what `@app.middleware("http")` builds and what FastAPI's docs show. It
+runs the rest of the app in a separate task and re-wraps every response in a streaming
+response, which costs throughput (the seed measured -54 % with one pass-through) and breaks
+contextvars propagation from inner to outer code. The project bans the import (ruff TID251);
+this file alone is exempt (pyproject.toml), because measuring that cost is its purpose.
+
+Each class does the work of its twin in `{{ cookiecutter.package_name }}.middleware` the way
+people write it with `call_next`, in main.py's order, with the app's logging configured the
+same way, so the difference in the benchmark is the middleware style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, FastAPI
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.responses import JSONResponse, Response
+
+from {{ cookiecutter.package_name }}.logs import configure_logging
+from {{ cookiecutter.package_name }}.main import ACCESS_LOGGER
+from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
+from {{ cookiecutter.package_name }}.middleware.request_id import (
+    _WELL_FORMED,
+    REQUEST_ID,
+    new_request_id,
+)
+from {{ cookiecutter.package_name }}.settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+    from starlette.types import ASGIApp
+
+
+class RequestIdBaseHTTP(BaseHTTPMiddleware):
+    """Keep a well-formed X-Request-ID or make one, expose it to logs, echo it."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        incoming = request.headers.get("x-request-id", "")
+        well_formed = incoming and _WELL_FORMED.fullmatch(incoming.encode("latin-1"))
+        request_id = incoming if well_formed else new_request_id()
+        token = REQUEST_ID.set(request_id)
+        try:
+            response = await call_next(request)
+        finally:
+            REQUEST_ID.reset(token)
+        response.headers["x-request-id"] = request_id
+        return response
+
+
+class AccessLogBaseHTTP(BaseHTTPMiddleware):
+    """One access-log line per request, written by the shipped middleware's own code."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        self.line = AccessLogMiddleware(app, logger=ACCESS_LOGGER)
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        if self.line.logger.isEnabledFor(logging.INFO):
+            elapsed_ms = (time.perf_counter() - start) * 1000.0
+            self.line._log(request.scope, response.status_code, elapsed_ms)  # noqa: SLF001 - the very same log line
+        return response
+
+
+class DeadlineBaseHTTP(BaseHTTPMiddleware):
+    """Answer 504 past the deadline: a timer per request, as `call_next` code does it."""
+
+    def __init__(self, app: ASGIApp, *, timeout_seconds: float) -> None:
+        super().__init__(app)
+        self.timeout_seconds = timeout_seconds
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                return await call_next(request)
+        except TimeoutError:
+            return JSONResponse({"detail": "Gateway Timeout", "request_id": REQUEST_ID.get()}, 504)
+
+
+class ErrorGuardBaseHTTP(BaseHTTPMiddleware):
+    """Turn an exception into a JSON 500 with the request id, and log it."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        try:
+            return await call_next(request)
+        except Exception:
+            logging.getLogger(__name__).exception("unhandled exception")
+            detail = {"detail": "Internal Server Error", "request_id": REQUEST_ID.get()}
+            return JSONResponse(detail, 500)
+
+
+def build(router: APIRouter) -> FastAPI:
+    """router's endpoints behind the twins, outermost first as in main.py."""
+    settings = Settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # As create_app() does, so the access log costs the same JSON formatting here.
+        configure_logging(settings.log_level, human=settings.environment == "development")
+        yield
+
+    application = FastAPI(lifespan=lifespan)
+    application.include_router(router)
+    # add_middleware puts each new one outside the previous: add innermost first.
+    application.add_middleware(ErrorGuardBaseHTTP)
+    application.add_middleware(DeadlineBaseHTTP, timeout_seconds=settings.request_timeout_seconds)
+    application.add_middleware(AccessLogBaseHTTP)
+    application.add_middleware(RequestIdBaseHTTP)
+    return application

@@ -1,0 +1,209 @@
+"""What the benchmark measures: each experiment is a few configurations against a baseline.
+
+Pure data, no I/O. A configuration names the app variant (bench/apps.py), the server that runs
+it, the worker count, and whether nginx (deploy/nginx.conf, varied by bench/nginx.py) sits in
+front. `quick=True` marks the configurations `make bench-quick` measures: those the budgets
+(bench/budgets.toml) need, so quick mode stays under a minute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# The app's endpoints (bench/apps.py): small JSON and 1 MiB, each as `async def` and `def`.
+SMALL = "/bench/small"
+SMALL_SYNC = "/bench/small-sync"
+LARGE = "/bench/1mb"
+LARGE_SYNC = "/bench/1mb-sync"
+
+Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
+
+
+@dataclass(frozen=True)
+class Front:
+    """nginx in front of the app, as deploy/nginx.conf ships except for the varied settings."""
+
+    transport: Literal["unix", "tcp"] = "unix"  # how nginx reaches the app
+    keepalive: bool = True  # upstream keepalive (nginx reuses its connections to the app)
+    buffering: bool = True  # proxy_buffering
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A set of processes serving one app variant; configurations may share one."""
+
+    app: Literal["bare", "shipped", "basehttp"] = "shipped"
+    server: Server = "gunicorn-uvicorn"
+    workers: int | None = None  # None: what deploy/gunicorn.conf.py decides for this machine
+    threads: int | None = None  # gunicorn --threads; None leaves the shipped setting
+    front: Front | None = None  # None: wrk talks to the app server directly over TCP
+
+
+@dataclass(frozen=True)
+class Config:
+    id: str
+    label: str
+    stack: Stack
+    path: str = SMALL
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    title: str
+    question: str
+    baseline: str  # the id of the configuration the others are compared with
+    configs: tuple[Config, ...]
+    line: bool = False  # chart as a line over the configurations' numeric x values
+    x_values: dict[str, int] = field(default_factory=dict)
+
+    def config(self, config_id: str) -> Config:
+        for config in self.configs:
+            if config.id == config_id:
+                return config
+        raise KeyError(f"{self.id} has no configuration {config_id!r}")
+
+
+def experiments(cpus: int, default_workers: int) -> list[Experiment]:
+    """Every experiment, for a machine with `cpus` CPUs where the shipped config runs
+    `default_workers` workers."""
+    production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
+    worker_counts = list(range(1, 2 * cpus + 2))
+    return [
+        Experiment(
+            id="middleware",
+            title="Middleware: bare, the shipped pure-ASGI stack, the same as BaseHTTPMiddleware",
+            question="What does the shipped middleware stack cost, and what would the "
+            "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
+            "so the app is the bottleneck.",
+            baseline="bare",
+            configs=(
+                Config(
+                    "bare", "bare app (no middleware)", Stack(app="bare", workers=1), quick=True
+                ),
+                Config(
+                    "default",
+                    "default pure-ASGI stack",
+                    Stack(app="shipped", workers=1),
+                    quick=True,
+                ),
+                Config(
+                    "basehttp",
+                    "same middlewares as BaseHTTPMiddleware",
+                    Stack(app="basehttp", workers=1),
+                ),
+            ),
+        ),
+        Experiment(
+            id="transport",
+            title="nginx to app: TCP or unix socket, with and without upstream keepalive",
+            question="How should nginx reach gunicorn? The shipped stack (socket + keepalive) "
+            "against the seeds' starting point (TCP, a new connection per request), and "
+            "gunicorn without nginx for reference.",
+            baseline="tcp-close",
+            configs=(
+                Config(
+                    "tcp-close",
+                    "nginx -> TCP, no keepalive",
+                    Stack(front=Front("tcp", keepalive=False)),
+                    quick=True,
+                ),
+                Config("tcp-keepalive", "nginx -> TCP + keepalive", Stack(front=Front("tcp"))),
+                Config(
+                    "socket-close",
+                    "nginx -> socket, no keepalive",
+                    Stack(front=Front("unix", keepalive=False)),
+                ),
+                Config(
+                    "socket-keepalive",
+                    "nginx -> socket + keepalive (shipped)",
+                    Stack(front=production),
+                    quick=True,
+                ),
+                Config("direct", "gunicorn direct (no nginx)", Stack()),
+            ),
+        ),
+        Experiment(
+            id="endpoint",
+            title="Small JSON or 1 MiB; `async def` or `def`",
+            question="How do response size and the endpoint's kind change throughput through "
+            "the shipped stack? `def` endpoints run in AnyIO's thread pool.",
+            baseline="async-small",
+            configs=(
+                Config("async-small", "async def, small JSON", Stack(front=production), SMALL),
+                Config("def-small", "def, small JSON", Stack(front=production), SMALL_SYNC),
+                Config("async-1mb", "async def, 1 MiB", Stack(front=production), LARGE),
+                Config("def-1mb", "def, 1 MiB", Stack(front=production), LARGE_SYNC),
+            ),
+        ),
+        Experiment(
+            id="buffering",
+            title="proxy_buffering on or off for 1 MiB responses",
+            question="The seeds turn proxy_buffering off; the shipped config keeps it on "
+            "(it frees workers from slow clients). What does each cost here?",
+            baseline="buffering-on",
+            configs=(
+                Config(
+                    "buffering-on", "proxy_buffering on (shipped)", Stack(front=production), LARGE
+                ),
+                Config(
+                    "buffering-off",
+                    "proxy_buffering off (seeds)",
+                    Stack(front=Front(buffering=False)),
+                    LARGE,
+                ),
+                Config("direct-1mb", "gunicorn direct (no nginx)", Stack(), LARGE),
+            ),
+        ),
+        Experiment(
+            id="workers",
+            title=f"Worker count from 1 to 2 x {cpus} cores + 1, and threads",
+            question="Which worker count serves most through the shipped stack on this machine? "
+            "gunicorn's `threads` only affects its gthread worker: one data point shows it "
+            "does nothing for ASGI workers.",
+            baseline="workers-1",
+            configs=(
+                *(
+                    Config(
+                        f"workers-{n}",
+                        f"{n} worker{'s' if n > 1 else ''}",
+                        Stack(workers=n, front=production),
+                    )
+                    for n in worker_counts
+                ),
+                Config(
+                    "threads",
+                    f"{default_workers} workers x 4 threads",
+                    Stack(workers=default_workers, threads=4, front=production),
+                ),
+            ),
+            line=True,
+            x_values={f"workers-{n}": n for n in worker_counts},
+        ),
+        Experiment(
+            id="servers",
+            title="Server: gunicorn + UvicornWorker, gunicorn's asgi worker, uvicorn --workers",
+            question=f"Which server runs the same app fastest, each with {default_workers} "
+            "workers, directly on TCP (no nginx)?",
+            baseline="gunicorn-uvicorn",
+            configs=(
+                Config(
+                    "gunicorn-uvicorn",
+                    "gunicorn + UvicornWorker (shipped)",
+                    Stack(workers=default_workers),
+                ),
+                Config(
+                    "gunicorn-asgi",
+                    "gunicorn worker_class=asgi",
+                    Stack(server="gunicorn-asgi", workers=default_workers),
+                ),
+                Config(
+                    "uvicorn",
+                    "uvicorn --workers (FastAPI docs)",
+                    Stack(server="uvicorn", workers=default_workers),
+                ),
+            ),
+        ),
+    ]

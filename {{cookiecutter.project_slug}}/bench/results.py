@@ -1,0 +1,123 @@
+"""The results file: every run of every configuration, with what is needed to judge them.
+
+Written by `python -m bench run` as benchmark.json, read back by `check` and `report`, so the
+tables, the chart and the budget check always come from one and the same run. Only raw runs
+are stored; summaries are recomputed (bench/stats.py) when read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.stats import Summary, summarize
+from bench.wrk import WrkResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SCHEMA = 1
+
+
+@dataclass
+class ConfigResult:
+    id: str
+    label: str
+    runs: list[WrkResult] = field(default_factory=list)
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(self.runs)
+
+
+@dataclass
+class ExperimentResult:
+    id: str
+    title: str
+    question: str
+    baseline: str
+    configs: list[ConfigResult]
+    line: bool = False
+    x_values: dict[str, int] = field(default_factory=dict)
+
+    def config(self, config_id: str) -> ConfigResult | None:
+        return next((c for c in self.configs if c.id == config_id and c.runs), None)
+
+
+@dataclass
+class Results:
+    mode: str  # "quick" or "full"
+    command: str  # what a person types to get the same run
+    started: str  # UTC, ISO 8601
+    finished: str
+    machine: dict[str, Any]  # CPUs, OS, versions of the measured software
+    settings: dict[str, Any]  # runs, durations, connections
+    experiments: list[ExperimentResult]
+
+    def experiment(self, experiment_id: str) -> ExperimentResult | None:
+        return next((e for e in self.experiments if e.id == experiment_id), None)
+
+    def to_json(self) -> str:
+        data = {
+            "schema": SCHEMA,
+            "mode": self.mode,
+            "command": self.command,
+            "started": self.started,
+            "finished": self.finished,
+            "machine": self.machine,
+            "settings": self.settings,
+            "experiments": [
+                {
+                    "id": e.id,
+                    "title": e.title,
+                    "question": e.question,
+                    "baseline": e.baseline,
+                    "line": e.line,
+                    "x_values": e.x_values,
+                    "configs": [
+                        {"id": c.id, "label": c.label, "runs": [r.as_dict() for r in c.runs]}
+                        for c in e.configs
+                    ],
+                }
+                for e in self.experiments
+            ],
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, text: str) -> Results:
+        data = json.loads(text)
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"results schema {data.get('schema')!r}, expected {SCHEMA}")
+        return cls(
+            mode=data["mode"],
+            command=data["command"],
+            started=data["started"],
+            finished=data["finished"],
+            machine=data["machine"],
+            settings=data["settings"],
+            experiments=[
+                ExperimentResult(
+                    id=e["id"],
+                    title=e["title"],
+                    question=e["question"],
+                    baseline=e["baseline"],
+                    line=e["line"],
+                    x_values=e["x_values"],
+                    configs=[
+                        ConfigResult(c["id"], c["label"], [WrkResult(**r) for r in c["runs"]])
+                        for c in e["configs"]
+                    ],
+                )
+                for e in data["experiments"]
+            ],
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> Results:
+        return cls.from_json(path.read_text(encoding="utf-8"))
