@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from bench.budgets import BUDGETS_FILE, check_budgets, load_budgets
 from bench.experiments import experiments
-from bench.nginx import NginxConfigError
+from bench.nginx import NginxConfigError, nginx_binary
 from bench.report import markdown
 from bench.results import Results
 from bench.runner import FULL, QUICK, RunSettings, run_experiments
@@ -76,6 +76,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         print("error: at least 3 runs per configuration (median and range)", file=sys.stderr)
         return 2
     find_wrk()
+    nginx_binary(PROJECT)  # fail now with the install command, not after minutes of runs
     cpus, workers = _cpus(), shipped_worker_count(PROJECT)
     chosen = experiments(cpus, workers)
     if args.only:

@@ -48,6 +48,15 @@ def load_serve(project: Path) -> ModuleType:
     return module
 
 
+def nginx_binary(project: Path) -> str:
+    """nginx as deploy/serve.py finds it (PATH, then /usr/sbin); NginxConfigError if absent."""
+    serve = load_serve(project)
+    found: str | None = serve.find_nginx(os.environ.get("PATH", os.defpath))
+    if found is None:
+        raise NginxConfigError(serve.APT_HINT)
+    return found
+
+
 def _replace_once(text: str, pattern: str, replacement: str, what: str) -> str:
     new, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
     if count != 1:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from bench.nginx import nginx_binary
 from bench.results import ConfigResult, ExperimentResult, Results
 from bench.servers import Launcher, Processes
 from bench.wrk import WrkResult, find_wrk, run_wrk
@@ -109,7 +110,7 @@ def _version(command: list[str]) -> str:
     return lines[0] if lines else "unknown"
 
 
-def machine_facts() -> dict[str, object]:
+def machine_facts(project: Path) -> dict[str, object]:
     versions = {}
     for package in ("fastapi", "starlette", "pydantic", "uvicorn", "uvicorn-worker", "gunicorn"):
         try:
@@ -117,7 +118,7 @@ def machine_facts() -> dict[str, object]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = "missing"
     versions["Python"] = platform.python_version()
-    versions["nginx"] = _version(["nginx", "-v"]).rpartition("/")[2]
+    versions["nginx"] = _version([nginx_binary(project), "-v"]).rpartition("/")[2]
     versions["wrk"] = _version([find_wrk(), "-v"]).split()[1]
     return {
         "cpus": len(os.sched_getaffinity(0))
@@ -169,7 +170,7 @@ def run_experiments(  # noqa: PLR0913 - keyword-only, each named at the one call
         command=command,
         started=started,
         finished=_now(),
-        machine=machine_facts(),
+        machine=machine_facts(project),
         settings={**asdict(settings), "default_workers": default_workers},
         experiments=measured,
     )

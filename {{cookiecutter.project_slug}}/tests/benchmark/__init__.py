@@ -1,0 +1,1 @@
+"""Unit tests of the benchmark's pure parts (bench/): parsing, statistics, budgets, reports."""

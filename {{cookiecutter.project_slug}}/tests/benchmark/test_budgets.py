@@ -1,0 +1,85 @@
+"""Budget checks on results: ratios from one run, errors, missing configurations."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from bench.budgets import Budget, BudgetSet, check_budgets, load_budgets
+from bench.experiments import experiments
+from bench.results import ConfigResult, ExperimentResult, Results
+from bench.wrk import WrkResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+BUDGET = Budget("stack", "middleware", "default", "bare", 0.95, "because")
+BUDGETS = BudgetSet((BUDGET,), max_error_fraction=0.001)
+
+
+def results(default: float, bare: float = 1000.0, default_errors: int = 0) -> Results:
+    def config(config_id: str, rps: float, errors: int = 0) -> ConfigResult:
+        runs = [WrkResult(rps, 1.0, 2.0, 10_000, 1.0, errors, 0) for _ in range(3)]
+        return ConfigResult(config_id, config_id, runs)
+
+    experiment = ExperimentResult(
+        "middleware",
+        "t",
+        "q",
+        "bare",
+        [config("bare", bare), config("default", default, default_errors)],
+    )
+    return Results("quick", "cmd", "start", "end", {}, {}, [experiment])
+
+
+def test_ratio_at_budget_passes() -> None:
+    """A candidate at exactly the minimum ratio passes."""
+    (outcome,) = check_budgets(results(default=950.0), BUDGETS)
+    assert outcome.passed
+    assert outcome.ratio == pytest.approx(0.95)
+
+
+def test_ratio_below_budget_fails() -> None:
+    """Below the minimum ratio the budget fails and says by how much."""
+    (outcome,) = check_budgets(results(default=940.0), BUDGETS)
+    assert not outcome.passed
+    assert "0.940 x is below the budget 0.95 x" in outcome.message
+
+
+def test_errors_fail_a_fast_candidate() -> None:
+    """A fast configuration answering errors (a 502 is fast) fails its budget."""
+    (outcome,) = check_budgets(results(default=2000.0, default_errors=100), BUDGETS)
+    assert not outcome.passed
+    assert "errors" in outcome.message
+
+
+def test_missing_configuration_fails() -> None:
+    """A budget whose configurations were not measured fails instead of passing silently."""
+    empty = Results("quick", "cmd", "start", "end", {}, {}, [])
+    (outcome,) = check_budgets(empty, BUDGETS)
+    assert not outcome.passed
+    assert outcome.ratio is None
+
+
+def test_shipped_budgets_are_the_documented_ones() -> None:
+    """budgets.toml holds the two budgets the README documents."""
+    budgets = {b.name: b for b in load_budgets().budgets}
+    assert budgets["default middleware stack"].min_ratio == 0.95
+    assert budgets["unix socket + upstream keepalive"].min_ratio == 1.3
+
+
+def test_quick_mode_measures_every_budget() -> None:
+    """Each budget's two configurations exist and are part of quick mode (make bench-check)."""
+    by_id = {e.id: e for e in experiments(cpus=2, default_workers=2)}
+    for budget in load_budgets().budgets:
+        experiment = by_id[budget.experiment]
+        assert experiment.config(budget.candidate).quick, budget
+        assert experiment.config(budget.baseline).quick, budget
+
+
+def test_results_file_round_trips(tmp_path: Path) -> None:
+    """What `run` writes, `check` reads back unchanged."""
+    original = results(default=990.0)
+    path = tmp_path / "benchmark.json"
+    original.write(path)
+    assert Results.read(path) == original
