@@ -1,0 +1,1 @@
+"""Tests of the production serving stack (deploy/, Dockerfile, compose.yaml)."""

@@ -1,0 +1,36 @@
+"""A test-only ASGI app: the real app, plus GET /slow?seconds=N that answers after a pause.
+
+The live tests serve it through the real stack (APP_MODULE=slow_app:app) to hold requests
+in flight while the stack is stopped. It logs one JSON line when a slow request starts, so
+a test can wait for "all in flight" by reading the log instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+from {{ cookiecutter.package_name }}.main import app as real_app
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve /slow here and everything else (lifespan included) from the real app."""
+    if scope["type"] != "http" or scope["path"] != "/slow":
+        await real_app(scope, receive, send)
+        return
+    query = parse_qs(scope["query_string"].decode("latin-1"))
+    seconds = float(query.get("seconds", ["2"])[0])
+    line = {"level": "info", "logger": "slow_app", "message": "slow request started"}
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+    await asyncio.sleep(seconds)
+    body = b'{"status":"done"}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,168 @@
+"""Static checks of the serving stack's files: nginx -t, gixy, gunicorn --check-config, hadolint.
+
+nginx and gixy read the config deploy/serve.py renders (the same one the stack runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .conftest import DEPLOY, PROJECT, tool
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from types import ModuleType
+
+VARIANTS = {
+    "defaults": {},
+    "behind a load balancer, no access log": {
+        "TRUSTED_PROXIES": "10.0.0.0/8, 192.168.0.0/16 2001:db8::/32",
+        "NGINX_ACCESS_LOG": "off",
+        "NGINX_WORKER_PROCESSES": "2",
+    },
+}
+
+
+def render(serve_module: ModuleType, run_dir: Path, **env: str) -> Path:
+    settings = serve_module.Settings.from_env({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
+    path: Path = serve_module.write_nginx_conf(settings, settings.socket_path(0))
+    return path
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_nginx_accepts_the_rendered_config(
+    serve_module: ModuleType, nginx_bin: str, tmp_path: Path, variant: str
+) -> None:
+    """nginx -t accepts the config as rendered, with no placeholder left."""
+    conf = render(serve_module, tmp_path, **VARIANTS[variant])
+    text = conf.read_text(encoding="utf-8")
+
+    result = subprocess.run(
+        [nginx_bin, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert not re.search(r"@[A-Z_]+@", text), "a placeholder was left unrendered"
+
+
+def test_rendering_follows_the_environment(serve_module: ModuleType, tmp_path: Path) -> None:
+    """Trusted proxies become set_real_ip_from lines; the access log can be switched off."""
+    default = render(serve_module, tmp_path / "a").read_text(encoding="utf-8")
+    behind = VARIANTS["behind a load balancer, no access log"]
+    behind_lb = render(serve_module, tmp_path / "b", **behind).read_text(encoding="utf-8")
+
+    assert not re.search(r"^\s*set_real_ip_from", default, re.MULTILINE)
+    assert "access_log /dev/stdout json;" in default
+    assert "set_real_ip_from 10.0.0.0/8;" in behind_lb
+    assert "set_real_ip_from 2001:db8::/32;" in behind_lb
+    assert "access_log off;" in behind_lb
+    assert f"server unix:{tmp_path / 'a' / 'gunicorn.sock'};" in default
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TRUSTED_PROXIES", "10.0.0.0/8; include /etc/passwd"),
+        ("PORT", "80 ssl"),
+        ("LISTEN_ADDRESS", "0.0.0.0; evil"),
+        ("NGINX_ACCESS_LOG", "/var/log/x"),
+        ("NGINX_WORKER_PROCESSES", "4; user root"),
+        ("RUN_DIR", "/run/a b"),
+    ],
+)
+def test_environment_cannot_inject_nginx_directives(
+    serve_module: ModuleType, name: str, value: str
+) -> None:
+    """Values that would alter nginx's config are refused, naming the variable."""
+    with pytest.raises(serve_module.ServeError, match=name):
+        serve_module.Settings.from_env({name: value})
+
+
+def test_render_refuses_an_unknown_placeholder(serve_module: ModuleType) -> None:
+    """A placeholder without a value is an error, never left in the config."""
+    with pytest.raises(serve_module.ServeError, match="MISSING"):
+        serve_module.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gixy_finds_nothing(serve_module: ModuleType, tmp_path: Path, variant: str) -> None:
+    """gixy (the maintained fork) reports no issue in the rendered config."""
+    conf = render(serve_module, tmp_path, **VARIANTS[variant])
+
+    result = subprocess.run([tool("gixy"), str(conf)], capture_output=True, text=True, check=False)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gunicorn_accepts_its_config() -> None:
+    """gunicorn --check-config loads deploy/gunicorn.conf.py and the app."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT / "src"), "RUN_DIR": "/tmp/unused"}  # noqa: S108
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", DEPLOY / "gunicorn.conf.py", "--check-config"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gunicorn_settings(gunicorn_conf: ModuleType) -> None:
+    """The values the stack relies on: socket mode, watchdog, no control socket, tmpfs."""
+    conf: dict[str, Any] = vars(gunicorn_conf)
+    assert conf["umask"] == 0o117, "the socket must be 0660: owner and group read/write only"
+    assert conf["bind"][0].startswith("unix:")
+    assert conf["control_socket_disable"] is True
+    assert conf["timeout"] == 60
+    assert conf["backlog"] == 2048
+    assert conf["forwarded_allow_ips"] == "*"
+    assert issubclass(conf["worker_class"], conf["UvicornWorker"]), "uvicorn-worker's class"
+    assert conf["worker_tmp_dir"] in {"/dev/shm", None}  # noqa: S108
+
+
+def test_worker_passes_graceful_timeout_and_concurrency_cap(
+    gunicorn_conf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker subclass hands uvicorn what UvicornWorker does not map."""
+    monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
+    cfg = importlib.import_module("gunicorn.config").Config()
+    cfg.set("graceful_timeout", 17)
+    cfg.set("worker_tmp_dir", str(tmp_path))
+    log = gunicorn_conf.JsonLogger(cfg)
+    worker = gunicorn_conf.Worker(0, os.getpid(), [], None, 30, cfg, log)
+    try:
+        assert worker.config.timeout_graceful_shutdown == 17
+        assert worker.config.limit_concurrency == 123
+    finally:
+        worker.tmp.close()
+
+
+def test_hadolint_finds_nothing() -> None:
+    """hadolint reports nothing in the Dockerfile."""
+    result = subprocess.run(
+        [tool("hadolint"), str(PROJECT / "Dockerfile")], capture_output=True, text=True, check=False
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_image_runs_the_runner_as_a_fixed_non_root_user() -> None:
+    """The image's user is numeric and not root, and the runner is the exec-form entrypoint."""
+    dockerfile = (PROJECT / "Dockerfile").read_text(encoding="utf-8")
+
+    assert "\nUSER 10001:10001\n" in dockerfile
+    assert '\nENTRYPOINT ["python", "/app/deploy/serve.py"]\n' in dockerfile
+    assert 'CMD ["python", "/app/deploy/serve.py", "check"]' in dockerfile, "HEALTHCHECK"
+    assert not re.search(r"apt-get install[^\n]*\bcurl\b", dockerfile), "no curl in the image"

@@ -1,0 +1,151 @@
+"""Live tests: client -> nginx (TCP) -> unix socket -> gunicorn -> app, started by the runner.
+
+Each starts deploy/serve.py as the container does, on this host, as a non-root user, with
+real nginx and gunicorn processes. Skipped, with the reason, where nginx is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import OUTSIDER_UID, PACKAGE, LiveStack, _setpriv, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+pytestmark = pytest.mark.live
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def fetch(
+    url: str, data: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """One request; an HTTP error status is returned, not raised."""
+    request = urllib.request.Request(url, data=data, headers=headers or {})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_responses_carry_request_id_and_security_headers(
+    start_stack: Callable[..., LiveStack],
+) -> None:
+    """The app's answers and nginx's own errors carry the request id and security headers."""
+    stack = start_stack()
+    status, headers, _ = fetch(f"{stack.base}/livez", headers={"X-Forwarded-For": "6.6.6.6"})
+    too_large, error_headers, _ = fetch(f"{stack.base}/livez", data=b"x" * (2 * 1024 * 1024))
+
+    assert status == 200
+    assert too_large == 413, "client_max_body_size must stop a 2 MiB body in nginx"
+    for answer in (headers, error_headers):
+        assert REQUEST_ID.match(answer.get("X-Request-ID", "")), answer
+        for name, value in SECURITY_HEADERS.items():
+            assert answer.get(name) == value, f"{name} missing or wrong in {answer}"
+    # The id nginx returned is the one the app logged: the request crossed the socket with it.
+    request_id = headers["X-Request-ID"]
+    wait_for(
+        lambda: any(line.get("request_id") == request_id for line in _app_lines(stack)),
+        10,
+        "the app's log line with nginx's request id",
+    )
+    app_line = next(line for line in _app_lines(stack) if line.get("request_id") == request_id)
+    assert app_line.get("client") == "127.0.0.1", f"a spoofed X-Forwarded-For won: {app_line}"
+
+
+def _count(stack: LiveStack, logger: str) -> int:
+    return sum(line.get("logger") == logger for line in stack.log_lines())
+
+
+def _app_lines(stack: LiveStack) -> list[dict[str, object]]:
+    return [line for line in stack.log_lines() if str(line.get("logger", "")).startswith(PACKAGE)]
+
+
+def test_socket_is_0660_and_refuses_outsiders(start_stack: Callable[..., LiveStack]) -> None:
+    """The socket is 0660, owned by the stack's user; another user gets EACCES."""
+    stack = start_stack()
+    info = stack.socket_path.stat()
+
+    assert stat.S_ISSOCK(info.st_mode)
+    assert stat.S_IMODE(info.st_mode) == 0o660, f"socket mode {stat.S_IMODE(info.st_mode):04o}"
+    assert (info.st_uid, info.st_gid) == (stack.identity.uid, stack.identity.gid)
+    if os.geteuid() != 0:
+        pytest.skip("connecting as another user needs root (to switch users); mode checked")
+    connect = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except PermissionError:\n"
+        "    print('EACCES')\n"
+        "else:\n"
+        "    print('connected')\n"
+    )
+    results = {}
+    for name, prefix in (("stack user", stack.identity.drop), ("outsider", _setpriv(OUTSIDER_UID))):
+        done = subprocess.run(
+            [*prefix, stack.identity.python, "-c", connect, str(stack.socket_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        results[name] = done.stdout.strip() or done.stderr
+    # The stack's own user connecting proves the outsider's refusal is the socket's mode.
+    assert results == {"stack user": "connected", "outsider": "EACCES"}
+
+
+def test_sigterm_finishes_requests_in_flight_and_exits_0(
+    start_stack: Callable[..., LiveStack],
+) -> None:
+    """SIGTERM with requests in flight: every one answers 200, then the runner exits 0."""
+    stack = start_stack(app_module="slow_app:app")
+    in_flight = 6
+
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        answers = [pool.submit(fetch, f"{stack.base}/slow?seconds=2") for _ in range(in_flight)]
+        wait_for(
+            lambda: _count(stack, "slow_app") >= in_flight,
+            30,
+            f"{in_flight} slow requests to reach the app",
+        )
+        stack.process.send_signal(signal.SIGTERM)
+        statuses = [answer.result(timeout=60)[0] for answer in answers]
+
+    assert statuses == [200] * in_flight, stack.log_text()
+    assert stack.wait_exit(60) == 0, stack.log_text()
+    assert "stopped cleanly" in stack.log_text()
+
+
+@pytest.mark.parametrize("victim", ["nginx", "gunicorn"])
+def test_runner_exits_non_zero_when_a_process_dies(
+    start_stack: Callable[..., LiveStack], victim: str
+) -> None:
+    """Killing nginx or gunicorn stops the other and makes the runner exit non-zero."""
+    stack = start_stack()
+    survivor = "gunicorn" if victim == "nginx" else "nginx"
+    survivor_pid = stack.child_pid(survivor)
+
+    os.kill(stack.child_pid(victim), signal.SIGKILL)
+
+    assert stack.wait_exit(90) != 0, stack.log_text()
+    assert f"{victim} (exit status -9) exited unexpectedly" in stack.log_text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(survivor_pid, 0)  # the survivor was stopped and reaped, not left behind
