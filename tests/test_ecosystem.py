@@ -231,6 +231,32 @@ def test_kubernetes_manifests_validate(default_bake: Bake, kubernetes_version: s
     assert output.count("passed") == len(names), output
 
 
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) is not installed")
+def test_documented_overlay_builds_and_validates(default_bake: Bake, tmp_path: Path) -> None:
+    """The overlay the README shows builds with `kubectl kustomize` (offline) into valid objects."""
+    project = tmp_path / "my-service"
+    shutil.copytree(default_bake.project / "k8s", project / "k8s")
+    overlay = project / "k8s" / "overlays" / "production"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../../base]\n"
+        "images: [{name: my-service, newName: registry.example.com/my-service, newTag: '1.2.3'}]\n",
+        encoding="utf-8",
+    )
+    rendered = tmp_path / "rendered.yaml"
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True
+    )
+    rendered.write_text(built.stdout, encoding="utf-8")
+
+    objects = list(yaml.safe_load_all(rendered.read_text(encoding="utf-8")))
+    assert len(objects) == 4
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/my-service:1.2.3"
+    run(tool("kubernetes-validate"), "--strict", rendered, cwd=tmp_path)
+
+
 def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     """The Service, HPA and PDB all find the Deployment's pods, on the port nginx listens on."""
     resources = k8s_resources(default_bake.project)
