@@ -33,7 +33,9 @@ class Front:
 class Stack:
     """A set of processes serving one app variant; configurations may share one."""
 
-    app: Literal["bare", "shipped", "basehttp"] = "shipped"
+    app: Literal["bare", "shipped", "basehttp", "asgi_passthrough", "basehttp_passthrough"] = (
+        "shipped"
+    )
     server: Server = "gunicorn-uvicorn"
     workers: int | None = None  # None: what deploy/gunicorn.conf.py decides for this machine
     threads: int | None = None  # gunicorn --threads; None leaves the shipped setting
@@ -77,7 +79,8 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
             title="Middleware: bare, the shipped pure-ASGI stack, the same as BaseHTTPMiddleware",
             question="What does the shipped middleware stack cost, and what would the "
             "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
-            "so the app is the bottleneck.",
+            "so the app is the bottleneck. The two pass-through rows repeat the seed's own "
+            "experiment (one middleware that does nothing).",
             baseline="bare",
             configs=(
                 Config(
@@ -93,6 +96,16 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                     "basehttp",
                     "same middlewares as BaseHTTPMiddleware",
                     Stack(app="basehttp", workers=1),
+                ),
+                Config(
+                    "asgi-1",
+                    "one pure-ASGI pass-through (seed)",
+                    Stack(app="asgi_passthrough", workers=1),
+                ),
+                Config(
+                    "basehttp-1",
+                    "one BaseHTTPMiddleware pass-through (seed)",
+                    Stack(app="basehttp_passthrough", workers=1),
                 ),
             ),
         ),

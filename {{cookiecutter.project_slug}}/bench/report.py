@@ -102,12 +102,12 @@ FINDINGS = (
     Finding(
         "BaseHTTPMiddleware costs about half the throughput",
         "-54 % (10,849 -> 5,018 req/s, one pass-through)",
-        "middleware", "basehttp", "bare", _expect(Outcome.SLOWER),
+        "middleware", "basehttp-1", "bare", _expect(Outcome.SLOWER),
     ),
     Finding(
         "pure-ASGI middleware costs little",
         "-6 % (one pass-through)",
-        "middleware", "default", "bare", _at_least(0.94),
+        "middleware", "asgi-1", "bare", _at_least(0.94),
     ),
     Finding(
         "gunicorn serves a bit more than `uvicorn --workers`",

@@ -47,7 +47,7 @@ def workers_results() -> Results:
         [
             config("bare", 1000, 1010, 990),
             config("default", 980, 985, 975),
-            config("basehttp", 500, 510, 490),
+            config("basehttp-1", 500, 510, 490),
         ],
     )
     return Results(
@@ -65,7 +65,7 @@ def test_report_has_tables_findings_and_budgets() -> None:
     """Each experiment gets a table with the baseline marked and the change to it."""
     text = markdown(workers_results(), load_budgets(), chart="benchmark.png")
     assert "| bare | 1,000 | 990 - 1,010 |" in text
-    assert "| basehttp | 500 | 490 - 510 | 1.00 | 9.00 | 0 | -50.0 % (0.50 x, slower) |" in text
+    assert "| basehttp-1 | 500 | 490 - 510 | 1.00 | 9.00 | 0 | -50.0 % (0.50 x, slower) |" in text
     assert "BaseHTTPMiddleware costs about half the throughput" in text
     assert "| default middleware stack | 0.980 x | 0.95 x | pass |" in text
     # The transport budget's configurations were not measured: it fails, visibly.
