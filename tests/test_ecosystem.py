@@ -570,3 +570,26 @@ def test_editorconfig_matches_the_formatter(default_bake: Bake) -> None:
     )
     assert ruff_line_length is not None
     assert f"max_line_length = {ruff_line_length.group(1)}" in text
+
+
+def test_rendered_files_follow_the_editorconfig(tmp_path: Path) -> None:
+    """Every rendered text file already obeys .editorconfig, so editors change nothing on save."""
+    project = bake(tmp_path).project  # fresh: other tests leave caches in default_bake
+    problems = []
+    for path in sorted(project.rglob("*")):
+        relative = path.relative_to(project)
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text and not text.endswith("\n"):
+            problems.append(f"{relative}: no final newline")
+        if "\r" in text:
+            problems.append(f"{relative}: CR line endings")
+        if path.suffix != ".md" and any(line != line.rstrip() for line in text.splitlines()):
+            problems.append(f"{relative}: trailing whitespace")
+        if path.name != "Makefile" and "\t" in text:
+            problems.append(f"{relative}: tab indentation")
+    assert not problems, "\n".join(problems)
