@@ -1,0 +1,1 @@
+"""Reliability and security battery: reloads, faults, hostile clients, fuzzing, load."""

@@ -1,0 +1,121 @@
+"""A test-only ASGI app: the real app plus routes that misbehave on purpose.
+
+The reliability tests serve it through the real stack (deploy/serve.py with
+APP_MODULE=fault_app:app) so every fault crosses nginx, the socket and gunicorn. Routes live
+inside the real app, behind its middleware (request id, access log, deadline, error guard):
+
+    GET  /fault/sleep?seconds=S   awaits S seconds; logs "fault handler cancelled" if cancelled
+    GET  /fault/block?seconds=S   blocks the event loop S seconds (what the heartbeat catches)
+    GET  /fault/crash             raises: the app's JSON 500
+    GET  /fault/whoami            the client address and scheme the app was given
+    GET  /fault/pid               the pid of the worker that answered
+    POST /fault/echo              reads a JSON body and returns it (201)
+    POST /fault/exit              the worker process dies mid-request (nginx answers 502)
+
+Input: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way.
+Depends on the generated package only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
+
+from {{ cookiecutter.package_name }}.main import create_app
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from fastapi import FastAPI
+
+_FAIL = os.environ.get("FAULT_APP_FAIL_AT_STARTUP", "")
+if _FAIL == "import":
+    raise RuntimeError("fault_app: failing at import, as asked (FAULT_APP_FAIL_AT_STARTUP)")
+
+app = create_app()
+
+
+def _say(message: str, request: Request, **fields: Any) -> None:
+    """One JSON line on stdout (the stack's log), with the request id nginx sent."""
+    line = {
+        "level": "info",
+        "logger": "fault_app",
+        "message": message,
+        "request_id": request.headers.get("x-request-id"),
+        **fields,
+    }
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+@app.get("/fault/sleep")
+async def sleep(request: Request, seconds: float = 1.0) -> dict[str, float]:
+    """Answer after an await of ``seconds``; log when started and when cancelled."""
+    _say("fault handler started", request, seconds=seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _say("fault handler cancelled", request)
+        raise
+    return {"slept": seconds}
+
+
+@app.get("/fault/block")
+async def block(request: Request, seconds: float = 1.0) -> dict[str, float]:
+    """Block this worker's event loop: nothing else on the worker runs meanwhile."""
+    _say("fault handler blocking", request, seconds=seconds, pid=os.getpid())
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the fault under test
+    return {"blocked": seconds}
+
+
+@app.get("/fault/crash")
+async def crash() -> dict[str, str]:
+    """Raise an unhandled exception."""
+    raise RuntimeError("fault_app: crash, as asked")
+
+
+@app.get("/fault/whoami")
+async def whoami(request: Request) -> dict[str, str | None]:
+    """The client address and scheme after uvicorn applied the proxy headers."""
+    return {"client": request.client.host if request.client else None, "scheme": request.url.scheme}
+
+
+@app.get("/fault/pid")
+async def pid() -> dict[str, int]:
+    """The pid of the worker that answered."""
+    return {"pid": os.getpid()}
+
+
+@app.post("/fault/echo", status_code=201)
+async def echo(request: Request) -> dict[str, Any]:
+    """Read the whole JSON body and send it back: a non-idempotent request for reload tests."""
+    body: dict[str, Any] = await request.json()
+    return body
+
+
+@app.post("/fault/exit")
+async def exit_worker() -> None:
+    """The worker dies without answering, as a crash in C code or the OOM killer would do."""
+    os._exit(1)
+
+
+async def _connect_dependencies() -> None:
+    """Stands for a database that refuses connections at start."""
+    raise RuntimeError("fault_app: failing at lifespan startup, as asked")
+
+
+@asynccontextmanager
+async def _failing_lifespan(application: FastAPI) -> AsyncIterator[None]:  # noqa: ARG001
+    await _connect_dependencies()
+    yield
+
+
+if _FAIL == "lifespan":
+    app.router.lifespan_context = _failing_lifespan
