@@ -166,3 +166,16 @@ def test_image_runs_the_runner_as_a_fixed_non_root_user() -> None:
     assert '\nENTRYPOINT ["python", "/app/deploy/serve.py"]\n' in dockerfile
     assert 'CMD ["python", "/app/deploy/serve.py", "check"]' in dockerfile, "HEALTHCHECK"
     assert not re.search(r"apt-get install[^\n]*\bcurl\b", dockerfile), "no curl in the image"
+
+
+@pytest.mark.parametrize("name", ["serve.py", "gunicorn.conf.py"])
+def test_every_variable_is_documented(name: str) -> None:
+    """Each environment variable a deploy file reads is in its first lines and in README.md."""
+    source = (DEPLOY / name).read_text(encoding="utf-8")
+    read = set(re.findall(r"(?:get|_env_int)\(\s*\"([A-Z][A-Z0-9_]+)\"", source)) - {"PATH"}
+    header = source.split("\nfrom __future__", 1)[0]
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+
+    assert read, f"found no environment variable in deploy/{name}: the pattern is stale"
+    assert not [v for v in sorted(read) if v not in header], f"undocumented in deploy/{name}"
+    assert not [v for v in sorted(read) if f"`{v}`" not in readme], "undocumented in README.md"
