@@ -86,6 +86,16 @@ def test_workflow_is_valid_for_github(default_bake: Bake) -> None:
     )  # fmt: skip
 
 
+def test_dependabot_config_is_valid(default_bake: Bake) -> None:
+    """dependabot.yml (which keeps the action pins current) validates against its schema."""
+    config = default_bake.project / ".github" / "dependabot.yml"
+    run(
+        tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", config, cwd=config.parent
+    )
+    (update,) = load_yaml(config)["updates"]
+    assert update["package-ecosystem"] == "github-actions"
+
+
 def test_workflow_has_no_zizmor_findings(default_bake: Bake) -> None:
     """zizmor (GitHub Actions security audits, offline, default persona) reports nothing."""
     output = run(
