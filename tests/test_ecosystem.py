@@ -337,6 +337,20 @@ def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
         assert container["resources"]["limits"][name], "the worker count reads the CPU limit"
 
 
+def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Bake) -> None:
+    """compose.yaml's tmpfs, the smoke test's --tmpfs and the pod's emptyDirs are the same paths."""
+    project = default_bake.project
+    compose = load_yaml(project / "compose.yaml")
+    (service,) = compose["services"].values()
+    compose_paths = {entry.split(":")[0] for entry in service["tmpfs"]}
+    smoke = (project / SMOKE_TEST).read_text(encoding="utf-8")
+    smoke_paths = set(re.findall(r"--tmpfs (/[^\s:]+)", smoke))
+    pod_paths = {mount["mountPath"] for mount in app_container(project)["volumeMounts"]}
+    assert compose_paths == smoke_paths == pod_paths, (compose_paths, smoke_paths, pod_paths)
+    assert service["read_only"] is True
+    assert "--read-only" in smoke
+
+
 def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
     """Every number of the pod's stop sequence, read from the files that set them."""
     container = app_container(project)
