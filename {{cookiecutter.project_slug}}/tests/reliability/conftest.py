@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 FAULT_APP = "fault_app:app"
+REAL_APP = f"{PACKAGE}.main:app"
 APP_ACCESS_LOGGER = f"{PACKAGE}.access"
 # The app's request deadline variable (settings.py): the package name, upper case, prefixed.
 DEADLINE_VARIABLE = f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS"
