@@ -24,6 +24,8 @@ Environment (defaults in brackets):
     SERVE_USER              when started as root: the user that runs everything [nobody]
 Every other variable (WEB_CONCURRENCY, ...) passes through to gunicorn.conf.py.
 
+On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and reloaded,
+and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
 On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
 either process dies on its own, the other is stopped and the exit status is 1. Logs: one JSON
@@ -58,6 +60,8 @@ HERE = Path(__file__).resolve().parent
 LOGGER = "serve"
 # Extra seconds granted beyond each process's own shutdown timeout before it is killed.
 STOP_MARGIN = 5.0
+# Asked of the app through nginx by `check`, and through the new socket before a reload.
+HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 # Characters that would end an nginx directive or block if they came from the environment.
@@ -163,7 +167,7 @@ class Settings:
         return self.run_dir / "nginx.conf"
 
     def socket_path(self, generation: int = 0) -> Path:
-        """gunicorn's socket; a reload would start generation N+1 on a new path."""
+        """gunicorn's socket; each reload starts generation N+1 on a new path."""
         return self.run_dir / (
             "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
         )
@@ -273,8 +277,7 @@ class Stack:
     Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
     when this is PID 1 in a container), and nginx's access log is relayed from a pipe this
     process owns (a non-root nginx cannot open a /dev/stdout pipe owned by someone else).
-    A reload (SIGHUP) would fit here: start_gunicorn(generation + 1), point nginx at the new
-    socket with write_nginx_conf + HUP, then stop the old generation; not implemented yet.
+    SIGHUP replaces gunicorn by a new generation on a new socket (see reload()).
     """
 
     def __init__(self, settings: Settings, nginx_globals: str = "") -> None:
@@ -285,6 +288,7 @@ class Stack:
         self.gunicorn: Child | None = None
         self.generation = 0
         self.requested: signal.Signals | None = None
+        self.reload_requested = False
         self.selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)  # noqa: FBT003 - the stdlib's signature
@@ -327,8 +331,9 @@ class Stack:
             if signum in (signal.SIGTERM, signal.SIGINT) and self.requested is None:
                 log("info", f"received {signum.name}: stopping gracefully")
                 self.requested = signum
-            elif signum == signal.SIGHUP:
-                log("warning", "received SIGHUP: reload is not implemented; ignored")
+            elif signum == signal.SIGHUP and self.requested is None:
+                log("info", "received SIGHUP: reloading")
+                self.reload_requested = True
 
     def _relay(self, fileobj: Any) -> None:
         data = os.read(fileobj, 65536)
@@ -433,10 +438,70 @@ class Stack:
         conf = self.settings.rendered_conf
         drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
-        gunicorn_ok = self.stop(
-            self.gunicorn, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN
+        # Every gunicorn generation still running (two, if a reload was interrupted).
+        generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
+        budget = self.settings.graceful_timeout + STOP_MARGIN
+        return all([nginx_ok, *[self.stop(c, signal.SIGTERM, budget) for c in generations]])
+
+    def reload(self) -> None:
+        """Flip to a new gunicorn generation without losing a request (SIGHUP).
+
+        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529),
+        so instead: start generation N+1 on a new socket; point nginx at it (reload: new
+        nginx workers use the new socket, old ones finish what they hold); once the old
+        nginx workers are gone, nothing can reach generation N, which is stopped. Any
+        failure before the flip leaves generation N serving.
+        """
+        old, generation = self.gunicorn, self.generation + 1
+        if old is None or self.nginx is None:
+            return
+        try:
+            new = self.start_gunicorn(generation)
+        except ServeError as exc:
+            log("error", f"reload abandoned, generation {self.generation} keeps serving: {exc}")
+            self._discard(generation)
+            return
+        # Bound is not enough: the new code must answer before it gets traffic.
+        socket_path = self.settings.socket_path(generation)
+        answered = self.wait_until(
+            lambda: not new.running or _answers_health(socket_path), self.settings.startup_timeout
         )
-        return nginx_ok and gunicorn_ok
+        if self.requested is not None:
+            return  # stop_all() stops both generations
+        if not answered or not new.running:
+            log("error", f"reload abandoned: generation {generation} does not answer {HEALTH}")
+            self._discard(generation)
+            return
+        write_nginx_conf(self.settings, self.settings.socket_path(generation))
+        extra = ["-g", self.nginx_globals] if self.nginx_globals else []
+        test = nginx_command(self.settings, "-t", "-q", *extra)
+        checked = subprocess.run(test, capture_output=True, text=True, check=False)
+        if checked.returncode != 0:
+            log("error", "reload abandoned: nginx rejects the config", nginx=checked.stderr)
+            write_nginx_conf(self.settings, self.settings.socket_path(self.generation))
+            self.stop(new, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
+            return
+        nginx_pid = self.nginx.pid
+        old_workers = _children_of(nginx_pid)
+        self.nginx.signal(signal.SIGHUP)
+        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
+        drain = nginx_shutdown_timeout(conf) + STOP_MARGIN
+        retired = self.wait_until(
+            lambda: not _children_of(nginx_pid) & old_workers, drain, stop_on_signal=False
+        )
+        if not retired:
+            log("warning", "old nginx workers still running after their drain time")
+        self.gunicorn, self.generation = new, generation
+        self.stop(old, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
+        self.children.pop(old.pid, None)
+        log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
+
+    def _discard(self, generation: int) -> None:
+        """Stop a generation that failed to start."""
+        for child in list(self.children.values()):
+            if child.name == f"gunicorn[{generation}]":
+                self.stop(child, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
+                self.children.pop(child.pid, None)
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
@@ -449,6 +514,9 @@ class Stack:
                 c.running for c in (self.nginx, self.gunicorn) if c
             ):
                 self.pump(1.0)
+                if self.reload_requested and self.requested is None:
+                    self.reload_requested = False
+                    self.reload()
         except ServeError as exc:
             log("error", str(exc))
             self.stop_all()
@@ -464,6 +532,32 @@ class Stack:
             return 1
         log("info", "stopped cleanly")
         return 0
+
+
+def _children_of(pid: int) -> set[int]:
+    """The pids whose parent is pid (nginx's workers), from /proc."""
+    children = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        if int(fields[1]) == pid:
+            children.add(int(stat_file.parent.name))
+    return children
+
+
+def _answers_health(socket_path: Path) -> bool:
+    """Whether the app behind a gunicorn socket answers GET /livez with 200."""
+    request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5.0)
+        try:
+            probe.connect(str(socket_path))
+            probe.sendall(request.encode("ascii"))
+            return probe.recv(64).startswith(b"HTTP/1.1 200 ")
+        except OSError:
+            return False
 
 
 def _accepts(address: Path | tuple[str, int]) -> bool:
@@ -559,7 +653,7 @@ def serve(settings: Settings) -> int:
 
 def check(settings: Settings) -> int:
     """The container's health check: the whole chain answers GET /livez (no curl needed)."""
-    url = f"http://{settings.local_address}:{settings.port}/livez"
+    url = f"http://{settings.local_address}:{settings.port}{HEALTH}"
     try:
         with urllib.request.urlopen(url, timeout=3) as response:
             return 0 if response.status == 200 else 1

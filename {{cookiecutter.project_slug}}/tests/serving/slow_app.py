@@ -1,4 +1,4 @@
-"""A test-only ASGI app: the real app, plus GET /slow?seconds=N that answers after a pause.
+"""A test-only ASGI app: the real app, plus /slow?seconds=N that answers after a pause.
 
 The live tests serve it through the real stack (APP_MODULE=slow_app:app) to hold requests
 in flight while the stack is stopped. It logs one JSON line when a slow request starts, so
@@ -24,6 +24,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http" or scope["path"] != "/slow":
         await real_app(scope, receive, send)
         return
+    while (await receive()).get("more_body"):
+        pass  # a POST's body is read whole, as a real handler would
     query = parse_qs(scope["query_string"].decode("latin-1"))
     seconds = float(query.get("seconds", ["2"])[0])
     line = {"level": "info", "logger": "slow_app", "message": "slow request started"}
