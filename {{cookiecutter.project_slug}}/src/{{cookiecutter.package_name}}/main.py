@@ -1,16 +1,71 @@
-"""The ASGI application: ``create_app()`` builds it, ``app`` is what servers import."""
+"""The ASGI application: ``create_app()`` builds it, ``app`` is what servers import.
+
+Inputs: the environment variables settings.py reads (``{{ cookiecutter.package_name | upper }}_*``). Servers
+load ``{{ cookiecutter.package_name }}.main:app``; tests call ``create_app(Settings(...))``.
+
+Middleware order, outermost first, and why:
+request id (so everything inside, the 500 and the 504 included, carries it) -> access log
+(so every answer, errors included, is logged once) -> deadline (cancels everything inside,
+the error guard too) -> error guard (turns exceptions into a JSON 500 before Starlette's own
+handler, which sits outside all of these, could answer without the request id).
+"""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware import Middleware
+
+from .api import health, items
+from .api.readiness import ReadinessChecks
+from .logs import configure_logging
+from .middleware.access_log import AccessLogMiddleware
+from .middleware.deadline import DeadlineMiddleware
+from .middleware.error_guard import ErrorGuardMiddleware
+from .middleware.request_id import RequestIdMiddleware
+from .settings import Settings
+
+TITLE = {{ cookiecutter.project_name | string_literal }}
+DESCRIPTION = {{ cookiecutter.description | string_literal }}
+ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}
+
+logger = logging.getLogger(__name__)
 
 
-def create_app() -> FastAPI:
-    """Build the application."""
-    application = FastAPI(title={{ cookiecutter.project_name | string_literal }})
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application from ``settings`` (by default, from the environment)."""
+    settings = settings or Settings()
 
-    @application.get("/livez")
-    async def livez() -> dict[str, str]:
-        return {"status": "ok"}
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Here rather than at import: the server has set up its own logging by now, and
+        # importing the module (tests, tools) must not reconfigure the process.
+        configure_logging(settings.log_level, human=settings.environment == "development")
+        logger.info(
+            "application starting",
+            extra={"environment": settings.environment, "title": app.title},
+        )
+        yield
+        logger.info("application stopped")
 
+    application = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        debug=settings.debug,
+        lifespan=lifespan,
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(AccessLogMiddleware, logger=ACCESS_LOGGER),
+            Middleware(DeadlineMiddleware, timeout_seconds=settings.request_timeout_seconds),
+            Middleware(ErrorGuardMiddleware, debug=settings.debug),
+        ],
+    )
+    application.state.settings = settings
+    application.state.readiness = ReadinessChecks()
+    application.state.items = items.ItemStore()
+    application.include_router(health.router)
+    application.include_router(items.router)
     return application
 
 

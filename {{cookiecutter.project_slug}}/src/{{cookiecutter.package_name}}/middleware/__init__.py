@@ -1,0 +1,1 @@
+"""Pure ASGI middleware, one per module; main.py decides their order."""
