@@ -155,8 +155,13 @@ class Settings:
     @property
     def local_address(self) -> str:
         """Where a local client reaches nginx (a wildcard address is not connectable)."""
-        wildcard = self.listen_address in {"0.0.0.0", "::"}  # noqa: S104 - compared, not bound
-        return "127.0.0.1" if wildcard else self.listen_address
+        wildcards = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - compared, not bound
+        return wildcards.get(self.listen_address, self.listen_address)
+
+    @property
+    def local_url(self) -> str:
+        host = self.local_address
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     @property
     def temp_dir(self) -> Path:
@@ -417,7 +422,7 @@ class Stack:
         address = (self.settings.local_address, self.settings.port)
         ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         if ready and child.running:
-            log("info", "ready", url=f"http://{address[0]}:{address[1]}/")
+            log("info", "ready", url=f"{self.settings.local_url}/")
         return child
 
     # -- stopping --
@@ -562,11 +567,16 @@ def _answers_health(socket_path: Path) -> bool:
 
 def _accepts(address: Path | tuple[str, int]) -> bool:
     """Whether something accepts connections at a unix socket path or a TCP address."""
-    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
+    if not isinstance(address, Path):
+        try:
+            socket.create_connection(address, timeout=1.0).close()
+        except OSError:
+            return False
+        return True
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         try:
-            probe.connect(str(address) if isinstance(address, Path) else address)
+            probe.connect(str(address))
         except OSError:
             return False
     return True
@@ -653,9 +663,9 @@ def serve(settings: Settings) -> int:
 
 def check(settings: Settings) -> int:
     """The container's health check: the whole chain answers GET /livez (no curl needed)."""
-    url = f"http://{settings.local_address}:{settings.port}{HEALTH}"
+    url = f"{settings.local_url}{HEALTH}"
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:
+        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - http, built here
             return 0 if response.status == 200 else 1
     except (OSError, urllib.error.URLError) as exc:
         print(f"{url}: {exc}", file=sys.stderr)
