@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         PROJECT,
         chosen,
         settings,
-        mode="quick" if args.quick else "full",
+        mode="quick" if args.quick else "partial" if args.only else "full",
         command=shlex.join(["python", "-m", "bench", *argv]),
         default_workers=workers,
     )

@@ -2,14 +2,13 @@
 
 - shipped: the real application from `{{ cookiecutter.package_name }}.main.create_app()`, with its
   middleware stack, plus the benchmark's endpoints.
-- bare: the same endpoints on a plain FastAPI app, no middleware: the baseline.
+- bare: the same app with no middleware at all: the baseline.
 - basehttp: bare plus the shipped middlewares rewritten as BaseHTTPMiddleware
   (bench/basehttp.py), the anti-pattern, to show its cost.
 - asgi_passthrough, basehttp_passthrough: bare plus ONE middleware that does nothing, pure
   ASGI or BaseHTTPMiddleware: the seed's own experiment, to compare with its figures.
 
-Each variant is built only when a server imports it (module `__getattr__`), so serving `bare`
-never runs the real app's start-up code.
+Each variant is built only when a server imports it (module `__getattr__`).
 """
 
 from __future__ import annotations
@@ -48,15 +47,8 @@ def large_sync() -> Response:
     return Response(_LARGE_BODY, media_type="application/json")
 
 
-def build_bare() -> FastAPI:
-    """The endpoints alone on FastAPI: no middleware beyond FastAPI's own."""
-    application = FastAPI()
-    application.include_router(router)
-    return application
-
-
 def build_shipped() -> FastAPI:
-    """The real app (its middlewares, settings and logging) with the endpoints added."""
+    """The real app (its middlewares, settings, routes and logging) with the endpoints added."""
     from {{ cookiecutter.package_name }}.main import create_app  # noqa: PLC0415 - see module docstring
 
     application = create_app()
@@ -64,11 +56,22 @@ def build_shipped() -> FastAPI:
     return application
 
 
+def build_bare() -> FastAPI:
+    """The shipped app with its middleware list emptied: same routes, settings and start-up,
+    so against `shipped` only the middleware differs. Starlette builds the middleware stack
+    from `user_middleware` at the first request, so clearing it here removes them all."""
+    application = build_shipped()
+    application.user_middleware.clear()
+    return application
+
+
 def build_basehttp() -> FastAPI:
     """The endpoints behind the shipped middlewares' BaseHTTPMiddleware twins."""
-    from bench.basehttp import build  # noqa: PLC0415 - see module docstring
+    from bench.basehttp import add_twins  # noqa: PLC0415 - see module docstring
 
-    return build(router)
+    application = build_bare()
+    add_twins(application)
+    return application
 
 
 class _Passthrough:

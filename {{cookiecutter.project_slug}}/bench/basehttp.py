@@ -7,8 +7,8 @@ contextvars propagation from inner to outer code. The project bans the import (r
 this file alone is exempt (pyproject.toml), because measuring that cost is its purpose.
 
 Each class does the work of its twin in `{{ cookiecutter.package_name }}.middleware` the way
-people write it with `call_next`, in main.py's order, with the app's logging configured the
-same way, so the difference in the benchmark is the middleware style.
+people write it with `call_next`, in main.py's order, on the same app (bench/apps.py), so the
+difference in the benchmark is the middleware style.
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, FastAPI
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import JSONResponse, Response
 
-from {{ cookiecutter.package_name }}.logs import configure_logging
 from {{ cookiecutter.package_name }}.main import ACCESS_LOGGER
 from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import (
@@ -31,11 +28,9 @@ from {{ cookiecutter.package_name }}.middleware.request_id import (
     REQUEST_ID,
     new_request_id,
 )
-from {{ cookiecutter.package_name }}.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
+    from fastapi import FastAPI
     from starlette.requests import Request
     from starlette.types import ASGIApp
 
@@ -110,21 +105,11 @@ def add_passthrough(application: FastAPI) -> None:
     application.add_middleware(PassthroughBaseHTTP)
 
 
-def build(router: APIRouter) -> FastAPI:
-    """router's endpoints behind the twins, outermost first as in main.py."""
-    settings = Settings()
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # As create_app() does, so the access log costs the same JSON formatting here.
-        configure_logging(settings.log_level, human=settings.environment == "development")
-        yield
-
-    application = FastAPI(lifespan=lifespan)
-    application.include_router(router)
-    # add_middleware puts each new one outside the previous: add innermost first.
+def add_twins(application: FastAPI) -> None:
+    """Give a middleware-less copy of the shipped app the twins, in main.py's order."""
+    settings = application.state.settings
+    # add_middleware puts each new one outside the previous: add the innermost first.
     application.add_middleware(ErrorGuardBaseHTTP)
     application.add_middleware(DeadlineBaseHTTP, timeout_seconds=settings.request_timeout_seconds)
     application.add_middleware(AccessLogBaseHTTP)
     application.add_middleware(RequestIdBaseHTTP)
-    return application

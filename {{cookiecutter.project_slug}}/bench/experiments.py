@@ -17,6 +17,9 @@ SMALL_SYNC = "/bench/small-sync"
 LARGE = "/bench/1mb"
 LARGE_SYNC = "/bench/1mb-sync"
 
+# The app's log level (settings.py): at warning its access-log middleware writes nothing.
+LOG_LEVEL = "{{ cookiecutter.package_name | upper }}_LOG_LEVEL"
+
 Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
 
 
@@ -40,6 +43,7 @@ class Stack:
     workers: int | None = None  # None: what deploy/gunicorn.conf.py decides for this machine
     threads: int | None = None  # gunicorn --threads; None leaves the shipped setting
     front: Front | None = None  # None: wrk talks to the app server directly over TCP
+    env: tuple[tuple[str, str], ...] = ()  # extra environment for the app server
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,9 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
             title="Middleware: bare, the shipped pure-ASGI stack, the same as BaseHTTPMiddleware",
             question="What does the shipped middleware stack cost, and what would the "
             "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
-            "so the app is the bottleneck. The two pass-through rows repeat the seed's own "
+            "so the app is the bottleneck. The app's access log (one JSON line per request "
+            "on stdout) is part of the default stack; the access-log-off row shows its share "
+            "(nginx logs every request too). The two pass-through rows repeat the seed's own "
             "experiment (one middleware that does nothing).",
             baseline="bare",
             configs=(
@@ -91,6 +97,11 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                     "default pure-ASGI stack",
                     Stack(app="shipped", workers=1),
                     quick=True,
+                ),
+                Config(
+                    "default-quiet",
+                    "default stack, app access log off",
+                    Stack(app="shipped", workers=1, env=((LOG_LEVEL, "warning"),)),
                 ),
                 Config(
                     "basehttp",

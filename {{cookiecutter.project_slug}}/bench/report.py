@@ -229,7 +229,10 @@ def budgets_table(results: Results, budgets: BudgetSet) -> str:
     rows = ["| budget | ratio here | minimum | result |", "|---|---:|---:|---|"]
     for outcome in check_budgets(results, budgets):
         found = "-" if outcome.ratio is None else f"{outcome.ratio:.3f} x"
-        result = "pass" if outcome.passed else f"FAIL: {outcome.message}"
+        if outcome.ratio is None:
+            result = "not measured in this run"
+        else:
+            result = "pass" if outcome.passed else f"FAIL: {outcome.message}"
         rows.append(
             f"| {outcome.budget.name} | {found} | {outcome.budget.min_ratio:.2f} x | {result} |"
         )

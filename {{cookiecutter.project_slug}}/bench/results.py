@@ -47,7 +47,7 @@ class ExperimentResult:
 
 @dataclass
 class Results:
-    mode: str  # "quick" or "full"
+    mode: str  # "quick", "full", or "partial" (--only)
     command: str  # what a person types to get the same run
     started: str  # UTC, ISO 8601
     finished: str

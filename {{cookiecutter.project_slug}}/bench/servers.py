@@ -203,7 +203,7 @@ class Launcher:
 
     def _start_app(self, stack: Stack, run_dir: Path, address: Path | tuple[str, int]) -> Process:
         module = f"bench.apps:{stack.app}"
-        env = dict(self.env)
+        env = dict(self.env, **dict(stack.env))
         if stack.server == "uvicorn":
             if not isinstance(address, tuple) or stack.workers is None:
                 raise ValueError("uvicorn runs only directly on TCP with an explicit worker count")

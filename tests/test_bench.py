@@ -1,0 +1,86 @@
+"""The generated project's benchmark as CI runs it: `make bench-quick`, then `make bench-check`.
+
+Real gunicorn, nginx and wrk on 127.0.0.1 (scripts/test installs wrk and nginx-light).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import Bake, ProjectEnv
+
+QUICK_BUDGET_S = 60.0
+
+
+def leftover_processes(project: Path) -> list[str]:
+    """Command lines of processes still running from this project or a benchmark temp dir."""
+    marker = re.compile(rf"{re.escape(str(project))}|/bench-[^/ ]+/stack-\d+")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker.search(command):
+            found.append(command)
+    return found
+
+
+@pytest.mark.slow
+def test_bench_quick_and_check(default_bake: Bake, project_env: ProjectEnv, tmp_path: Path) -> None:
+    """bench-quick measures every budget configuration 3+ times in under a minute, leaves no
+    server running, and bench-check passes on it but fails on a run that misses a budget."""
+    project = default_bake.project
+    started = time.monotonic()
+    quick = project_env.make(project, "bench-quick")
+    elapsed = time.monotonic() - started
+    output = quick.stdout + quick.stderr
+    assert quick.returncode == 0, output
+    assert elapsed <= QUICK_BUDGET_S, f"bench-quick took {elapsed:.0f} s:\n{output}"
+    assert "left]" in output  # the progress lines with the estimated time left
+    assert leftover_processes(project) == []
+
+    results_path = project / "build" / "bench" / "benchmark.json"
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    assert results["mode"] == "quick"
+    measured = {
+        (experiment["id"], config["id"]): config["runs"]
+        for experiment in results["experiments"]
+        for config in experiment["configs"]
+    }
+    assert set(measured) >= {
+        ("middleware", "bare"),
+        ("middleware", "default"),
+        ("transport", "tcp-close"),
+        ("transport", "socket-keepalive"),
+    }
+    for key, runs in measured.items():
+        assert len(runs) >= 3, key
+        for run in runs:
+            assert run["requests"] > 0, key
+            assert run["non_2xx"] + run["socket_errors"] == 0, (key, run)
+    report = (project / "build" / "bench" / "benchmark.md").read_text(encoding="utf-8")
+    assert "| configuration | requests/s (median) | min - max | p50 ms | p99 ms |" in report
+
+    check = project_env.make(project, "bench-check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "2 passed, 0 failed" in check.stdout
+
+    # The same run with the middleware stack made to miss its budget: the gate must close.
+    for experiment in results["experiments"]:
+        for config in experiment["configs"]:
+            if (experiment["id"], config["id"]) == ("middleware", "default"):
+                for run in config["runs"]:
+                    run["requests_per_s"] *= 0.5
+    (tmp_path / "benchmark.json").write_text(json.dumps(results), encoding="utf-8")
+    failing = project_env.make(project, "bench-check", f"BENCH_OUT={tmp_path}")
+    assert failing.returncode != 0, failing.stdout
+    assert "FAIL  default middleware stack" in failing.stdout
