@@ -484,7 +484,7 @@ class Stack:
         if checked.returncode != 0:
             log("error", "reload abandoned: nginx rejects the config", nginx=checked.stderr)
             write_nginx_conf(self.settings, self.settings.socket_path(self.generation))
-            self.stop(new, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
+            self._discard(generation)
             return
         nginx_pid = self.nginx.pid
         old_workers = _children_of(nginx_pid)
