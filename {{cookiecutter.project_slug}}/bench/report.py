@@ -76,7 +76,12 @@ def _expect(outcome: Outcome) -> Callable[[float, Outcome], bool | None]:
 
 
 def _at_least(minimum: float) -> Callable[[float, Outcome], bool | None]:
-    return lambda found, _: found >= minimum
+    def judge(found: float, outcome: Outcome) -> bool | None:
+        if found >= minimum:
+            return True
+        return None if outcome is Outcome.SAME else False
+
+    return judge
 
 
 def _not_slower(_: float, found: Outcome) -> bool:
@@ -151,7 +156,7 @@ def findings_table(results: Results) -> str:
         slower = compare(top, best[1]) is Outcome.SLOWER
         rows.append(
             f"| too many workers lower throughput | 2 x cores + 1 was not the best "
-            f"| best {best[0]} workers ({_rps(best[1].median)}), {top_n} workers "
+            f"| best: {best[0]} worker(s), {_rps(best[1].median)} req/s; {top_n} workers "
             f"{percent_change(top, best[1]):+.1f} % | {_verdict(held=slower or None)} |"
         )
     threads = _threads(results)
@@ -188,9 +193,36 @@ def _threads(results: Results) -> tuple[str, Summary, Summary] | None:
     return threads.label, threads.summary, same.summary
 
 
+# Above this spread (max - min over median) a configuration's runs disagree too much to trust.
+NOISY_SPREAD = 0.2
+
+
+def spread_warning(results: Results) -> str | None:
+    """A warning when some configuration's runs varied widely (a busy or throttled machine)."""
+    spreads = [
+        ((s.high - s.low) / s.median, f"{e.id} / {c.label}")
+        for e in results.experiments
+        for c in e.configs
+        if c.runs and (s := c.summary).median > 0
+    ]
+    if not spreads:
+        return None
+    worst, where = max(spreads)
+    if worst <= NOISY_SPREAD:
+        return None
+    return (
+        f"- Runs of one configuration varied by up to {worst:.0%} ({where}): the machine was "
+        "busy or throttling. Differences marked *within noise* are not findings; re-run on "
+        "an idle machine before changing a setting."
+    )
+
+
 def recommendation(results: Results) -> list[str]:
     """What to set on this machine, as Markdown bullet lines."""
     lines = []
+    warning = spread_warning(results)
+    if warning:
+        lines.append(warning)
     workers = _workers(results)
     if workers:
         chosen = best_within(workers, WORKER_TOLERANCE)
