@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 import shutil
@@ -335,6 +336,15 @@ def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
     for name in ("cpu", "memory"):
         assert container["resources"]["requests"][name]
         assert container["resources"]["limits"][name], "the worker count reads the CPU limit"
+
+
+def test_nginx_workers_fit_the_cpu_limit(default_bake: Bake) -> None:
+    """nginx's worker count is set from the pod's CPU limit, not `auto` (the node's CPU count)."""
+    container = app_container(default_bake.project)
+    env = {item["name"]: item["value"] for item in container["env"]}
+    quantity = str(container["resources"]["limits"]["cpu"])  # "1", "1.5" or "1500m"
+    cpus = int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    assert 1 <= int(env["NGINX_WORKER_PROCESSES"]) <= max(1, math.ceil(cpus))
 
 
 def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Bake) -> None:
