@@ -293,6 +293,14 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
             "when the two min - max ranges do not overlap; otherwise it is *within noise*."
         ),
         "",
+        (
+            "Re-measure on your own machine: `make bench` (everything, about 16 minutes on 2 "
+            "CPUs), `make bench-quick` (the budgets' configurations, under a minute), then "
+            "`make bench-check` (exit 1 when a budget in bench/budgets.toml falls short). Needs "
+            "wrk and nginx (`apt-get install wrk nginx-light`); the chart needs "
+            "`pip install --group bench`."
+        ),
+        "",
     ]
     if chart:
         parts += [f"![benchmark chart]({chart})", ""]
