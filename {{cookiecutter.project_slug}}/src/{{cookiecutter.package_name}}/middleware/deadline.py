@@ -16,8 +16,9 @@ cancels those past their deadline; a request fires between ``timeout_seconds`` a
 ``timeout_seconds + tick``. All requests share one timeout, so the in-flight table is in
 deadline order and a tick looks only at the expired entries.
 
-A synchronous (``def``) endpoint runs in a thread, which cannot be interrupted: its 504
-comes when the thread returns. A response that has already started cannot become a 504, so
+A synchronous (``def``) endpoint runs in a thread, which cannot be interrupted: the client
+gets its 504 on time, but the thread runs on to its end and holds one of AnyIO's thread
+tokens until then. A response that has already started cannot become a 504, so
 ``DeadlineExceeded`` reaches the server, which aborts the connection: the client sees a
 truncated response rather than a complete-looking one.
 """

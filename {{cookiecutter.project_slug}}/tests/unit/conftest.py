@@ -1,0 +1,70 @@
+"""Unit-test fixtures: a clean environment and logging state for each test, and an app.
+
+The settings read ``<PACKAGE>_*`` variables, so any set in the developer's shell are removed
+for each test; the application configures the root logger at start, so each test gets the
+logging state it started with back.
+"""
+
+import logging
+import os
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from {{ cookiecutter.package_name }}.main import create_app
+from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
+
+from .logcapture import JsonLines
+
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    saved_root = (list(root.handlers), root.level)
+    saved = {
+        name: (list(lg.handlers), lg.propagate, lg.disabled, lg.level)
+        for name in _SERVER_LOGGERS
+        for lg in [logging.getLogger(name)]
+    }
+    yield
+    root.handlers[:], root.level = saved_root
+    for name, (handlers, propagate, disabled, level) in saved.items():
+        lg = logging.getLogger(name)
+        lg.handlers[:], lg.propagate, lg.disabled, lg.level = handlers, propagate, disabled, level
+
+
+@pytest.fixture
+def app() -> FastAPI:
+    """The application as production builds it, from default settings."""
+    return create_app(Settings())
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    """A client for ``app`` with its lifespan running; server errors come back as responses."""
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def json_lines() -> Iterator[JsonLines]:
+    """Every record from now on, as the JSON the service would write (request id included)."""
+    handler = JsonLines()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    level = root.level
+    root.setLevel(logging.DEBUG)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)

@@ -1,0 +1,233 @@
+"""Logging: the JSON line contract, the development format, and configuring once."""
+
+import json
+import logging
+import re
+import sys
+
+import pytest
+
+from {{ cookiecutter.package_name }}.logs import (
+    HumanFormatter,
+    JsonFormatter,
+    configure_logging,
+    extra_fields,
+)
+from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID
+
+RFC3339_UTC_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+def make_record(
+    message: str = "hello",
+    *,
+    level: int = logging.INFO,
+    extra: dict[str, object] | None = None,
+    exc_info: bool = False,
+) -> logging.LogRecord:
+    logger = logging.getLogger("tests.logs")
+    info = sys.exc_info() if exc_info else None
+    return logger.makeRecord(logger.name, level, __file__, 1, message, (), info, extra=extra)
+
+
+def as_json(record: logging.LogRecord) -> dict[str, object]:
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    parsed: dict[str, object] = json.loads(line)
+    return parsed
+
+
+def test_json_keys_come_in_contract_order() -> None:
+    """time, level, logger, message, request_id, then the extras in the order given."""
+    token = REQUEST_ID.set("abc123")
+    try:
+        record = make_record(extra={"zeta": 1, "alpha": "a"})
+        keys = list(as_json(record))
+    finally:
+        REQUEST_ID.reset(token)
+    assert keys == ["time", "level", "logger", "message", "request_id", "zeta", "alpha"]
+
+
+def test_json_time_is_utc_rfc3339_with_milliseconds() -> None:
+    """The timestamp is UTC with a ``Z`` and exactly three decimals."""
+    record = make_record()
+    record.created, record.msecs = 0.25, 250.0
+    assert as_json(record)["time"] == "1970-01-01T00:00:00.250Z"
+    assert RFC3339_UTC_MS.fullmatch(str(as_json(make_record())["time"]))
+
+
+def test_json_time_follows_each_second() -> None:
+    """The per-second cache never reuses one second's text for the next."""
+    formatter = JsonFormatter()
+    first, second = make_record(), make_record()
+    first.created, first.msecs = 59.0, 0.0
+    second.created, second.msecs = 60.999, 999.0
+    assert json.loads(formatter.format(first))["time"] == "1970-01-01T00:00:59.000Z"
+    assert json.loads(formatter.format(second))["time"] == "1970-01-01T00:01:00.999Z"
+
+
+def test_json_level_is_lowercase() -> None:
+    """Levels are written in lower case, custom levels included."""
+    assert as_json(make_record(level=logging.WARNING))["level"] == "warning"
+    assert as_json(make_record(level=25))["level"] == "level 25"
+
+
+def test_json_message_is_formatted_and_escaped() -> None:
+    """%-arguments are applied, and quotes, newlines and non-ASCII stay inside one line."""
+    record = logging.getLogger("t").makeRecord("t", logging.INFO, "", 0, "a %s", ('"x"\n',), None)
+    assert as_json(record)["message"] == 'a "x"\n'
+    line = JsonFormatter().format(make_record("naïve ✓"))
+    assert line.isascii()
+    assert json.loads(line)["message"] == "naïve ✓"
+
+
+def test_json_without_request_id_omits_the_key() -> None:
+    """Outside a request there is no request_id key at all."""
+    assert "request_id" not in as_json(make_record())
+
+
+def test_json_request_id_on_the_record_wins() -> None:
+    """A record carrying its own request_id (the access log's) keeps it."""
+    token = REQUEST_ID.set("from-context")
+    try:
+        fields = as_json(make_record(extra={"request_id": "on-record"}))
+    finally:
+        REQUEST_ID.reset(token)
+    assert fields["request_id"] == "on-record"
+
+
+def test_json_renders_every_value_type() -> None:
+    """Plain values stay JSON types; anything else becomes its string; NaN is quoted."""
+    marker = object()
+    fields = as_json(
+        make_record(
+            extra={
+                "s": "x",
+                "i": 3,
+                "f": 1.5,
+                "b": False,
+                "n": None,
+                "nan": float("nan"),
+                "l": [1, "a"],
+                "o": marker,
+            }
+        )
+    )
+    assert fields["s"] == "x"
+    assert fields["i"] == 3
+    assert fields["f"] == 1.5
+    assert fields["b"] is False
+    assert fields["n"] is None
+    assert fields["nan"] == "nan"
+    assert fields["l"] == [1, "a"]
+    assert fields["o"] == str(marker)
+
+
+def test_json_extras_never_overwrite_contract_keys() -> None:
+    """An extra named ``time`` or ``level`` is prefixed instead of repeating the key."""
+    fields = as_json(make_record(extra={"time": "later", "level": 9}))
+    assert RFC3339_UTC_MS.fullmatch(str(fields["time"]))
+    assert fields["level"] == "info"
+    assert fields["extra_time"] == "later"
+    assert fields["extra_level"] == 9
+
+
+def test_json_exception_holds_the_traceback() -> None:
+    """A logged exception's traceback is one escaped string under ``exception``."""
+    try:
+        raise ValueError("boom")  # noqa: TRY301
+    except ValueError:
+        record = make_record(level=logging.ERROR, exc_info=True)
+    fields = as_json(record)
+    assert list(fields)[-1] == "exception"
+    assert "Traceback" in str(fields["exception"])
+    assert "ValueError: boom" in str(fields["exception"])
+
+
+def test_extra_fields_of_a_record_subclass() -> None:
+    """Records from a custom factory are searched whole, so their extras still appear."""
+
+    class Custom(logging.LogRecord):
+        pass
+
+    record = Custom("n", logging.INFO, "", 0, "m", (), None)
+    record.user = "u"
+    assert extra_fields(record) == {"user": "u"}
+    assert as_json(record)["user"] == "u"
+
+
+def test_extra_fields_skip_attributes_other_formatters_add() -> None:
+    """``message`` and ``asctime``, set by stdlib formatters, are not extras."""
+    record = make_record(extra={"k": 1})
+    logging.Formatter("%(asctime)s %(message)s").format(record)
+    assert extra_fields(record) == {"k": 1}
+
+
+def test_human_format_is_one_readable_line() -> None:
+    """Development lines read as text: time, level, logger, message, then key=value."""
+    token = REQUEST_ID.set("rid")
+    try:
+        line = HumanFormatter().format(make_record("started", extra={"port": 8000}))
+    finally:
+        REQUEST_ID.reset(token)
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d\.\d{3} INFO  tests\.logs: started port=8000 request_id=rid", line
+    )
+
+
+def test_human_format_appends_the_traceback() -> None:
+    """In development the traceback follows the line, as Python prints it."""
+    try:
+        raise KeyError("k")  # noqa: TRY301
+    except KeyError:
+        record = make_record(level=logging.ERROR, exc_info=True)
+    lines = HumanFormatter().format(record).splitlines()
+    assert lines[1].startswith("Traceback")
+    assert lines[-1] == "KeyError: 'k'"
+
+
+def test_configure_writes_json_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    """By default each record becomes one JSON line on standard output."""
+    configure_logging("info")
+    logging.getLogger("tests.out").info("ready", extra={"port": 1})
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    assert json.loads(out[0])["message"] == "ready"
+
+
+def test_configure_human_writes_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """With ``human=True`` the same record is a text line."""
+    configure_logging("info", human=True)
+    logging.getLogger("tests.out").info("ready")
+    out = capsys.readouterr().out
+    assert " INFO  tests.out: ready" in out
+    assert not out.startswith("{")
+
+
+def test_configure_twice_writes_each_record_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Reconfiguring replaces the handler rather than adding a second one."""
+    configure_logging("info")
+    configure_logging("info")
+    logging.getLogger("tests.out").info("once")
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_configure_applies_the_level(capsys: pytest.CaptureFixture[str]) -> None:
+    """Records below the configured level are dropped."""
+    configure_logging("warning")
+    logging.getLogger("tests.out").info("hidden")
+    logging.getLogger("tests.out").warning("shown")
+    out = capsys.readouterr().out
+    assert "hidden" not in out
+    assert "shown" in out
+
+
+def test_configure_takes_over_uvicorn_loggers(capsys: pytest.CaptureFixture[str]) -> None:
+    """uvicorn's messages come out in our format; its access line is replaced by ours."""
+    logging.getLogger("uvicorn.error").addHandler(logging.NullHandler())
+    configure_logging("info")
+    logging.getLogger("uvicorn.error").info("Started server process")
+    logging.getLogger("uvicorn.access").info("GET / 200")
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["logger"] for line in out] == ["uvicorn.error"]
+    assert logging.getLogger("uvicorn.error").handlers == []
