@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -22,12 +23,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.responses import JSONResponse, Response
 
 from {{ cookiecutter.package_name }}.main import ACCESS_LOGGER
-from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
-from {{ cookiecutter.package_name }}.middleware.request_id import (
-    _WELL_FORMED,
-    REQUEST_ID,
-    new_request_id,
-)
+from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID, new_request_id
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -35,12 +31,16 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 
+# The same rule as request_id.py: letters, digits and "._-", at most 128.
+_WELL_FORMED = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
 class RequestIdBaseHTTP(BaseHTTPMiddleware):
     """Keep a well-formed X-Request-ID or make one, expose it to logs, echo it."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         incoming = request.headers.get("x-request-id", "")
-        well_formed = incoming and _WELL_FORMED.fullmatch(incoming.encode("latin-1"))
+        well_formed = incoming and _WELL_FORMED.fullmatch(incoming)
         request_id = incoming if well_formed else new_request_id()
         token = REQUEST_ID.set(request_id)
         try:
@@ -52,18 +52,26 @@ class RequestIdBaseHTTP(BaseHTTPMiddleware):
 
 
 class AccessLogBaseHTTP(BaseHTTPMiddleware):
-    """One access-log line per request, written by the shipped middleware's own code."""
+    """The access-log contract's line per request, through the logger's public API."""
 
     def __init__(self, app: ASGIApp) -> None:
         super().__init__(app)
-        self.line = AccessLogMiddleware(app, logger=ACCESS_LOGGER)
+        self.logger = logging.getLogger(ACCESS_LOGGER)
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         start = time.perf_counter()
         response = await call_next(request)
-        if self.line.logger.isEnabledFor(logging.INFO):
-            elapsed_ms = (time.perf_counter() - start) * 1000.0
-            self.line._log(request.scope, response.status_code, elapsed_ms)  # noqa: SLF001 - the very same log line
+        if self.logger.isEnabledFor(logging.INFO):
+            method, path, status = request.method, request.url.path, response.status_code
+            fields = {
+                "request_id": REQUEST_ID.get(),
+                "method": method,
+                "path": path,
+                "status": status,
+                "duration_ms": round((time.perf_counter() - start) * 1000.0, 2),
+                "client": request.client.host if request.client else None,
+            }
+            self.logger.info("%s %s %s", method, path, status, extra=fields)
         return response
 
 

@@ -45,6 +45,7 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     tail: collections.deque[bytes] = field(default_factory=lambda: collections.deque(maxlen=64))
+    drain: threading.Thread | None = None
 
     def output(self) -> str:
         return b"".join(self.tail).decode("utf-8", "replace")[-4000:]
@@ -68,7 +69,8 @@ class Processes:
         )
         process = Process(name, popen)
         self.running.append(process)
-        threading.Thread(target=_drain, args=(process,), daemon=True).start()
+        process.drain = threading.Thread(target=_drain, args=(process,), daemon=True)
+        process.drain.start()
         return process
 
     def stop(self, process: Process) -> None:
@@ -82,6 +84,10 @@ class Processes:
                 process.popen.wait()
         # Workers whose master died first would linger in the group: make sure.
         _signal_group(group, signal.SIGKILL)
+        if process.drain is not None:
+            process.drain.join(timeout=5)  # EOF once every holder of the pipe is gone
+        if process.popen.stdout is not None:
+            process.popen.stdout.close()
         if process in self.running:
             self.running.remove(process)
 

@@ -1,0 +1,55 @@
+"""The benchmark's app variants serve the same endpoints; only their middleware differs."""
+
+from __future__ import annotations
+
+import pytest
+from bench import apps
+from fastapi.testclient import TestClient
+
+VARIANTS = ["bare", "shipped", "basehttp", "asgi_passthrough", "basehttp_passthrough"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    ("path", "size"),
+    [("/bench/small", None), ("/bench/small-sync", None), ("/bench/1mb", 1024 * 1024)],
+)
+def test_every_variant_serves_every_endpoint(variant: str, path: str, size: int | None) -> None:
+    """Small JSON and exactly 1 MiB, from each variant."""
+    with TestClient(getattr(apps, variant)) as client:
+        response = client.get(path)
+    assert response.status_code == 200
+    if size is None:
+        assert response.json() == {"message": "hello", "count": 3}
+    else:
+        assert len(response.content) == size
+
+
+@pytest.mark.parametrize("variant", ["shipped", "basehttp"])
+def test_shipped_stack_and_its_twins_do_the_same_work(
+    variant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both echo a request id and write one access line with the contract's fields."""
+    with caplog.at_level("INFO"), TestClient(getattr(apps, variant)) as client:
+        response = client.get("/bench/small", headers={"X-Request-ID": "abc-123"})
+    assert response.headers["x-request-id"] == "abc-123"
+    (line,) = [r for r in caplog.records if r.name.endswith(".access")]
+    assert (line.method, line.path, line.status, line.request_id) == (  # type: ignore[attr-defined]
+        "GET",
+        "/bench/small",
+        200,
+        "abc-123",
+    )
+
+
+def test_bare_has_no_middleware() -> None:
+    """The baseline answers without the stack's request id header."""
+    with TestClient(apps.bare) as client:
+        response = client.get("/bench/small", headers={"X-Request-ID": "abc-123"})
+    assert "x-request-id" not in response.headers
+
+
+def test_unknown_variant_is_an_attribute_error() -> None:
+    """A typo in a server's `bench.apps:<name>` fails like any missing attribute."""
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        getattr(apps, "nope")  # noqa: B009 - the dynamic lookup is what is tested
