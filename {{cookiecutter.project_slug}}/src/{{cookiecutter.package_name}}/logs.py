@@ -1,4 +1,4 @@
-"""Logging for the whole process, configured in one place: JSON lines, or text for people.
+"""The application's logging, configured in one place: JSON lines, or text for people.
 
 Inputs: the level and the format, passed by the application at start (main.py reads them
 from settings). Output: standard output, one line per record. Depends on the standard
@@ -45,13 +45,6 @@ _LEVELS = {
     logging.ERROR: "error",
     logging.CRITICAL: "critical",
 }
-
-# uvicorn installs its own handlers on these before the application starts; routing them to
-# the root handler keeps one format for the whole process.
-_SERVER_LOGGERS = ("uvicorn", "uvicorn.error")
-# middleware/access_log.py writes a richer line per request (with the request id), so the
-# server's own access line would only double the volume.
-_SERVER_ACCESS_LOGGER = "uvicorn.access"
 
 # JSON string with everything outside printable ASCII escaped: safe for any log pipeline.
 _quote = encode_basestring_ascii
@@ -177,7 +170,9 @@ def configure_logging(level: str = "info", *, human: bool = False) -> None:
     """Send every record at ``level`` or above to standard output, as JSON or as text.
 
     Safe to call again (tests build many applications): the previous handler is replaced,
-    never stacked, so each record is written once.
+    never stacked, so each record is written once. The server's own loggers (gunicorn's,
+    uvicorn's) keep the handlers the server gave them and do not propagate here, so the
+    server's configuration (deploy/gunicorn.conf.py, or uvicorn's) decides their format.
     """
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
@@ -187,12 +182,3 @@ def configure_logging(level: str = "info", *, human: bool = False) -> None:
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper())
-
-    for name in _SERVER_LOGGERS:
-        server_logger = logging.getLogger(name)
-        server_logger.handlers.clear()
-        server_logger.propagate = True
-    access = logging.getLogger(_SERVER_ACCESS_LOGGER)
-    access.handlers.clear()
-    access.propagate = False
-    access.disabled = True

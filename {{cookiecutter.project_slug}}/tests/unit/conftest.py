@@ -2,7 +2,7 @@
 
 The settings read ``<PACKAGE>_*`` variables, so any set in the developer's shell are removed
 for each test; the application configures the root logger at start, so each test gets the
-logging state it started with back.
+root logger it started with back.
 """
 
 import logging
@@ -18,8 +18,6 @@ from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
 from .logcapture import JsonLines
 
-_SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
-
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,17 +29,10 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     root = logging.getLogger()
-    saved_root = (list(root.handlers), root.level)
-    saved = {
-        name: (list(lg.handlers), lg.propagate, lg.disabled, lg.level)
-        for name in _SERVER_LOGGERS
-        for lg in [logging.getLogger(name)]
-    }
+    handlers, level = list(root.handlers), root.level
     yield
-    root.handlers[:], root.level = saved_root
-    for name, (handlers, propagate, disabled, level) in saved.items():
-        lg = logging.getLogger(name)
-        lg.handlers[:], lg.propagate, lg.disabled, lg.level = handlers, propagate, disabled, level
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

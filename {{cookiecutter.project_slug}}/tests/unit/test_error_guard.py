@@ -4,7 +4,8 @@ import asyncio
 import json
 
 import pytest
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
@@ -98,3 +99,17 @@ def test_other_scopes_are_not_guarded() -> None:
     guard = ErrorGuardMiddleware(failing_lifespan)
     with pytest.raises(RuntimeError, match="cannot start"):
         asyncio.run(guard({"type": "lifespan"}, never_receive, never_send))
+
+
+def test_a_handler_for_exception_itself_is_preempted() -> None:
+    """Starlette runs ``Exception`` handlers outside all middleware: the guard answers first."""
+    app = failing_app()
+
+    async def never_used(_request: Request, _exc: Exception) -> JSONResponse:
+        return JSONResponse({"handled": True}, status_code=418)
+
+    app.add_exception_handler(Exception, never_used)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+    assert response.status_code == 500
+    assert "request_id" in response.json()

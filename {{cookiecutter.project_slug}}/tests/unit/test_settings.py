@@ -1,5 +1,7 @@
 """Settings: read from prefixed environment variables, and refuse unsafe production."""
 
+from pathlib import Path
+
 import pytest
 from pydantic import SecretStr, ValidationError
 
@@ -136,3 +138,14 @@ def test_placeholder_is_allowed_in_development() -> None:
 def test_is_placeholder(value: str, expected: bool) -> None:  # noqa: FBT001
     """Placeholders match whole words after normalising case and punctuation."""
     assert is_placeholder(value) is expected
+
+
+def test_every_setting_is_documented(project_root: Path) -> None:
+    """README.md names each setting's variable, so none is discovered by reading code."""
+    readme = (project_root / "README.md").read_text(encoding="utf-8")
+    missing = [
+        Settings.env_var(name)
+        for name in Settings.model_fields
+        if f"`{Settings.env_var(name)}`" not in readme
+    ]
+    assert missing == []
