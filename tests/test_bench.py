@@ -20,7 +20,7 @@ QUICK_BUDGET_S = 60.0
 
 def leftover_processes(project: Path) -> list[str]:
     """Command lines of processes still running from this project or a benchmark temp dir."""
-    marker = re.compile(rf"{re.escape(str(project))}|/bench-[^/ ]+/stack-\d+")
+    marker = re.compile(rf"{re.escape(str(project))}|/bench-[^/ ]+/stack-\d+|bench\.apps:")
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
