@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -19,17 +18,18 @@ QUICK_BUDGET_S = 60.0
 
 
 def leftover_processes(project: Path) -> list[str]:
-    """Command lines of processes still running from this project or a benchmark temp dir."""
-    marker = re.compile(rf"{re.escape(str(project))}|/bench-[^/ ]+/stack-\d+|bench\.apps:")
+    """Processes still running in the project directory (the benchmark starts every server
+    there) or naming it on their command line."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = (entry / "cwd").resolve()
         except OSError:
             continue
-        if marker.search(command):
+        if cwd == project.resolve() or str(project) in command:
             found.append(command)
     return found
 

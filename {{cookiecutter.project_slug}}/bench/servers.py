@@ -200,9 +200,9 @@ class Launcher:
             assert isinstance(app_address, tuple)  # noqa: S101 - narrowed above for mypy
             return f"http://127.0.0.1:{app_address[1]}"
         site = nginx.prepare(self.project, run_dir / "nginx", free_port(), stack.front, app_address)
-        proxy = self.processes.start(
-            "nginx", site.command, {"PATH": self.env["PATH"], "TZ": "UTC"}, run_dir
-        )
+        # Every process runs in the project directory: easy to find, by cwd, if one survived.
+        env = {"PATH": self.env["PATH"], "TZ": "UTC"}
+        proxy = self.processes.start("nginx", site.command, env, self.project)
         wait_ready(proxy, ("127.0.0.1", site.port), ready_path)
         return f"http://127.0.0.1:{site.port}"
 
