@@ -230,7 +230,7 @@ def test_kustomization_lists_every_manifest(default_bake: Bake) -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("kubernetes_version", ["1.30.0", "1.37.0"])
+@pytest.mark.parametrize("kubernetes_version", ["1.25.0", "1.37.0"])
 def test_kubernetes_manifests_validate(default_bake: Bake, kubernetes_version: str) -> None:
     """kubernetes-validate --strict (bundled schemas, no cluster) accepts every manifest."""
     base = default_bake.project / K8S_BASE
