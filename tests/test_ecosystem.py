@@ -416,7 +416,7 @@ def test_prestop_pause_needs_no_shell(default_bake: Bake) -> None:
 
 
 def recorded_answers(project: Path) -> dict[str, Any]:
-    data = json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))
+    data = json.loads((project / ".cookiecutter-answers.json").read_text(encoding="utf-8"))
     answers: dict[str, Any] = data["default_context"]
     return answers
 
@@ -425,7 +425,7 @@ def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
     """The README's update command: the recorded answers as defaults, plus key=value changes."""
     command = [
         sys.executable, "-m", "cookiecutter", "--no-input",
-        "--config-file", str(project / ".cookiecutter.json"),
+        "--config-file", str(project / ".cookiecutter-answers.json"),
         "--output-dir", str(output_dir), str(TEMPLATE_DIR), *changes,
     ]  # fmt: skip
     run(*command, cwd=output_dir.parent)
@@ -442,11 +442,11 @@ def tree(project: Path) -> dict[str, bytes]:
 
 
 def test_recorded_answers_are_the_questions_only(default_bake: Bake) -> None:
-    """.cookiecutter.json holds every question's answer and no machine-specific path."""
+    """.cookiecutter-answers.json holds every question's answer and no machine-specific path."""
     answers = recorded_answers(default_bake.project)
     questions = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text(encoding="utf-8"))
     assert set(answers) == {key for key in questions if not key.startswith("_")}
-    text = (default_bake.project / ".cookiecutter.json").read_text(encoding="utf-8")
+    text = (default_bake.project / ".cookiecutter-answers.json").read_text(encoding="utf-8")
     assert str(default_bake.output_dir) not in text
     assert str(TEMPLATE_DIR) not in text
     assert answers["kubernetes"] is True
@@ -487,7 +487,7 @@ def test_changing_one_answer_changes_only_its_lines(
     before, after = tree(custom_bake.project), tree(rendered)
     assert before.keys() == after.keys()
     changed_files = [name for name in before if before[name] != after[name]]
-    assert ".cookiecutter.json" in changed_files
+    assert ".cookiecutter-answers.json" in changed_files
     assert recorded_answers(rendered)[key] == value
     assert recorded_answers(rendered)["author_name"] == "Ada Lovelace"
     for name in changed_files:
@@ -527,7 +527,15 @@ def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> No
     git(project, "commit", "-q", "-m", "baked")
     cruft = tool("cruft")
 
-    run(cruft, "link", "--no-input", "--config-file", ".cookiecutter.json", template, cwd=project)
+    run(
+        cruft,
+        "link",
+        "--no-input",
+        "--config-file",
+        ".cookiecutter-answers.json",
+        template,
+        cwd=project,
+    )
     run(cruft, "diff", "--exit-code", cwd=project)  # the record reproduces the project
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "linked")
