@@ -359,6 +359,9 @@ def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Ba
     assert compose_paths == smoke_paths == pod_paths, (compose_paths, smoke_paths, pod_paths)
     assert service["read_only"] is True
     assert "--read-only" in smoke
+    stop_time = re.search(r"docker stop --time (\d+)", smoke)
+    assert stop_time is not None
+    assert f"{stop_time.group(1)}s" == service["stop_grace_period"]
 
 
 def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:

@@ -63,7 +63,8 @@ grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || {
 }
 
 echo "==> graceful stop (SIGTERM, then the exit status)"
-docker stop --time 60 "$name" >/dev/null
+# Same budget as compose.yaml's stop_grace_period; past it Docker would send SIGKILL (exit 137).
+docker stop --time 90 "$name" >/dev/null
 code=$(docker wait "$name")
 if [ "$code" != 0 ]; then
   echo "error: the container exited with status $code after SIGTERM (expected 0)" >&2
