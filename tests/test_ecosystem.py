@@ -456,10 +456,17 @@ def test_recorded_answers_are_the_questions_only(default_bake: Bake) -> None:
     assert answers["python_version"] == "3.13"
 
 
+# Quotes, a backslash, non-ASCII and a character beyond the BMP: the record must carry them
+# through JSON and cookiecutter's YAML config loader unchanged.
+HOSTILE_AUTHOR = 'O\'Brien "Bob" \\ Zoë 🚀'
+
+
 @pytest.fixture
 def custom_bake(tmp_path: Path) -> Bake:
-    """A fresh bake with some answers away from the defaults (other tests run in default_bake)."""
-    result = bake(tmp_path / "original", author_name="Ada Lovelace", license="Apache-2.0")
+    """A fresh bake with answers away from the defaults (other tests run in default_bake)."""
+    result = bake(
+        tmp_path / "original", author_name=HOSTILE_AUTHOR, license="Apache-2.0", kubernetes="no"
+    )
     assert result.exit_code == 0, result.stderr
     return result
 
@@ -492,7 +499,8 @@ def test_changing_one_answer_changes_only_its_lines(
     changed_files = [name for name in before if before[name] != after[name]]
     assert ".cookiecutter-answers.json" in changed_files
     assert recorded_answers(rendered)[key] == value
-    assert recorded_answers(rendered)["author_name"] == "Ada Lovelace"
+    assert recorded_answers(rendered)["author_name"] == HOSTILE_AUTHOR
+    assert recorded_answers(rendered)["kubernetes"] is False
     for name in changed_files:
         diff = difflib.unified_diff(
             before[name].decode().splitlines(), after[name].decode().splitlines(), lineterm="", n=0
