@@ -9,7 +9,6 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.logs import JsonFormatter
-from {{ cookiecutter.package_name }}.middleware import access_log
 from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
@@ -111,7 +110,7 @@ def test_nothing_is_logged_above_info(caplog: pytest.LogCaptureFixture) -> None:
     assert access_records(caplog) == []
 
 
-def test_records_carry_the_current_time_and_process(caplog: pytest.LogCaptureFixture) -> None:
+def test_records_carry_the_current_time(caplog: pytest.LogCaptureFixture) -> None:
     """The per-process template never freezes the time of a record."""
     caplog.set_level(logging.INFO)
     app = AccessLogMiddleware(ok_app, logger=LOGGER)
@@ -120,17 +119,7 @@ def test_records_carry_the_current_time_and_process(caplog: pytest.LogCaptureFix
     first, second = access_records(caplog)
     assert second.created >= first.created
     assert 0 <= second.msecs < 1000
-    assert second.process == first.process
-
-
-def test_the_template_is_rebuilt_in_a_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After fork the process id changes, and records made from then on carry the new one."""
-    app = AccessLogMiddleware(ok_app, logger=LOGGER)
-    before = app._record(http_scope(), 200, 1.0)
-    monkeypatch.setattr(access_log, "_pid", -2)
-    monkeypatch.setattr(os, "getpid", lambda: -2)
-    access_log._after_fork()
-    assert app._record(http_scope(), 200, 1.0).process != before.process
+    assert second.process == first.process == os.getpid()
 
 
 def test_other_scopes_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:

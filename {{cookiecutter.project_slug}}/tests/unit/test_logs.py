@@ -2,14 +2,17 @@
 
 import json
 import logging
+import os
 import re
 import sys
 
 import pytest
 
+from {{ cookiecutter.package_name }} import logs
 from {{ cookiecutter.package_name }}.logs import (
     HumanFormatter,
     JsonFormatter,
+    access_record,
     configure_logging,
     extra_fields,
 )
@@ -232,3 +235,52 @@ def test_configure_leaves_server_loggers_alone() -> None:
         assert server_handler in server_logger.handlers
     finally:
         server_logger.removeHandler(server_handler)
+
+
+ACCESS = ("GET", '/a "b"/é', 404, 1.25, "rid-1", "203.0.113.7")
+
+
+def test_access_records_render_like_any_record() -> None:
+    """The access fast path writes exactly what the generic path writes for those fields."""
+    fast = access_record("svc.access", *ACCESS)
+    method, path, status, duration_ms, request_id, client = ACCESS
+    slow = make_record(
+        f"{method} {path} {status}",
+        extra={
+            "request_id": request_id,
+            "method": method,
+            "path": path,
+            "status": status,
+            "duration_ms": duration_ms,
+            "client": client,
+        },
+    )
+    slow.name, slow.created, slow.msecs = fast.name, fast.created, fast.msecs
+    formatter = JsonFormatter()
+    assert formatter.format(fast) == formatter.format(slow)
+    assert json.loads(formatter.format(fast))["path"] == path
+
+
+def test_access_records_without_id_or_client() -> None:
+    """Outside the request id middleware and over a unix socket: no id key, client null."""
+    line = as_json(access_record("svc.access", "GET", "/", 200, 0.5, None, None))
+    assert "request_id" not in line
+    assert line["client"] is None
+
+
+def test_access_records_work_with_any_formatter() -> None:
+    """Standard %-style formatters find every attribute they expect on an access record."""
+    record = access_record("svc.access", *ACCESS)
+    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(process)d %(message)s")
+    assert text.format(record).endswith(f'INFO svc.access {os.getpid()} GET /a "b"/é 404')
+    assert "method=GET" in HumanFormatter().format(record)
+
+
+def test_access_templates_are_rebuilt_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked worker's records carry its own process id, not its parent's."""
+    before = access_record("svc.fork", *ACCESS)
+    monkeypatch.setattr(os, "getpid", lambda: -2)
+    # What the fork hook does in the child.
+    logs._access_templates.clear()
+    assert before.process != -2
+    assert access_record("svc.fork", *ACCESS).process == -2
