@@ -1,9 +1,9 @@
-"""Remove the directories of options the answers turned off, after the project is rendered.
+"""Remove the paths of options the answers turned off, after the project is rendered.
 
 cookiecutter renders this file with Jinja first and runs it inside the new project. The
 answers arrive as one JSON document and are read as data (see pre_gen_project.py for why).
 Whole directories are removed here because cookiecutter cannot skip a directory by name
-without leaving an empty one behind.
+without leaving an empty one behind; so are the files that only one layout has.
 """
 
 from __future__ import annotations
@@ -14,10 +14,25 @@ from pathlib import Path
 
 CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 
+# layout=serving-only keeps the serving stack, the middleware (and logs.py, which they
+# import) and the tests that need no generated app; these belong to the generated service.
+# CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
+SERVICE_ONLY = (
+    ".github", "k8s", "bench", "tests/benchmark", "tests/reliability",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
+    "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
+    "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+)  # fmt: skip
+# The serving stack's own requirements, for a repository that is not this project.
+SERVING_ONLY = ("deploy/requirements.txt",)
+
 
 def disabled_paths(context: dict[str, object]) -> list[Path]:
     """The rendered paths that belong to options switched off in ``context``."""
-    paths = []
+    if context["layout"] == "serving-only":
+        return [Path(path.format(package=context["package_name"])) for path in SERVICE_ONLY]
+    paths = [Path(path) for path in SERVING_ONLY]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:
@@ -27,7 +42,10 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
 
 def main() -> None:
     for path in disabled_paths(CONTEXT):
-        shutil.rmtree(path)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ SLUG_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 PACKAGE_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 # Deliberately simple: one "@", no spaces, a dot in the domain. Real validation is sending mail.
 EMAIL_PATTERN = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+# gunicorn's "module.path:attribute". ASCII identifiers only: the answer also lands in the
+# Makefile and the README, where anything else would need quoting. No factory call "f()".
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+APP_MODULE_PATTERN = re.compile(rf"{IDENTIFIER}(?:\.{IDENTIFIER})*:{IDENTIFIER}")
 
 # Import names the generated project depends on (runtime and dev). A package with one of
 # these names would shadow the real module for every import in the project.
@@ -96,6 +100,23 @@ def check_email(value: str) -> None:
         raise AnswerError(f"author_email {value!r} is not an email address (name@domain.tld)")
 
 
+def check_app_module(value: str, layout: str, package: str) -> None:
+    check_text("app_module", value)
+    if not APP_MODULE_PATTERN.fullmatch(value):
+        raise AnswerError(
+            f"app_module {value!r} must be module.path:attribute (Python identifiers joined "
+            "by dots, a colon, then the app's name), for example app.main:app"
+        )
+    names = value.replace(":", ".").split(".")
+    if reserved := [name for name in names if keyword.iskeyword(name)]:
+        raise AnswerError(f"app_module {value!r} contains the Python keyword {reserved[0]!r}")
+    if layout == "service" and value != f"{package}.main:app":
+        raise AnswerError(
+            f"app_module {value!r} is for layout=serving-only; layout=service serves the app "
+            f"it generates, {package}.main:app"
+        )
+
+
 def validate(context: dict[str, object]) -> None:
     """Raise AnswerError for the first answer that would break the generated project."""
     answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
@@ -104,6 +125,7 @@ def validate(context: dict[str, object]) -> None:
     check_slug(answers["project_slug"], answers["project_name"])
     check_package(answers["package_name"])
     check_email(answers["author_email"])
+    check_app_module(answers["app_module"], answers["layout"], answers["package_name"])
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ import pytest
 from .conftest import bake
 
 LONG_NAME = "Very Long " * 15  # 150 characters: accepted, the slug is cut to 63
+SERVING = {"layout": "serving-only"}
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,9 @@ LONG_NAME = "Very Long " * 15  # 150 characters: accepted, the slug is cut to 63
         pytest.param({"project_name": "Café Ünïcödé ☃"}, id="unicode-name"),
         pytest.param({"project_name": LONG_NAME.strip()}, id="long-name"),
         pytest.param({"description": "${HOME} $(id) `id` <b>&amp; %s {0}"}, id="shell-and-format"),
+        pytest.param(
+            SERVING | {"app_module": "Backend_2.api.v1.server:application"}, id="deep-app-module"
+        ),
     ],
 )
 def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str, str]) -> None:
@@ -37,6 +41,9 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         assert pyproject["project"]["description"] == answers["description"]
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
+    if "app_module" in answers:
+        conf = (result.project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
+        assert f'"APP_MODULE", "{answers["app_module"]}"' in conf
     for source in result.project.rglob("*.py"):
         compile(source.read_text(encoding="utf-8"), str(source), "exec")
 
@@ -59,6 +66,20 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         ({"package_name": "fastapi"}, "package_name 'fastapi' would shadow the dependency"),
         ({"author_email": "not-an-email"}, "author_email 'not-an-email' is not an email address"),
         ({"author_email": "a@b"}, "author_email 'a@b' is not an email address"),
+        (SERVING | {"app_module": "main"}, "app_module 'main' must be module.path:attribute"),
+        (SERVING | {"app_module": "main:"}, "app_module 'main:' must be module.path:attribute"),
+        (SERVING | {"app_module": ":app"}, "app_module ':app' must be module.path:attribute"),
+        (SERVING | {"app_module": "main:create_app()"}, "app_module 'main:create_app()' must be"),
+        (SERVING | {"app_module": "main:app; id"}, "app_module 'main:app; id' must be"),
+        (SERVING | {"app_module": "my-app.main:app"}, "app_module 'my-app.main:app' must be"),
+        (SERVING | {"app_module": "app..main:app"}, "app_module 'app..main:app' must be"),
+        (SERVING | {"app_module": "a:b:c"}, "app_module 'a:b:c' must be module.path:attribute"),
+        (SERVING | {"app_module": "mäin:app"}, "app_module 'mäin:app' must be module.path"),
+        (SERVING | {"app_module": "$(id):app"}, "app_module '$(id):app' must be"),
+        (SERVING | {"app_module": "main:app\nx"}, "app_module must be one line of printable text"),
+        (SERVING | {"app_module": "   "}, "app_module must not be empty"),
+        (SERVING | {"app_module": "class.main:app"}, "contains the Python keyword 'class'"),
+        ({"app_module": "other.main:app"}, "app_module 'other.main:app' is for layout=serving-only"),
     ],
 )  # fmt: skip
 def test_bad_answer_is_refused_in_one_line(

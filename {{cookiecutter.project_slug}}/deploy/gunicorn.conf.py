@@ -3,7 +3,7 @@
 # Run: gunicorn -c deploy/gunicorn.conf.py   (deploy/serve.py does this for you)
 #
 # Inputs (environment variables, all optional; defaults in brackets):
-#   APP_MODULE          ASGI app to serve                [{{ cookiecutter.package_name }}.main:app]
+#   APP_MODULE          ASGI app to serve                [{{ cookiecutter.app_module }}]
 #   RUN_DIR             directory of the socket          [/run/app]
 #   GUNICORN_SOCKET     socket path                      [$RUN_DIR/gunicorn.sock]
 #   WEB_CONCURRENCY     worker count; when unset it is computed from the CPUs this process may
@@ -47,7 +47,7 @@ def _env_int(name: str, default: int) -> int:
 
 # --- where ------------------------------------------------------------------------------
 
-wsgi_app = os.environ.get("APP_MODULE", "{{ cookiecutter.package_name }}.main:app")
+wsgi_app = os.environ.get("APP_MODULE", "{{ cookiecutter.app_module }}")
 _run_dir = os.environ.get("RUN_DIR", "/run/app")
 bind = [f"unix:{os.environ.get('GUNICORN_SOCKET', f'{_run_dir}/gunicorn.sock')}"]
 # 0660: the app's user and nginx (same user, or in the app's group) may connect; nobody else.
