@@ -8,6 +8,7 @@ CLI imports this module only when matplotlib is importable and says so otherwise
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import TYPE_CHECKING
 
 # The object API, not pyplot: no GUI backend is chosen, nothing global is touched.
@@ -78,7 +79,7 @@ def draw(results: Results, path: Path) -> None:
             _line(axes, experiment, int(results.settings["default_workers"]))
         else:
             _bars(axes, experiment)
-        axes.set_title(experiment.title, fontsize=9)
+        axes.set_title(textwrap.fill(experiment.title, 60), fontsize=9)
         axes.grid(axis="x" if not experiment.line else "y", alpha=0.3)
     for axes in list(grid.flat)[len(experiments) :]:
         axes.set_visible(False)
