@@ -18,7 +18,7 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # import) and the tests that need no generated app; these belong to the generated service.
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
-    ".github", "k8s", "bench", "tests/benchmark", "tests/reliability",
+    ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
@@ -41,11 +41,12 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
 
 
 def main() -> None:
+    # A path missing already is fine: tests/test_layout.py checks the serving-only tree whole.
     for path in disabled_paths(CONTEXT):
         if path.is_dir():
             shutil.rmtree(path)
         else:
-            path.unlink()
+            path.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

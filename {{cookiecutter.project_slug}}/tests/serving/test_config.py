@@ -104,9 +104,27 @@ def test_gixy_finds_nothing(serve_module: ModuleType, tmp_path: Path, variant: s
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+{% if cookiecutter.layout == "serving-only" -%}
+def test_gunicorn_accepts_its_config(tmp_path: Path) -> None:
+    """gunicorn --check-config loads deploy/gunicorn.conf.py and an app named by APP_MODULE.
+
+    The real app lives in the repository this stack is copied into; a two-line ASGI app
+    stands in for it here.
+    """
+    (tmp_path / "stand_in.py").write_text(
+        "async def app(scope, receive, send):\n    raise NotImplementedError\n", encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "APP_MODULE": "stand_in:app",
+        "RUN_DIR": str(tmp_path),
+    }
+{%- else -%}
 def test_gunicorn_accepts_its_config() -> None:
     """gunicorn --check-config loads deploy/gunicorn.conf.py and the app."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT / "src"), "RUN_DIR": "/tmp/unused"}  # noqa: S108
+{%- endif %}
     result = subprocess.run(
         [sys.executable, "-m", "gunicorn", "-c", DEPLOY / "gunicorn.conf.py", "--check-config"],
         capture_output=True,

@@ -1,10 +1,26 @@
+{% if cookiecutter.layout == "serving-only" -%}
+"""Unit-test fixtures: each test gets the root logger it started with back.
+
+The middleware modules log through the root logger; a test that configures it must not
+leak handlers or levels into the next one.
+"""
+{%- else -%}
 """Unit-test fixtures: a clean environment and logging state for each test, and an app.
 
 The settings read ``<PACKAGE>_*`` variables, so any set in the developer's shell are removed
 for each test; the application configures the root logger at start, so each test gets the
 root logger it started with back.
 """
+{%- endif %}
 
+{% if cookiecutter.layout == "serving-only" -%}
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from .logcapture import JsonLines
+{%- else -%}
 import logging
 import os
 from collections.abc import Iterator
@@ -24,6 +40,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.upper().startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
+{%- endif %}
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +50,9 @@ def _restore_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+{%- if cookiecutter.layout == "service" %}
 
 
 @pytest.fixture
@@ -46,6 +66,7 @@ def client(app: FastAPI) -> Iterator[TestClient]:
     """A client for ``app`` with its lifespan running; server errors come back as responses."""
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+{%- endif %}
 
 
 @pytest.fixture
