@@ -79,7 +79,7 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         (SERVING | {"app_module": "main:app\nx"}, "app_module must be one line of printable text"),
         (SERVING | {"app_module": "   "}, "app_module must not be empty"),
         (SERVING | {"app_module": "class.main:app"}, "contains the Python keyword 'class'"),
-        ({"app_module": "other.main:app"}, "app_module 'other.main:app' is for layout=serving-only"),
+        ({"app_module": "other.main:app"}, "'other.main:app' is for layout=serving-only"),
     ],
 )  # fmt: skip
 def test_bad_answer_is_refused_in_one_line(

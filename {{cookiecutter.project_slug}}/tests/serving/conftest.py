@@ -7,6 +7,23 @@ unprivileged user, as the container does (the image runs as UID 10001, never roo
 
 from __future__ import annotations
 
+{% if cookiecutter.layout == "serving-only" -%}
+# No live-stack fixture here: it starts the generated service, which this layout leaves out.
+import importlib.util
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+{%- else -%}
 import contextlib
 import importlib.util
 import json
@@ -28,6 +45,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from types import ModuleType
+{%- endif %}
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEPLOY = PROJECT / "deploy"
@@ -94,6 +112,8 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.05)
+
+{%- if cookiecutter.layout == "service" %}
 
 
 # --- a live stack ---------------------------------------------------------------------------
@@ -295,3 +315,4 @@ def _answers(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+{%- endif %}

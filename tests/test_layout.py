@@ -1,0 +1,336 @@
+"""layout=serving-only: the serving stack alone, dropped next to an app the template did not write.
+
+The app is FastAPI's own tutorial ("First Steps" plus its path-parameter route), written by
+the test as a one-file repository. The bake's files are copied next to it with the command
+the rendered README gives, then the copied deploy/serve.py runs the stack as the container
+would (working directory = the repository, APP_MODULE from the answer, not from the
+environment) and real requests go through nginx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import Bake, ProjectEnv, bake
+
+APP_MODULE = "main:app"
+# FastAPI's tutorial, as its documentation prints it (tutorial001 of "First Steps" and of
+# "Path Parameters"), in one file: the existing app that knows nothing of this template.
+TUTORIAL_APP = """\
+from fastapi import FastAPI
+
+app = FastAPI()
+
+
+@app.get("/")
+async def root():
+    return {"message": "Hello World"}
+
+
+@app.get("/items/{item_id}")
+async def read_item(item_id: int):
+    return {"item_id": item_id}
+"""
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+NGINX_REQUEST_ID = re.compile(r"[0-9a-f]{32}")
+# The generated tests/serving/conftest.py's conventions: a dedicated uid when run as root.
+STACK_UID = 48151
+SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+# What serving-only keeps (with its package's name) and what belongs to the service only.
+KEPT = [
+    "deploy/serve.py", "deploy/nginx.conf", "deploy/gunicorn.conf.py", "deploy/requirements.txt",
+    "Dockerfile", ".dockerignore", "compose.yaml", "Makefile", "README.md", "pyproject.toml",
+    "src/{package}/__init__.py", "src/{package}/logs.py", "src/{package}/py.typed",
+    "src/{package}/middleware/request_id.py", "src/{package}/middleware/access_log.py",
+    "src/{package}/middleware/deadline.py", "src/{package}/middleware/error_guard.py",
+    "tests/unit/test_request_id.py", "tests/unit/test_access_log.py",
+    "tests/unit/test_deadline.py", "tests/unit/test_error_guard.py", "tests/unit/test_logs.py",
+    "tests/serving/test_config.py", "tests/serving/test_cgroup.py",
+]  # fmt: skip
+DROPPED = [
+    ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+]  # fmt: skip
+SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
+
+
+@pytest.fixture(scope="module")
+def serving_bake(tmp_path_factory: pytest.TempPathFactory) -> Bake:
+    """The serving stack rendered alone, for an existing app at main:app."""
+    result = bake(
+        tmp_path_factory.mktemp("serving-only"), layout="serving-only", app_module=APP_MODULE
+    )
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def test_serving_only_keeps_the_stack_and_drops_the_service(serving_bake: Bake) -> None:
+    """The stack, the middleware and their tests are there; the generated app is not."""
+    package = serving_bake.package_name
+    project = serving_bake.project
+
+    missing = [p for p in (p.format(package=package) for p in KEPT) if not (project / p).exists()]
+    present = [p for p in (p.format(package=package) for p in DROPPED) if (project / p).exists()]
+    assert missing == [], "serving-only lost part of the stack"
+    assert present == [], "serving-only still holds the generated service"
+    service_imports = re.compile(SERVICE_IMPORTS.pattern.format(package=package))
+    for path in sorted(project.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert not service_imports.search(text), f"{path.relative_to(project)} needs the service"
+
+
+def test_the_answer_is_what_gunicorn_serves(serving_bake: Bake) -> None:
+    """APP_MODULE defaults to the answer in gunicorn.conf.py and is set in compose.yaml."""
+    conf = (serving_bake.project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
+    compose = (serving_bake.project / "compose.yaml").read_text(encoding="utf-8")
+
+    assert f'wsgi_app = os.environ.get("APP_MODULE", "{APP_MODULE}")' in conf
+    assert re.search(rf"^\s+APP_MODULE: {re.escape(APP_MODULE)}\s", compose, re.MULTILINE)
+
+
+def test_stack_requirements_match_the_service(serving_bake: Bake, default_bake: Bake) -> None:
+    """deploy/requirements.txt asks for the serving packages at the service's own versions."""
+    text = (serving_bake.project / "deploy" / "requirements.txt").read_text(encoding="utf-8")
+    requirements = [line for line in text.splitlines() if line and not line.startswith("#")]
+    pyproject = tomllib.loads((default_bake.project / "pyproject.toml").read_text("utf-8"))
+    service = {dep.split("#")[0].strip() for dep in pyproject["project"]["dependencies"]}
+
+    assert {r.split(">")[0].split("[")[0] for r in requirements} == {
+        "gunicorn", "uvicorn", "uvicorn-worker",
+    }  # fmt: skip
+    assert set(requirements) <= service
+    assert (default_bake.project / "deploy").is_dir()
+    assert not (default_bake.project / "deploy" / "requirements.txt").exists(), "service: pyproject"
+
+
+def test_dockerfile_installs_the_stack_then_the_app(serving_bake: Bake) -> None:
+    """The image installs deploy/requirements.txt, then the repository's own, and copies it."""
+    dockerfile = (serving_bake.project / "Dockerfile").read_text(encoding="utf-8")
+    ignored = (serving_bake.project / ".dockerignore").read_text(encoding="utf-8").splitlines()
+
+    assert "--requirement deploy-requirements.txt" in dockerfile
+    assert "--requirement requirements.txt" in dockerfile
+    assert "\nCOPY . /app\n" in dockerfile
+    assert {".git", ".venv", ".env", ".env.*"} <= set(ignored), "secrets and junk stay out"
+
+
+@pytest.mark.slow
+def test_serving_only_lints_and_passes_all_its_tests(
+    serving_bake: Bake, project_env: ProjectEnv
+) -> None:
+    """ruff, ruff format and mypy --strict, then every test the bake ships (serving included)."""
+    for target in ("lint", "test"):
+        result = project_env.make(serving_bake.project, target)
+        assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
+
+
+# --- the live stack around the tutorial app -------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of a GET, error statuses included."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return _get(url)[0] == 200
+    except OSError:
+        return False
+
+
+def _stack_python(env: ProjectEnv, repo: Path) -> tuple[list[str], str, list[str]]:
+    """The privilege-drop prefix, interpreter and PYTHONPATH to run the stack with.
+
+    As in the generated serving tests: as root, a dedicated unprivileged uid (the image runs
+    as 10001, never root); the venv's interpreter may sit under /root, so the system's
+    interpreter of the same version runs the venv's packages.
+    """
+    venv_python = env.venv / "bin" / "python"
+    if os.geteuid() != 0:
+        return [], str(venv_python), []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): cannot drop privileges")
+    version = subprocess.run(
+        [venv_python, "-c", "import sys, sysconfig; print(sys.version_info[1]);"
+         "print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    minor, site_packages = version
+    drop = [setpriv, f"--reuid={STACK_UID}", f"--regid={STACK_UID}", "--clear-groups",
+            "--inh-caps=-all"]  # fmt: skip
+    for python in (f"/usr/bin/python3.{minor}", f"/usr/local/bin/python3.{minor}"):
+        probe = subprocess.run(
+            [*drop, python, "-c", "import gunicorn, uvicorn_worker, fastapi"],
+            env={"PATH": SYSTEM_PATH, "PYTHONPATH": site_packages, "HOME": str(repo)},
+            capture_output=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return drop, python, [site_packages]
+    pytest.skip(f"no Python 3.{minor} that uid {STACK_UID} may run with the project's packages")
+
+
+@pytest.mark.slow
+def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: ProjectEnv) -> None:
+    """README steps 1-3 around FastAPI's tutorial app: 200s through nginx, then a clean stop."""
+    nginx = shutil.which("nginx", path=SYSTEM_PATH)
+    if nginx is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    # World-traversable, unlike pytest's 0700 temporary directories: as root the stack runs
+    # as another user, like the container's /app.
+    repo = Path(tempfile.mkdtemp(prefix="existing-repo-"))
+    repo.chmod(0o755)
+    process: subprocess.Popen[bytes] | None = None
+    log_path = repo.parent / f"{repo.name}.log"
+    try:
+        (repo / "main.py").write_text(TUTORIAL_APP, encoding="utf-8")
+        # Step 1, the README's own command, run from the bake.
+        readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
+        (copy,) = [line.strip() for line in readme.splitlines() if "cp -R deploy " in line]
+        command = copy.replace("/path/to/your-repo/", f"{repo}/")
+        subprocess.run(["sh", "-c", command], cwd=serving_bake.project, check=True)
+        assert (repo / "deploy" / "serve.py").is_file()
+        assert (repo / "Dockerfile").is_file()
+
+        drop, python, pythonpath = _stack_python(project_env, repo)
+        run_dir = repo / ".run"
+        run_dir.mkdir(mode=0o755)
+        if drop:
+            os.chown(run_dir, STACK_UID, STACK_UID)
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        # Step 2 is the answer itself: no APP_MODULE here, gunicorn.conf.py's default serves.
+        environment = {
+            "PATH": SYSTEM_PATH,
+            "HOME": str(run_dir),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "RUN_DIR": str(run_dir),
+            "PORT": str(port),
+            "LISTEN_ADDRESS": "127.0.0.1",
+            "WEB_CONCURRENCY": "2",
+            "NGINX_WORKER_PROCESSES": "1",
+            "NGINX_BIN": nginx,
+        }
+        if pythonpath:
+            environment["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        # Step 3, as the image's ENTRYPOINT: the runner, from the repository's root.
+        with log_path.open("wb") as output:
+            process = subprocess.Popen(
+                [*drop, python, str(repo / "deploy" / "serve.py")],
+                cwd=repo,
+                env=environment,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 90
+        while process.poll() is None and not _answers(f"{base}/"):
+            assert time.monotonic() < deadline, log_path.read_text(errors="replace")
+            time.sleep(0.1)
+        assert process.poll() is None, log_path.read_text(errors="replace")
+
+        for path, status, body in [
+            ("/", 200, {"message": "Hello World"}),
+            ("/items/42", 200, {"item_id": 42}),
+            ("/items/forty-two", 422, None),  # FastAPI's own validation, through the stack
+        ]:
+            got_status, headers, raw = _get(f"{base}{path}")
+            assert got_status == status, (path, raw)
+            if body is not None:
+                assert json.loads(raw) == body
+            for name, value in SECURITY_HEADERS.items():
+                assert headers.get(name) == value, (path, name, headers)
+            assert NGINX_REQUEST_ID.fullmatch(headers.get("X-Request-ID", "")), headers
+        ids = {_get(f"{base}/")[1]["X-Request-ID"] for _ in range(3)}
+        assert len(ids) == 3, "every request gets its own id"
+        assert (run_dir / "gunicorn.sock").exists(), "nginx reached the app over the socket"
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=90) == 0, log_path.read_text(errors="replace")
+        logged = [json.loads(line) for line in log_path.read_text().splitlines() if line[:1] == "{"]
+        assert any(line.get("message") == "started gunicorn" for line in logged)
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        _kill_leftovers(log_path)
+        shutil.rmtree(repo, ignore_errors=True)
+        log_path.unlink(missing_ok=True)
+
+
+def _kill_leftovers(log_path: Path) -> None:
+    """Kill nginx and gunicorn if the runner left them (their process groups, from its log)."""
+    if not log_path.exists():
+        return
+    for raw in log_path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            line = json.loads(raw)
+            if str(line.get("message", "")).startswith("started ") and "pid" in line:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(line["pid"]), signal.SIGKILL)
+
+
+def test_middleware_snippet_works_on_the_tutorial_app(
+    serving_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """The README's middleware snippet, added to the tutorial app, gives ids and access lines."""
+    readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
+    (snippet,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    package = serving_bake.package_name
+    shutil.copytree(serving_bake.project / "src" / package, tmp_path / package)
+    app = TUTORIAL_APP + "\n" + snippet.replace("yourpackage", package)
+    (tmp_path / "main.py").write_text(app, encoding="utf-8")
+    script = (
+        "from fastapi.testclient import TestClient\n"
+        "from main import app\n"
+        "with TestClient(app) as client:\n"
+        "    reply = client.get('/items/7', headers={'X-Request-ID': 'abc-123'})\n"
+        "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [str(project_env.venv / "bin" / "python"), "-W", "error", "-c", script],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "200 abc-123 {'item_id': 7}"
+    access = [json.loads(line) for line in lines[:-1] if line.startswith("{")]
+    assert any(
+        entry.get("path") == "/items/7" and entry.get("request_id") == "abc-123" for entry in access
+    ), result.stdout
