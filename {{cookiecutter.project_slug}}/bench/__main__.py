@@ -61,6 +61,7 @@ def _write_outputs(results: Results, out: Path) -> Path:
 
 def _stop_on_term(signum: int, _: FrameType | None) -> None:
     # SystemExit unwinds through the runner's `finally`, which stops every server.
+    print("terminated: stopping every server, no results written", file=sys.stderr)
     raise SystemExit(128 + signum)
 
 
@@ -175,6 +176,10 @@ def main(argv: list[str]) -> int:
     except (WrkError, ServerError, NginxConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # The runner's `finally` has already stopped every server by the time we get here.
+        print("interrupted: every server was stopped, no results written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
