@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Bake, ProjectEnv, bake
+from .test_ecosystem import rerender, tree
 
 APP_MODULE = "main:app"
 # FastAPI's tutorial, as its documentation prints it (tutorial001 of "First Steps" and of
@@ -134,6 +135,17 @@ def test_dockerfile_installs_the_stack_then_the_app(serving_bake: Bake) -> None:
     assert "--requirement requirements.txt" in dockerfile
     assert "\nCOPY . /app\n" in dockerfile
     assert {".git", ".venv", ".env", ".env.*"} <= set(ignored), "secrets and junk stay out"
+
+
+def test_rerender_from_recorded_answers_keeps_the_layout(tmp_path: Path) -> None:
+    """The recorded answers carry layout and app_module: an update re-renders the same files."""
+    original = bake(tmp_path / "original", layout="serving-only", app_module="api.server:app")
+    assert original.exit_code == 0, original.stderr
+
+    rendered = rerender(original.project, tmp_path / "again")
+
+    assert tree(rendered) == tree(original.project)
+    assert (rendered / "deploy" / "requirements.txt").is_file()
 
 
 @pytest.mark.slow
