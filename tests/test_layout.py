@@ -135,6 +135,12 @@ def test_dockerfile_installs_the_stack_then_the_app(serving_bake: Bake) -> None:
     assert "--requirement requirements.txt" in dockerfile
     assert "\nCOPY . /app\n" in dockerfile
     assert {".git", ".venv", ".env", ".env.*"} <= set(ignored), "secrets and junk stay out"
+    # No Docker engine here: at least every RUN's shell must parse (sh -n), conditionals too.
+    runs = re.findall(r"^RUN (.*?[^\\])$", dockerfile.replace("\\\n", " "), re.MULTILINE)
+    assert any(command.startswith("if [ -f requirements.txt ]") for command in runs), runs
+    for command in runs:
+        result = subprocess.run(["sh", "-n", "-c", command], capture_output=True, text=True)
+        assert result.returncode == 0, f"{command}\n{result.stderr}"
 
 
 def test_rerender_from_recorded_answers_keeps_the_layout(tmp_path: Path) -> None:
