@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import textwrap
 import time
 import tomllib
 import urllib.error
@@ -75,6 +76,12 @@ DROPPED = [
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
+
+
+def python_blocks(readme: str) -> list[str]:
+    """The README's ```python blocks, without the list item's indentation."""
+    blocks = re.findall(r"^ *```python\n(.*?)^ *```", readme, flags=re.DOTALL | re.MULTILINE)
+    return [textwrap.dedent(body) for body in blocks]
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +242,11 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
     process: subprocess.Popen[bytes] | None = None
     log_path = repo.parent / f"{repo.name}.log"
     try:
-        (repo / "main.py").write_text(TUTORIAL_APP, encoding="utf-8")
-        # Step 1, the README's own command, run from the bake.
+        # The tutorial app plus the one route README step 2 asks for, /livez.
         readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
+        (livez,) = [block for block in python_blocks(readme) if '"/livez"' in block]
+        (repo / "main.py").write_text(f"{TUTORIAL_APP}\n\n{livez}", encoding="utf-8")
+        # Step 1, the README's own command, run from the bake.
         (copy,) = [line.strip() for line in readme.splitlines() if "cp -R deploy " in line]
         command = copy.replace("/path/to/your-repo/", f"{repo}/")
         subprocess.run(["sh", "-c", command], cwd=serving_bake.project, check=True)
@@ -293,6 +302,12 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
             for name, value in SECURITY_HEADERS.items():
                 assert headers.get(name) == value, (path, name, headers)
             assert NGINX_REQUEST_ID.fullmatch(headers.get("X-Request-ID", "")), headers
+        # The image's HEALTHCHECK command, through nginx to the app's /livez.
+        check = subprocess.run(
+            [*drop, python, str(repo / "deploy" / "serve.py"), "check"],
+            cwd=repo, env=environment, capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
         ids = {_get(f"{base}/")[1]["X-Request-ID"] for _ in range(3)}
         assert len(ids) == 3, "every request gets its own id"
         assert (run_dir / "gunicorn.sock").exists(), "nginx reached the app over the socket"
@@ -327,7 +342,7 @@ def test_middleware_snippet_works_on_the_tutorial_app(
 ) -> None:
     """The README's middleware snippet, added to the tutorial app, gives ids and access lines."""
     readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
-    (snippet,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (snippet,) = [block for block in python_blocks(readme) if "add_middleware" in block]
     package = serving_bake.package_name
     shutil.copytree(serving_bake.project / "src" / package, tmp_path / package)
     app = TUTORIAL_APP + "\n" + snippet.replace("yourpackage", package)
