@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -63,9 +64,14 @@ class Stacks:
         *,
         ready: bool = True,
         extra_env: Mapping[str, str] | None = None,
+        nginx_directives: Mapping[str, str] | None = None,
         **env: str,
     ) -> LiveStack:
-        """Start the runner; with ready, wait until GET /livez answers through nginx."""
+        """Start the runner; with ready, wait until GET /livez answers through nginx.
+
+        nginx_directives shortens timeouts in this stack's copy of deploy/nginx.conf (they
+        are not environment variables): each directive must appear exactly once.
+        """
         # World-traversable: pytest's temporary directories are private to the test's user.
         staging = Path(tempfile.mkdtemp(prefix="reliability-test-"))
         staging.chmod(0o755)
@@ -73,6 +79,8 @@ class Stacks:
         shutil.copytree(PROJECT / "src", source)
         shutil.copy2(HERE / "fault_app.py", source / "fault_app.py")
         shutil.copytree(DEPLOY, staging / "deploy")
+        if nginx_directives:
+            override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
         run_dir = staging / "run"
         run_dir.mkdir(mode=0o755)
         identity = find_identity(STACK_UID, source)
@@ -123,6 +131,16 @@ class Stacks:
                     _killpg(pid)
             shutil.rmtree(staging, ignore_errors=True)
         self.started.clear()
+
+
+def override_directives(conf: Path, directives: Mapping[str, str]) -> None:
+    """Set each directive's value in an nginx config, failing if it is not there once."""
+    text = conf.read_text(encoding="utf-8")
+    for name, value in directives.items():
+        pattern = re.compile(rf"^(\s*{name}\s+)[^;]+;", re.MULTILINE)
+        text, found = pattern.subn(rf"\g<1>{value};", text)
+        assert found == 1, f"{conf} has {found} {name} directives, expected one"
+    conf.write_text(text, encoding="utf-8")
 
 
 def _killpg(pid: int) -> None:

@@ -238,8 +238,10 @@ def test_slowloris_is_cut_at_the_timeouts_while_others_are_served(stacks: Stacks
     """50 header drips and 20 body drips are closed at their timeouts; 20 normal requests pass."""
     header_timeout, body_timeout = 2.0, 2.0
     stack = stacks.start(
-        NGINX_CLIENT_HEADER_TIMEOUT=f"{header_timeout:g}s",
-        NGINX_CLIENT_BODY_TIMEOUT=f"{body_timeout:g}s",
+        nginx_directives={
+            "client_header_timeout": f"{header_timeout:g}s",
+            "client_body_timeout": f"{body_timeout:g}s",
+        }
     )
     port = stack.port
     header_head = b"GET /drip HTTP/1.1\r\nHost: localhost\r\n"
