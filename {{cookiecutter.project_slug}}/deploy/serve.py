@@ -643,6 +643,9 @@ def serve(settings: Settings) -> int:
     if settings.nginx_bin is None:
         log("error", APT_HINT)
         return 1
+    if not os.access(settings.nginx_bin, os.X_OK):
+        log("error", f"{settings.nginx_bin} (NGINX_BIN) is not an executable. {APT_HINT}")
+        return 1
     nginx_globals = drop_privileges(settings)
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     conf = write_nginx_conf(settings, settings.socket_path(0))

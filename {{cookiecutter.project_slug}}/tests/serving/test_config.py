@@ -6,6 +6,7 @@ nginx and gixy read the config deploy/serve.py renders (the same one the stack r
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -197,3 +198,21 @@ def test_every_variable_is_documented(name: str) -> None:
     assert read, f"found no environment variable in deploy/{name}: the pattern is stale"
     assert not [v for v in sorted(read) if v not in header], f"undocumented in deploy/{name}"
     assert not [v for v in sorted(read) if f"`{v}`" not in readme], "undocumented in README.md"
+
+
+def test_runner_explains_a_missing_nginx(tmp_path: Path) -> None:
+    """Without nginx the runner exits 1 with one log line naming the package to install."""
+    env = {"PATH": os.defpath, "NGINX_BIN": str(tmp_path / "nginx"), "RUN_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, DEPLOY / "serve.py"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=60,
+    )
+
+    assert result.returncode == 1
+    (line,) = [json.loads(raw) for raw in result.stdout.splitlines()]
+    assert line["level"] == "error"
+    assert "apt-get install -y nginx-light" in line["message"]

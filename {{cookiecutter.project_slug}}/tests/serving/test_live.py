@@ -11,6 +11,7 @@ import re
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import OUTSIDER_UID, PACKAGE, LiveStack, _setpriv, wait_for
+from .conftest import DEPLOY, OUTSIDER_UID, PACKAGE, LiveStack, _setpriv, free_port, wait_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,6 +70,19 @@ def test_responses_carry_request_id_and_security_headers(
     )
     app_line = next(line for line in _app_lines(stack) if line.get("request_id") == request_id)
     assert app_line.get("client") == "127.0.0.1", f"a spoofed X-Forwarded-For won: {app_line}"
+
+
+def test_health_check_command(start_stack: Callable[..., LiveStack]) -> None:
+    """`serve.py check` (the image's HEALTHCHECK) passes through the stack, fails without it."""
+    stack = start_stack()
+
+    def check(port: int) -> int:
+        env = {"PATH": os.defpath, "PORT": str(port), "LISTEN_ADDRESS": "127.0.0.1"}
+        command = [sys.executable, str(DEPLOY / "serve.py"), "check"]
+        return subprocess.run(command, env=env, capture_output=True, check=False).returncode
+
+    assert check(stack.port) == 0
+    assert check(free_port()) == 1
 
 
 def _count(stack: LiveStack, logger: str) -> int:
