@@ -34,6 +34,8 @@ object per line on stdout, the app's shape (time, level, logger, message, extra 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime
 import ipaddress
 import json
@@ -429,15 +431,34 @@ class Stack:
 
     def stop(self, child: Child | None, signum: signal.Signals, budget: float) -> bool:
         """Signal child, wait up to budget; kill it past that. True when it stopped cleanly."""
-        if child is None or not child.running:
-            return child is None or child.status == 0
+        if child is None:
+            return True
+        if not child.running:
+            self._stop_leftovers(child, budget)
+            return child.status == 0
         child.signal(signum)
         if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
             return child.status == 0
         log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
         child.signal(signal.SIGKILL)
         self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
+        self._stop_leftovers(child, 5.0)
         return False
+
+    def _stop_leftovers(self, child: Child, budget: float) -> None:
+        """Stop the workers a dead master left behind: they are still in its process group.
+
+        A killed gunicorn master leaves uvicorn workers serving its socket forever; nginx's
+        workers, likewise. TERM the group, then KILL what remains after the budget.
+        """
+        if not _group_alive(child.pid):
+            return
+        log("warning", f"stopping the processes {child.name} left behind", pgid=child.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+        if not self.wait_until(lambda: not _group_alive(child.pid), budget, stop_on_signal=False):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
         conf = self.settings.rendered_conf
@@ -511,6 +532,7 @@ class Stack:
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
         self.install_signal_handlers()
+        _become_subreaper()
         try:
             self.gunicorn = self.start_gunicorn(self.generation)
             if self.requested is None:
@@ -537,6 +559,24 @@ class Stack:
             return 1
         log("info", "stopped cleanly")
         return 0
+
+
+def _become_subreaper() -> None:
+    """Adopt our children's orphans (Linux), so waitpid(-1) reaps them as PID 1 would."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process is left in a process group."""
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _children_of(pid: int) -> set[int]:

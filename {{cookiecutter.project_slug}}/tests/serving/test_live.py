@@ -16,6 +16,7 @@ import threading
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -157,13 +158,31 @@ def test_runner_exits_non_zero_when_a_process_dies(
     stack = start_stack()
     survivor = "gunicorn" if victim == "nginx" else "nginx"
     survivor_pid = stack.child_pid(survivor)
+    victim_pid = stack.child_pid(victim)
+    wait_for(lambda: len(_process_group(victim_pid)) > 1, 30, f"{victim}'s workers")
+    workers = _process_group(victim_pid) - {victim_pid}
 
-    os.kill(stack.child_pid(victim), signal.SIGKILL)
+    os.kill(victim_pid, signal.SIGKILL)
 
     assert stack.wait_exit(90) != 0, stack.log_text()
     assert f"{victim} (exit status -9) exited unexpectedly" in stack.log_text()
     with pytest.raises(ProcessLookupError):
         os.kill(survivor_pid, 0)  # the survivor was stopped and reaped, not left behind
+    # The dead master's workers would serve on, orphaned: the runner stopped them too.
+    assert not _process_group(victim_pid) & workers, f"{victim}'s workers were left running"
+
+
+def _process_group(pgid: int) -> set[int]:
+    """Live (not zombie) processes in a process group, from /proc."""
+    members = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.add(int(stat_file.parent.name))
+    return members
 
 
 def test_sighup_flips_to_a_new_gunicorn_without_losing_requests(
