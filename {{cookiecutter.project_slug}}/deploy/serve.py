@@ -28,7 +28,8 @@ On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and rel
 and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
 On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
-either process dies on its own, the other is stopped and the exit status is 1. Logs: one JSON
+either process dies on its own, the other is stopped, and so are the workers the dead one
+left behind; the exit status is 1. Logs: one JSON
 object per line on stdout, the app's shape (time, level, logger, message, extra fields).
 """
 
