@@ -233,9 +233,18 @@ def exchange(port: int, payload: bytes | list[bytes], timeout: float = 10.0) -> 
         except OSError:
             pass  # nginx may answer and close before reading everything: read what it said
         with contextlib.suppress(OSError):
-            while chunk := conn.recv(65536):
+            while not _complete(received) and (chunk := conn.recv(65536)):
                 received += chunk
     return received
+
+
+def _complete(raw: bytes) -> bool:
+    """Whether raw holds a whole response (nginx may linger before closing after an error)."""
+    head, found, body = raw.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    return length is not None and len(body) >= int(length.group(1))
 
 
 def parse_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:

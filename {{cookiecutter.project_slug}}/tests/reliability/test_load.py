@@ -44,4 +44,5 @@ def test_keepalive_load_has_no_errors(stacks: Stacks, capsys: pytest.CaptureFixt
         )
     assert result.requests > 0
     assert result.errors == 0, result
-    assert server_errors(stack) == []
+    # wrk stops mid-request when its time is up: those requests are nginx's 499, not errors.
+    assert [line for line in server_errors(stack) if line.get("status") != 499] == []
