@@ -5,16 +5,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
-CACHE_DIR = TEMPLATE_DIR / ".cache"
+# Outside the checkout, which may sit in a private directory: as root, the generated project's
+# live tests run its packages as an unprivileged user, who must be able to read them.
+CACHE_DIR = Path(tempfile.gettempdir()) / "cookiecutter-fastapi-service-cache"
 DEFAULT_CONTEXT: dict[str, object] = json.loads(
     (TEMPLATE_DIR / "cookiecutter.json").read_text(encoding="utf-8")
 )
@@ -52,10 +57,24 @@ def bake(output_dir: Path, **answers: str) -> Bake:
 
 
 @pytest.fixture(scope="session")
-def default_bake(tmp_path_factory: pytest.TempPathFactory) -> Bake:
+def shared_tmp() -> Iterator[Path]:
+    """A temporary directory other users may enter.
+
+    As root, the generated project's live tests run the stack as an unprivileged user, which
+    must read the project: pytest's own temporary directories are private (mode 0700).
+    """
+    path = Path(tempfile.mkdtemp(prefix="template-bakes-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def default_bake(shared_tmp: Path) -> Bake:
     """The project rendered with every default answer."""
-    result = bake(tmp_path_factory.mktemp("default"))
+    result = bake(shared_tmp / "default")
     assert result.exit_code == 0, result.stderr
+    (shared_tmp / "default").chmod(0o755)
     return result
 
 
@@ -103,6 +122,7 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
     venv = CACHE_DIR / f"project-env-{digest}"
     if not (venv / "ok").exists():
+        CACHE_DIR.mkdir(mode=0o755, exist_ok=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
         subprocess.run([*pip, "--upgrade", "pip"], check=True)
