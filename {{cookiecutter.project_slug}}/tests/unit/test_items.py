@@ -45,11 +45,14 @@ def test_list_refuses_an_oversized_page(client: TestClient) -> None:
 
 
 def test_invalid_bodies_are_422(client: TestClient) -> None:
-    """Negative prices, empty names and unknown keys are refused with details."""
+    """Negative prices, empty names, unknown keys and loosely typed values are refused."""
     for body in [
         {**NEW, "price_cents": -1},
         {**NEW, "name": ""},
         {**NEW, "colour": "red"},
+        {**NEW, "price_cents": False},
+        {**NEW, "price_cents": "12"},
+        {**NEW, "tags": "home"},
         {"name": "no price"},
     ]:
         assert client.post("/items", json=body).status_code == 422, body
@@ -84,3 +87,19 @@ def test_the_models_are_in_openapi(app: FastAPI) -> None:
 def test_item_in_is_usable_directly() -> None:
     """The models validate on their own, for use outside HTTP (tasks, scripts)."""
     assert ItemIn.model_validate(NEW).price_cents == 1999
+
+
+def test_an_undecodable_body_is_a_documented_400(app: FastAPI, client: TestClient) -> None:
+    """Bytes that are not JSON get FastAPI's 400, which the schema lists for clients."""
+    response = client.post(
+        "/items", content=b"\x1a\xffb\x03l", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert "400" in app.openapi()["paths"]["/items"]["post"]["responses"]
+
+
+def test_an_integral_number_is_an_integer(client: TestClient) -> None:
+    """31.0 is an integer to JSON Schema, so the API accepts it as the schema promises."""
+    response = client.post("/items", json={**NEW, "price_cents": 31.0})
+    assert response.status_code == 201
+    assert response.json()["price_cents"] == 31

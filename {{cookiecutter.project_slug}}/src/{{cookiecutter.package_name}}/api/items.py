@@ -11,7 +11,7 @@ reach the service can POST; swap it for your database behind the same dependency
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 router = APIRouter(prefix="/items", tags=["items"])
 
@@ -21,13 +21,22 @@ Tag = Annotated[str, Field(min_length=1, max_length=30)]
 class ItemIn(BaseModel):
     """What a client sends to create an item."""
 
-    # Unknown keys are a client bug worth a 422, not something to drop silently.
-    model_config = ConfigDict(extra="forbid")
+    # Unknown keys are a client bug worth a 422, not something to drop silently; strict,
+    # so the API accepts exactly what its schema says (no `false` or "12" as an integer).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     # Money in integer cents: floats cannot hold 0.10 exactly.
     price_cents: Annotated[int, Field(ge=0, le=100_000_000)]
     tags: Annotated[list[Tag], Field(max_length=10)] = []
+
+    @field_validator("price_cents", mode="before")
+    @classmethod
+    def _integral_number(cls, value: object) -> object:
+        # JSON Schema's "integer" includes 31.0, which strict mode alone would refuse.
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
 
 class Item(ItemIn):
@@ -93,7 +102,11 @@ async def get_item(item_id: int, store: Store) -> Item:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"description": "The example store is full"}},
+    responses={
+        # FastAPI's own answer to a body it cannot decode, before validation (422) runs.
+        400: {"description": "The body is not valid JSON"},
+        409: {"description": "The example store is full"},
+    },
 )
 async def create_item(new: ItemIn, store: Store) -> Item:
     """Create an item from a JSON body and return it with its id."""

@@ -111,7 +111,8 @@ class DeadlineMiddleware:
                 raise
         else:
             if entry[1]:
-                # It finished between our cancel() and its delivery: withdraw the request.
+                # The app swallowed our cancellation and finished anyway: rebalance the
+                # task's cancel count, or asyncio.timeout() higher up would misread it.
                 task.uncancel()
             return
         finally:
