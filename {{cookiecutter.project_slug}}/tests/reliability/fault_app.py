@@ -12,7 +12,9 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     POST /fault/echo              reads a JSON body and returns it (201)
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
 
-Input: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way.
+Inputs: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way;
+FAULT_APP_FAIL_IF_EXISTS=PATH makes it fail at import while PATH exists (a bad deploy: the
+running generation started fine, the next one will not).
 Depends on the generated package only.
 """
 
@@ -24,6 +26,7 @@ import os
 import sys
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
@@ -36,8 +39,9 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 _FAIL = os.environ.get("FAULT_APP_FAIL_AT_STARTUP", "")
-if _FAIL == "import":
-    raise RuntimeError("fault_app: failing at import, as asked (FAULT_APP_FAIL_AT_STARTUP)")
+_FAIL_IF = os.environ.get("FAULT_APP_FAIL_IF_EXISTS", "")
+if _FAIL == "import" or (_FAIL_IF and Path(_FAIL_IF).exists()):
+    raise RuntimeError("fault_app: failing at import, as asked (FAULT_APP_FAIL_*)")
 
 app = create_app()
 

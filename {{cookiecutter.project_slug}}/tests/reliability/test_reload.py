@@ -13,8 +13,10 @@ request on a new connection (RFC 9112, 9.3.1), and so do these.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +26,7 @@ import pytest
 from serving.conftest import wait_for
 
 from .conftest import (
+    get,
     mixed_load,
     nginx_access,
     server_errors,
@@ -132,3 +135,33 @@ def test_nginx_reload_under_mixed_load_loses_nothing(stacks: Stacks, nginx_bin: 
 
     assert not thread.is_alive()
     assert_nothing_lost(stack, report, "nginx -s reload x3")
+
+
+def test_reload_to_code_that_cannot_start_keeps_the_old_code_serving(stacks: Stacks) -> None:
+    """SIGHUP when the new code fails at import: reload abandoned, the old generation serves."""
+    marker = Path(tempfile.mkdtemp(prefix="reliability-bad-deploy-")) / "broken"
+    marker.parent.chmod(0o755)
+    stack = stacks.start(FAULT_APP_FAIL_IF_EXISTS=str(marker))
+    # Both running workers must have imported the app already: a worker booting after the
+    # marker appears would fail too, and take the running generation down with it.
+    wait_for_line(
+        stack,
+        lambda line: line.get("message") == "Application startup complete.",
+        "both workers of the running generation to start",
+        count=2,
+    )
+    marker.touch()
+    try:
+        stack.process.send_signal(signal.SIGHUP)
+        wait_for_line(
+            stack,
+            lambda line: str(line.get("message", "")).startswith("reload abandoned"),
+            "the runner to abandon the reload",
+        )
+        status = get(stack.port, "/livez")[0]
+    finally:
+        shutil.rmtree(marker.parent)
+
+    assert status == 200, stack.log_text()
+    assert stack.process.poll() is None, "the runner keeps serving"
+    assert not [line for line in stack.log_lines() if line.get("message") == "reload complete"]
