@@ -119,5 +119,6 @@ def add_twins(application: FastAPI) -> None:
     # add_middleware puts each new one outside the previous: add the innermost first.
     application.add_middleware(ErrorGuardBaseHTTP)
     application.add_middleware(DeadlineBaseHTTP, timeout_seconds=settings.request_timeout_seconds)
-    application.add_middleware(AccessLogBaseHTTP)
+    if settings.access_log:
+        application.add_middleware(AccessLogBaseHTTP)
     application.add_middleware(RequestIdBaseHTTP)

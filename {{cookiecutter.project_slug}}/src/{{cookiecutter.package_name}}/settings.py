@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     # The app's own request deadline (middleware/deadline.py). nginx's proxy_read_timeout must
     # stay above it, or nginx answers 504 before the app can, without the request id.
     request_timeout_seconds: float = Field(default=30.0, gt=0)
+    # The app's own access line per request. Off by default: behind nginx, nginx's JSON access
+    # log already records every request with the same request id and its timings, and the
+    # app's line costs about 15 % of a small request's throughput (`make bench`). On for
+    # `make run`, or when serving without nginx.
+    access_log: bool = False
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -100,6 +100,8 @@ class Stacks:
             "WEB_CONCURRENCY": "2",
             "NGINX_WORKER_PROCESSES": "1",
             "NGINX_BIN": self.nginx_bin,
+            # The app's access log proves which requests reached the app (off by default).
+            "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
             **(extra_env or {}),
             **env,
         }

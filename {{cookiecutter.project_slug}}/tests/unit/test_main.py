@@ -65,7 +65,7 @@ def test_every_response_carries_a_request_id(client: TestClient) -> None:
 
 def test_the_500_carries_the_request_id_and_is_access_logged(json_lines: JsonLines) -> None:
     """The error guard sits inside the request id and access log middleware."""
-    app = create_app(Settings())
+    app = create_app(Settings(access_log=True))
     add_failing_routes(app)
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.get("/boom", headers={"x-request-id": "trace-500"})
@@ -80,7 +80,7 @@ def test_the_500_carries_the_request_id_and_is_access_logged(json_lines: JsonLin
 
 def test_the_504_carries_the_request_id_and_is_access_logged(json_lines: JsonLines) -> None:
     """The deadline sits inside the request id and access log middleware."""
-    app = create_app(Settings(request_timeout_seconds=0.1))
+    app = create_app(Settings(request_timeout_seconds=0.1, access_log=True))
     add_failing_routes(app)
     with TestClient(app) as client:
         response = client.get("/slow", headers={"x-request-id": "trace-504"})
@@ -116,3 +116,13 @@ def test_development_logs_are_human_readable(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "application starting" in out
     assert not any(line.startswith("{") for line in out.splitlines())
+
+
+def test_access_log_is_off_by_default_and_on_when_asked(json_lines: JsonLines) -> None:
+    """By default only nginx logs requests; ACCESS_LOG=true adds the app's own line."""
+    for setting, expected in [(False, 0), (True, 1)]:
+        before = len(json_lines.from_logger(main.ACCESS_LOGGER))
+        with TestClient(create_app(Settings(access_log=setting))) as client:
+            client.get("/livez")
+        assert len(json_lines.from_logger(main.ACCESS_LOGGER)) - before == expected
+    assert Settings().access_log is False
