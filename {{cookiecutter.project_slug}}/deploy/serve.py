@@ -13,8 +13,8 @@ Environment (defaults in brackets):
     PORT                    TCP port nginx listens on [8080]
     LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
     RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
-    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For,
-                            comma- or space-separated [none]
+    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For and
+                            X-Forwarded-Proto, comma- or space-separated [none]
     NGINX_ACCESS_LOG        on | off (benchmarks) [on]
     NGINX_WORKER_PROCESSES  [auto]
     NGINX_BIN               nginx executable [nginx on PATH, else /usr/sbin/nginx]
@@ -206,6 +206,12 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         )
     else:
         real_ip = "# TRUSTED_PROXIES is empty: no load balancer may set the client address."
+    # The same peers may say which scheme the client used (nginx.conf's $forwarded_proto).
+    trusted_geo = "\n    ".join(
+        ["geo $realip_remote_addr $from_trusted_proxy {", "    default 0;"]
+        + [f"    {cidr} 1;" for cidr in settings.trusted_proxies]
+        + ["}"]
+    )
     return {
         "WORKER_PROCESSES": settings.worker_processes,
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
@@ -214,7 +220,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         if ":" in settings.listen_address
         else f"{settings.listen_address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
-        "REAL_IP": real_ip,
+        "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
     }
 

@@ -47,18 +47,14 @@ MIB = 1024 * 1024
 
 def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
     """Run send(); prove nginx answered it alone; return the status nginx answered."""
-    before = len(app_access(stack))
-    nginx_before = len(nginx_access(stack))
+    # Lines arrive a moment after their answers: a sentinel request before and after
+    # brackets the hostile one, and each is waited for in both logs.
+    _sentinel(stack)
+    app_before, nginx_before = len(app_access(stack)), len(nginx_access(stack))
     raw = send()
-    sentinel = f"/sentinel-{uuid.uuid4().hex}"
-    assert get(stack.port, sentinel)[0] == 404
-    # One nginx worker writes its lines in order: once the sentinel's line is in, the
-    # hostile request's line is too. The app logs every request it answers.
-    for logger in (APP_ACCESS_LOGGER, "nginx.access"):
-        wait_for_line(stack, _line_of(logger, sentinel), f"the {logger} line for {sentinel}")
-    new_app_lines = [line.get("path") for line in app_access(stack)[before:]]
-    assert new_app_lines == [sentinel], f"the hostile request reached the app: {new_app_lines}"
-    # nginx's lines reach the log through the runner a moment later: skip every sentinel.
+    after = _sentinel(stack)
+    new_app_lines = [line.get("path") for line in app_access(stack)[app_before:]]
+    assert new_app_lines == [after], f"the hostile request reached the app: {new_app_lines}"
     new_nginx_lines = [
         line
         for line in nginx_access(stack)[nginx_before:]
@@ -67,6 +63,17 @@ def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
     for line in new_nginx_lines:
         assert line.get("upstream_response_time") in {"", "-"}, f"nginx asked the app: {line}"
     return parse_response(raw)[0]
+
+
+def _sentinel(stack: LiveStack) -> str:
+    """Send a request the app answers (404) and wait for its line in both access logs."""
+    path = f"/sentinel-{uuid.uuid4().hex}"
+    assert get(stack.port, path)[0] == 404
+    # One nginx worker writes its lines in order: once the sentinel's line is in, every
+    # earlier request's line is too. The app logs every request it answers.
+    for logger in (APP_ACCESS_LOGGER, "nginx.access"):
+        wait_for_line(stack, _line_of(logger, path), f"the {logger} line for {path}")
+    return path
 
 
 def _line_of(logger: str, path: str) -> Callable[[dict[str, object]], bool]:
@@ -165,12 +172,13 @@ def test_client_cannot_spoof_address_or_scheme(shared_stack: LiveStack) -> None:
     assert parse_json(body) == {"client": "127.0.0.1", "scheme": "http"}
 
 
-def test_trusted_proxy_sets_client_address(stacks: Stacks) -> None:
-    """A load balancer inside TRUSTED_PROXIES does set the address the app sees."""
+def test_trusted_proxy_sets_address_and_scheme(stacks: Stacks) -> None:
+    """A load balancer inside TRUSTED_PROXIES does set the address and scheme the app sees."""
     stack = stacks.start(TRUSTED_PROXIES="127.0.0.1/32")
-    status, _, body = get(stack.port, "/fault/whoami", {"X-Forwarded-For": "203.0.113.9"})
+    headers = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    status, _, body = get(stack.port, "/fault/whoami", headers)
     assert status == 200
-    assert parse_json(body)["client"] == "203.0.113.9"
+    assert parse_json(body) == {"client": "203.0.113.9", "scheme": "https"}
 
 
 # --- security headers on every kind of answer --------------------------------------------------
