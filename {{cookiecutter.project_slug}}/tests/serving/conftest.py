@@ -281,6 +281,8 @@ def start_stack(nginx_bin: str) -> Iterator[Callable[..., LiveStack]]:
             "WEB_CONCURRENCY": "2",
             "NGINX_WORKER_PROCESSES": "1",
             "NGINX_BIN": nginx_bin,
+            # The app's access line shows which request id reached it (off by default).
+            "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
             **env,
         }
         log_path = staging / "stack.log"
