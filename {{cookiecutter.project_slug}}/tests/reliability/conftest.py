@@ -14,8 +14,6 @@ import json
 import re
 import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -26,14 +24,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from serving.conftest import (
-    DEPLOY,
     PACKAGE,
-    PROJECT,
-    STACK_UID,
     SYSTEM_PATH,
     LiveStack,
-    find_identity,
-    free_port,
+    launch_stack,
     wait_for,
 )
 
@@ -72,54 +66,25 @@ class Stacks:
         nginx_directives shortens timeouts in this stack's copy of deploy/nginx.conf (they
         are not environment variables): each directive must appear exactly once.
         """
-        # World-traversable: pytest's temporary directories are private to the test's user.
-        staging = Path(tempfile.mkdtemp(prefix="reliability-test-"))
-        staging.chmod(0o755)
-        source = staging / "src"
-        shutil.copytree(PROJECT / "src", source)
-        shutil.copy2(HERE / "fault_app.py", source / "fault_app.py")
-        shutil.copytree(DEPLOY, staging / "deploy")
-        if nginx_directives:
-            override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
-        run_dir = staging / "run"
-        run_dir.mkdir(mode=0o755)
-        identity = find_identity(STACK_UID, source)
-        if identity.drop:
-            shutil.chown(run_dir, identity.uid, identity.gid)
-        port = free_port()
-        environment = {
-            "PATH": SYSTEM_PATH,
-            "HOME": str(run_dir),
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": ":".join(identity.pythonpath),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "RUN_DIR": str(run_dir),
-            "PORT": str(port),
-            "LISTEN_ADDRESS": "127.0.0.1",
-            "APP_MODULE": app_module,
-            "WEB_CONCURRENCY": "2",
-            "NGINX_WORKER_PROCESSES": "1",
-            "NGINX_BIN": self.nginx_bin,
-            # The app's access log proves which requests reached the app (off by default).
-            "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
-            **(extra_env or {}),
-            **env,
-        }
-        log_path = staging / "stack.log"
-        with log_path.open("wb") as output:
-            process = subprocess.Popen(
-                identity.command(identity.python, str(staging / "deploy" / "serve.py")),
-                env=environment,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        stack = LiveStack(process, port, run_dir, log_path, identity)
+
+        def shorten_timeouts(deploy: Path) -> None:
+            if nginx_directives:
+                override_directives(deploy / "nginx.conf", nginx_directives)
+
+        stack, staging = launch_stack(
+            self.nginx_bin,
+            app_module,
+            [HERE / "fault_app.py"],
+            {**(extra_env or {}), **env},
+            shorten_timeouts,
+        )
         self.started.append((stack, staging))
+        process = stack.process
         if ready:
             wait_for(
                 lambda: process.poll() is not None or get(stack.port, "/livez")[0] == 200,
                 90,
-                f"the stack to answer GET /livez on port {port}",
+                f"the stack to answer GET /livez on port {stack.port}",
             )
             assert process.poll() is None, f"the runner exited during start:\n{stack.log_text()}"
         return stack

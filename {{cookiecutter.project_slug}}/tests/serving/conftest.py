@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import ModuleType
 {%- endif %}
 
@@ -246,6 +246,62 @@ class LiveStack:
             self.process.wait(timeout=10)
 
 
+def launch_stack(
+    nginx_bin: str,
+    app_module: str,
+    app_files: Sequence[Path],
+    env: Mapping[str, str],
+    prepare_deploy: Callable[[Path], None] | None = None,
+) -> tuple[LiveStack, Path]:
+    """Start deploy/serve.py, as the container does, from a copy a non-root user can read.
+
+    The copy (src/ plus ``app_files``, deploy/ after ``prepare_deploy`` edits it) sits in a
+    fresh world-traversable directory, returned for the caller to remove: pytest's own
+    temporary directories are private to the user running the tests (0700).
+    """
+    staging = Path(tempfile.mkdtemp(prefix="stack-test-"))
+    staging.chmod(0o755)
+    source = staging / "src"
+    shutil.copytree(PROJECT / "src", source)
+    for app_file in app_files:
+        shutil.copy2(app_file, source / app_file.name)
+    shutil.copytree(DEPLOY, staging / "deploy")
+    if prepare_deploy is not None:
+        prepare_deploy(staging / "deploy")
+    run_dir = staging / "run"
+    run_dir.mkdir(mode=0o755)
+    identity = find_identity(STACK_UID, source)
+    if identity.drop:
+        os.chown(run_dir, identity.uid, identity.gid)
+    port = free_port()
+    environment = {
+        "PATH": SYSTEM_PATH,
+        "HOME": str(run_dir),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(identity.pythonpath),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "RUN_DIR": str(run_dir),
+        "PORT": str(port),
+        "LISTEN_ADDRESS": "127.0.0.1",
+        "APP_MODULE": app_module,
+        "WEB_CONCURRENCY": "2",
+        "NGINX_WORKER_PROCESSES": "1",
+        "NGINX_BIN": nginx_bin,
+        # The app's access line shows which requests (and ids) reached it (off by default).
+        "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
+        **env,
+    }
+    log_path = staging / "stack.log"
+    with log_path.open("wb") as output:
+        process = subprocess.Popen(
+            identity.command(identity.python, str(staging / "deploy" / "serve.py")),
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    return LiveStack(process, port, run_dir, log_path, identity), staging
+
+
 @pytest.fixture
 def start_stack(nginx_bin: str) -> Iterator[Callable[..., LiveStack]]:
     """Start deploy/serve.py from a copy of the project a non-root user can read.
@@ -256,49 +312,15 @@ def start_stack(nginx_bin: str) -> Iterator[Callable[..., LiveStack]]:
     started: list[tuple[LiveStack, Path]] = []
 
     def start(app_module: str = f"{PACKAGE}.main:app", **env: str) -> LiveStack:
-        staging = Path(tempfile.mkdtemp(prefix="serving-test-"))
-        staging.chmod(0o755)
-        source = staging / "src"
-        shutil.copytree(PROJECT / "src", source)
-        shutil.copy2(Path(__file__).with_name("slow_app.py"), source / "slow_app.py")
-        shutil.copytree(DEPLOY, staging / "deploy")
-        run_dir = staging / "run"
-        run_dir.mkdir(mode=0o755)
-        identity = find_identity(STACK_UID, source)
-        if identity.drop:
-            os.chown(run_dir, identity.uid, identity.gid)
-        port = free_port()
-        environment = {
-            "PATH": SYSTEM_PATH,
-            "HOME": str(run_dir),
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": os.pathsep.join(identity.pythonpath),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "RUN_DIR": str(run_dir),
-            "PORT": str(port),
-            "LISTEN_ADDRESS": "127.0.0.1",
-            "APP_MODULE": app_module,
-            "WEB_CONCURRENCY": "2",
-            "NGINX_WORKER_PROCESSES": "1",
-            "NGINX_BIN": nginx_bin,
-            # The app's access line shows which request id reached it (off by default).
-            "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
-            **env,
-        }
-        log_path = staging / "stack.log"
-        with log_path.open("wb") as output:
-            process = subprocess.Popen(
-                identity.command(identity.python, str(staging / "deploy" / "serve.py")),
-                env=environment,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        stack = LiveStack(process, port, run_dir, log_path, identity)
+        stack, staging = launch_stack(
+            nginx_bin, app_module, [Path(__file__).with_name("slow_app.py")], env
+        )
         started.append((stack, staging))
+        process = stack.process
         wait_for(
             lambda: process.poll() is not None or _answers(f"{stack.base}/livez"),
             90,
-            f"the stack to answer GET /livez on port {port}",
+            f"the stack to answer GET /livez on port {stack.port}",
         )
         assert process.poll() is None, f"the runner exited during start:\n{stack.log_text()}"
         return stack
