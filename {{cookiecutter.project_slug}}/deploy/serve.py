@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
 HERE = Path(__file__).resolve().parent
 LOGGER = "serve"
@@ -574,29 +574,25 @@ def _become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (not zombie) process is left in a process group."""
+def _processes() -> Iterator[tuple[int, str, int, int]]:
+    """(pid, state, parent pid, process group) of every process, from /proc/<pid>/stat."""
     for stat_file in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+            # After the ")" that ends the command name: state, ppid, pgrp, ...
+            state, ppid, pgrp = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # exited while we looked
+        yield int(stat_file.parent.name), state, int(ppid), int(pgrp)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process is left in a process group."""
+    return any(pgrp == pgid and state != "Z" for _, state, _, pgrp in _processes())
 
 
 def _children_of(pid: int) -> set[int]:
     """The pids whose parent is pid (nginx's workers), from /proc."""
-    children = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # exited while we looked
-        if int(fields[1]) == pid:
-            children.add(int(stat_file.parent.name))
-    return children
+    return {child for child, _, ppid, _ in _processes() if ppid == pid}
 
 
 def _answers_health(socket_path: Path) -> bool:
