@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from {{ cookiecutter.package_name }}.logs import access_record
 
 from .request_id import REQUEST_ID
-from .response import tracker
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -39,9 +39,13 @@ class AccessLogMiddleware:
             return
 
         start = time.perf_counter()
-        response = tracker(send)
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
         try:
-            await self.app(scope, receive, response)
+            await self.app(scope, receive, response.send)
         finally:
             logger = self.logger
             # isEnabledFor is cached by the logging module: cheap when the level hides us.

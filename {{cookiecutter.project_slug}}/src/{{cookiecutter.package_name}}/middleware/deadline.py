@@ -34,7 +34,7 @@ from time import monotonic
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
-from .response import tracker
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -52,10 +52,13 @@ class _Sweeper:
     def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
         self.loop = loop
         self.tick = tick
-        # task -> [deadline, expired]; insertion order is deadline order (one shared timeout).
-        # Deadlines are time.monotonic() values, not loop.time(): the same clock on every loop
-        # and a C call, where asyncio's loop.time() is a Python method.
-        self.inflight: dict[asyncio.Task[object], list[float | bool]] = {}
+        # task -> deadline; insertion order is deadline order (one shared timeout). Deadlines
+        # are time.monotonic() values, not loop.time(): the same clock on every loop, and a C
+        # call where asyncio's loop.time() is a Python method.
+        self.inflight: dict[asyncio.Task[object], float] = {}
+        # The tasks this sweeper cancelled, until their request ends: rare, so the common
+        # path only tests that the set is empty.
+        self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
@@ -63,11 +66,12 @@ class _Sweeper:
 
     def _sweep(self) -> None:
         now = monotonic()
-        for task, entry in self.inflight.items():
-            if entry[0] > now:
+        for task, deadline in self.inflight.items():
+            if deadline > now:
                 break
-            if not entry[1]:
-                entry[1] = True
+            # A task someone else is already cancelling (a server shutdown) is theirs.
+            if task not in self.expired and not task.cancelling():
+                self.expired.add(task)
                 task.cancel()
         self.handle = self.loop.call_later(self.tick, self._sweep) if self.inflight else None
 
@@ -89,34 +93,39 @@ class DeadlineMiddleware:
             await self.app(scope, receive, send)
             return
 
-        response = tracker(send)
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
         loop = get_running_loop()
         sweeper = self._sweeper
         if sweeper is None or sweeper.loop is not loop:
             # One per event loop: tests run each client in a loop of its own.
             sweeper = self._sweeper = _Sweeper(loop, self.tick)
-        task: asyncio.Task[object] = current_task()  # type: ignore[assignment]
-        cancelling = task.cancelling()
-        inflight = sweeper.inflight
-        entry: list[float | bool] = [monotonic() + self.timeout_seconds, False]
-        inflight[task] = entry
+        task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
+        inflight, expired = sweeper.inflight, sweeper.expired
+        inflight[task] = monotonic() + self.timeout_seconds
         if sweeper.handle is None:
             sweeper.start()
         try:
-            await self.app(scope, receive, response)
+            await self.app(scope, receive, response.send)
         except CancelledError:
-            # Ours only if we cancelled it and nobody else did (a server shutdown, say).
-            if not entry[1] or task.uncancel() > cancelling:
+            # Ours only if we cancelled it and nobody else did since (a server shutdown, say):
+            # uncancel() returns how many cancellations remain once ours is taken back.
+            if task not in expired or task.uncancel():
                 raise
         else:
-            if entry[1]:
+            if expired and task in expired:
                 # The app swallowed our cancellation and finished anyway: rebalance the
                 # task's cancel count, or asyncio.timeout() higher up would misread it.
                 task.uncancel()
             return
         finally:
             del inflight[task]
-        await self._expired(scope, response, started=response.status is not None)
+            if expired:
+                expired.discard(task)
+        await self._expired(scope, response.send, started=response.status is not None)
 
     async def _expired(self, scope: Scope, send: Send, *, started: bool) -> None:
         self.logger.warning(

@@ -18,7 +18,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
-from .response import tracker
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -39,9 +39,13 @@ class ErrorGuardMiddleware:
             await self.app(scope, receive, send)
             return
 
-        response = tracker(send)
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
         try:
-            await self.app(scope, receive, response)
+            await self.app(scope, receive, response.send)
         except Exception as exc:
             self.logger.exception(
                 "unhandled exception", extra={"method": scope["method"], "path": scope["path"]}
@@ -50,7 +54,7 @@ class ErrorGuardMiddleware:
                 # Too late for a 500: re-raise so the server closes the connection and the
                 # client sees a truncated response rather than a complete-looking one.
                 raise
-            await self._answer(response, exc)
+            await self._answer(response.send, exc)
 
     async def _answer(self, send: Send, exc: Exception) -> None:
         payload = {"detail": "Internal Server Error", "request_id": REQUEST_ID.get()}

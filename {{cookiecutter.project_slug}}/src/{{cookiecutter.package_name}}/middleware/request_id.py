@@ -15,7 +15,7 @@ import re
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from .response import tracker
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -63,11 +63,15 @@ class RequestIdMiddleware:
             value = request_id.encode("latin-1")
         else:
             request_id = value.decode("latin-1")
-        response = tracker(send)
-        response.headers += ((self.header, value),)
+        # The outer middleware's tracker when there is one; inline rather than tracker(send),
+        # since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
+        response.headers += ((wanted, value),)
 
         token = REQUEST_ID.set(request_id)
         try:
-            await self.app(scope, receive, response)
+            await self.app(scope, receive, response.send)
         finally:
             REQUEST_ID.reset(token)
