@@ -65,6 +65,11 @@ def build(variant: str, factory: str = DEFAULT_FACTORY) -> Any:  # noqa: ANN401 
     return application
 
 
+def _name(middleware: Any) -> str:  # noqa: ANN401 - starlette's Middleware entry
+    """The middleware's class name, as main.py lists it."""
+    return str(getattr(middleware.cls, "__name__", middleware.cls))
+
+
 def scope(path: str) -> dict[str, Any]:
     return {
         "type": "http",
@@ -142,14 +147,20 @@ def _child(app: ASGIApp, requests: int, path: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.drive", description=__doc__)
-    parser.add_argument("variants", nargs="+", help="default, bare, only:N")
+    parser.add_argument("variants", nargs="+", help="default, bare, only:N, or each (every only:N)")
     parser.add_argument("--counts", default="100,600", help="requests per child [100,600]")
     parser.add_argument("--warmup", type=int, default=200, help="requests before forking [200]")
     parser.add_argument("--factory", default=DEFAULT_FACTORY)
     parser.add_argument("--path", default=DEFAULT_PATH)
     parser.add_argument("--manifest", type=Path, help="write child pid -> variant, count here")
     args = parser.parse_args(argv)
-    apps = [build(variant, args.factory) for variant in args.variants]
+    stack = [_name(m) for m in build("default", args.factory).user_middleware]
+    variants = [
+        name
+        for variant in args.variants
+        for name in ([f"only:{i}" for i in range(len(stack))] if variant == "each" else [variant])
+    ]
+    apps = [build(variant, args.factory) for variant in variants]
     # Every variant is built, started and warmed up BEFORE any fork, so each child inherits
     # the same process and differs only in what it serves; see bench/cost.py.
     asyncio.run(_start(apps, args.warmup, args.path))
@@ -158,7 +169,7 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()
     manifest = []
-    for variant, app in zip(args.variants, apps, strict=True):
+    for variant, app in zip(variants, apps, strict=True):
         for count in (int(n) for n in args.counts.split(",")):
             pid = os.fork()
             if pid == 0:
@@ -169,7 +180,8 @@ def main(argv: list[str]) -> int:
                 return 1
             manifest.append({"pid": pid, "variant": variant, "requests": count})
     if args.manifest:
-        args.manifest.write_text(json.dumps(manifest), encoding="utf-8")
+        document = {"stack": stack, "children": manifest}
+        args.manifest.write_text(json.dumps(document), encoding="utf-8")
     return 0
 
 
