@@ -3,7 +3,7 @@
     python -m bench run [--quick] [--only EXPERIMENT ...] [--out DIR]
         measure; write DIR/benchmark.json, DIR/benchmark.md and (with matplotlib)
         DIR/benchmark.png; print the tables. `make bench` / `make bench-quick`.
-    python -m bench check [--factory MODULE:FUNCTION] [--out DIR]
+    python -m bench check [--factory MODULE:FUNCTION] [--out DIR] [--no-breakdown]
         count instructions per request with valgrind (bench/cost.py): bare app, each
         middleware, default stack; write DIR/cost.json; exit 1 when the default stack
         exceeds its budget in bench/budgets.toml. `make bench-check`, blocking in CI.
@@ -119,7 +119,9 @@ def _cpus() -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     budget = cost.load_budget(args.budgets)
     print(f"counting instructions per request under valgrind ({args.factory}, GET {budget.path})")
-    measured = cost.measure(PROJECT, factory=args.factory, path=budget.path)
+    measured = cost.measure(
+        PROJECT, factory=args.factory, path=budget.path, each=not args.no_breakdown
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cost.json").write_text(measured.to_json() + "\n", encoding="utf-8")
     print(cost.table(measured))
@@ -160,6 +162,11 @@ def parser() -> argparse.ArgumentParser:
         "--factory", default=DEFAULT_FACTORY, help="the app factory [%(default)s]"
     )
     check.add_argument("--budgets", type=Path, default=cost.BUDGETS_FILE)
+    check.add_argument(
+        "--no-breakdown",
+        action="store_true",
+        help="count only the bare app and the default stack, not each middleware (faster)",
+    )
     check.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"where cost.json goes [{DEFAULT_OUT}]"
     )
