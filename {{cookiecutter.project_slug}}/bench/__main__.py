@@ -158,9 +158,7 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check", help="count instructions per request; exit 1 when the stack is over budget"
     )
-    check.add_argument(
-        "--factory", default=DEFAULT_FACTORY, help="the app factory [%(default)s]"
-    )
+    check.add_argument("--factory", default=DEFAULT_FACTORY, help="the app factory [%(default)s]")
     check.add_argument("--budgets", type=Path, default=cost.BUDGETS_FILE)
     check.add_argument(
         "--no-breakdown",

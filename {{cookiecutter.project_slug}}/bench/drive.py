@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message
+    from collections.abc import Callable, Coroutine
+
+    from starlette.types import Message, Receive, Scope, Send
+
+    # What FastAPI and Starlette apps are: their __call__ is a coroutine function, which a
+    # task can run (ASGIApp only promises an awaitable).
+    App = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
 
 DEFAULT_FACTORY = "{{ cookiecutter.package_name }}.main:create_app"
 DEFAULT_PATH = "/livez"
@@ -49,7 +55,7 @@ _HEADERS = [
 ]
 
 
-def build(variant: str, factory: str = DEFAULT_FACTORY) -> Any:  # noqa: ANN401 - any ASGI app object
+def build(variant: str, factory: str = DEFAULT_FACTORY) -> Any:
     """The factory's app, with its middleware list cut down as the variant says."""
     module_name, _, function = factory.partition(":")
     application = getattr(importlib.import_module(module_name), function)()
@@ -65,7 +71,7 @@ def build(variant: str, factory: str = DEFAULT_FACTORY) -> Any:  # noqa: ANN401 
     return application
 
 
-def _name(middleware: Any) -> str:  # noqa: ANN401 - starlette's Middleware entry
+def _name(middleware: Any) -> str:
     """The middleware's class name, as main.py lists it."""
     return str(getattr(middleware.cls, "__name__", middleware.cls))
 
@@ -88,7 +94,7 @@ def scope(path: str) -> dict[str, Any]:
     }
 
 
-async def _lifespan(app: ASGIApp) -> tuple[asyncio.Queue[Message], asyncio.Task[None]]:
+async def _lifespan(app: App) -> tuple[asyncio.Queue[Message], asyncio.Task[None]]:
     inbox: asyncio.Queue[Message] = asyncio.Queue()
     started = asyncio.Event()
 
@@ -107,7 +113,7 @@ async def _lifespan(app: ASGIApp) -> tuple[asyncio.Queue[Message], asyncio.Task[
     return inbox, task
 
 
-async def serve(app: ASGIApp, requests: int, path: str) -> int:
+async def serve(app: App, requests: int, path: str) -> int:
     """Make `requests` requests, one task each; return how many answered 200."""
     request = {"type": "http.request", "body": b"", "more_body": False}
     loop = asyncio.get_running_loop()
@@ -125,11 +131,11 @@ async def serve(app: ASGIApp, requests: int, path: str) -> int:
                 status = message["status"]
 
         await loop.create_task(app(scope(path), receive, send))
-        ok += status == 200  # noqa: PLR2004 - HTTP OK
+        ok += status == 200
     return ok
 
 
-async def _start(apps: list[ASGIApp], warmup: int, path: str) -> None:
+async def _start(apps: list[App], warmup: int, path: str) -> None:
     for app in apps:
         inbox, lifespan = await _lifespan(app)
         if await serve(app, warmup, path) != warmup:
@@ -139,7 +145,7 @@ async def _start(apps: list[ASGIApp], warmup: int, path: str) -> None:
         await lifespan
 
 
-def _child(app: ASGIApp, requests: int, path: str) -> None:
+def _child(app: App, requests: int, path: str) -> None:
     """In a forked child: serve, then leave at once (valgrind writes this child's count)."""
     code = 0 if asyncio.run(serve(app, requests, path)) == requests else 1
     os._exit(code)

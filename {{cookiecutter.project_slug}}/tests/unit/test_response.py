@@ -12,6 +12,15 @@ START: Message = {"type": "http.response.start", "status": 201, "headers": [(b"a
 BODY: Message = {"type": "http.response.body", "body": b"{}"}
 
 
+def deliver(response: ResponseTracker, message: Message) -> None:
+    """Send one message through the tracker, to the end."""
+
+    async def run() -> None:
+        await response.send(message)
+
+    asyncio.run(run())
+
+
 def test_a_tracker_records_the_status_and_passes_every_message_on() -> None:
     """No status before the response starts; the start's status after; messages unchanged."""
     sent: list[Message] = []
@@ -20,10 +29,10 @@ def test_a_tracker_records_the_status_and_passes_every_message_on() -> None:
         sent.append(message)
 
     response = tracker(send)
-    assert response.status is None
-    asyncio.run(response.send(dict(START)))
-    assert response.status == 201
-    asyncio.run(response.send(BODY))
+    before = response.status
+    deliver(response, dict(START))
+    assert (before, response.status) == (None, 201)
+    deliver(response, BODY)
     assert sent[1] is BODY
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
 
@@ -38,7 +47,7 @@ def test_headers_are_added_to_a_new_list() -> None:
     own = [(b"a", b"1")]
     response = tracker(send)
     response.headers += ((b"x-request-id", b"abc"),)
-    asyncio.run(response.send({"type": "http.response.start", "status": 200, "headers": own}))
+    deliver(response, {"type": "http.response.start", "status": 200, "headers": own})
     assert header(sent[0], b"x-request-id") == b"abc"
     assert own == [(b"a", b"1")]
 
@@ -67,7 +76,7 @@ def test_behind_another_wrapper_a_new_tracker_is_made() -> None:
 
     inner = tracker(foreign)
     assert inner is not outer
-    asyncio.run(inner.send(dict(START)))
+    deliver(inner, dict(START))
     assert inner.status == outer.status == 201
 
 
