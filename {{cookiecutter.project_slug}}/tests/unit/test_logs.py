@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.logs import (
     configure_logging,
     extra_fields,
 )
-from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID
+from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 
 RFC3339_UTC_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
