@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stack_log import access_line, json_line, nginx_error_line, stderr_line
+from stack_log import access_lines, json_line, nginx_error_line, stderr_line
 from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
 
 if TYPE_CHECKING:
@@ -62,12 +62,18 @@ def log(level: str, message: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def _as_bytes(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
-    return lambda line: (convert(line) + "\n").encode("ascii")
+def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
+    """A block converter that makes each non-blank line one JSON line."""
+    return lambda block: b"".join(
+        (convert(line) + "\n").encode("ascii") for line in block.split(b"\n") if line.strip()
+    )
 
 
 class LineRelay:
-    """Cuts a child's output into lines and converts each (to a valid JSON line) for stdout."""
+    """Cuts a child's output into whole lines and converts them (to valid JSON lines).
+
+    ``convert`` takes complete lines without the final newline and returns what to write.
+    """
 
     # A line longer than this is passed on in pieces rather than held without bound.
     LIMIT = 1 << 16
@@ -85,9 +91,7 @@ class LineRelay:
         complete, newline, self.pending = data.rpartition(b"\n")
         if len(self.pending) > self.LIMIT:
             complete, newline, self.pending = data, b"\n", b""
-        if not newline:
-            return b""
-        return b"".join(self.convert(line) for line in complete.split(b"\n") if line.strip())
+        return self.convert(complete) if newline else b""
 
 
 class ServeError(Exception):
@@ -328,7 +332,7 @@ class Stack:
         name = f"gunicorn[{generation}]" if generation else "gunicorn"
         # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
         # before logging is set up) is made JSON lines too.
-        stderr = self.relayed_pipe(_as_bytes(lambda line: stderr_line("gunicorn.stderr", line)))
+        stderr = self.relayed_pipe(_each_line(lambda line: stderr_line("gunicorn.stderr", line)))
         child = self.spawn(name, command, env, stderr=stderr)
         os.close(stderr)
         if not self.wait_until(
@@ -353,8 +357,8 @@ class Stack:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
         # (stderr) is nginx's text, made the stack's JSON lines here.
-        stdout = self.relayed_pipe(access_line)
-        stderr = self.relayed_pipe(_as_bytes(nginx_error_line))
+        stdout = self.relayed_pipe(access_lines)
+        stderr = self.relayed_pipe(_each_line(nginx_error_line))
         child = self.spawn(
             "nginx",
             nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),

@@ -290,23 +290,30 @@ def stderr_line(logger: str, raw: bytes) -> str:
     return _FORMATTER.format(make_record(logger, "warning", _text(raw.rstrip(b"\r\n"))))
 
 
-def access_line(raw: bytes) -> bytes:
-    """A line of nginx's JSON access log, made valid UTF-8 JSON whatever the client sent.
+def access_lines(block: bytes) -> bytes:
+    """Lines of nginx's JSON access log (no final newline), made valid UTF-8 JSON lines.
 
     nginx's ``escape=json`` escapes quotes and control characters but copies other bytes as
     they came: a Latin-1 User-Agent or a percent-decoded ``/%ff`` path is not UTF-8. Such a
     line is re-encoded with those bytes as ``\\udcXX`` escapes (lossless: Python decodes them
-    back with ``surrogateescape``); a valid line is passed on untouched.
+    back with ``surrogateescape``); valid lines, nearly all, are passed on untouched at once.
     """
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())
+    return block + b"\n"
+
+
+def _access_line(raw: bytes) -> bytes:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:
         pass
     else:
-        return raw
-    text = raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+        return raw + b"\n"
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(raw.decode("utf-8", "surrogateescape"))
     except ValueError:
         return (stderr_line("nginx.access", raw) + "\n").encode("ascii")
     return (json.dumps(parsed, separators=(",", ":")) + "\n").encode("ascii")
