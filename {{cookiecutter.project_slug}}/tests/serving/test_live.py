@@ -314,8 +314,9 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveSt
     assert oversized.startswith(b"HTTP/1.1 400 "), oversized[:80]
     assert latin1.startswith(b"HTTP/1.1 404 "), latin1[:80]
     wait_for(
-        lambda: sum('"logger":"nginx.access"' in line for line in stack.log_text().splitlines())
-        >= 6,
+        lambda: (
+            sum('"logger":"nginx.access"' in line for line in stack.log_text().splitlines()) >= 6
+        ),
         10,
         "nginx's access lines of the six requests",
     )
