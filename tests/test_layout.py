@@ -362,7 +362,9 @@ def test_middleware_snippet_works_on_the_tutorial_app(
         "    reply = client.get('/items/7', headers={'X-Request-ID': 'abc-123'})\n"
         "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # deploy/ too: logs.py formats with the stack's one formatter, deploy/stack_log.py.
+    deploy = serving_bake.project / "deploy"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(deploy)])}
     result = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-W", "error", "-c", script],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
