@@ -56,7 +56,7 @@ APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y ngi
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
 
-def log(level: str, message: str, **fields: Any) -> None:
+def log(level: str, message: str, /, **fields: Any) -> None:
     """Write one log line, by the stack's one formatter (deploy/stack_log.py)."""
     sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()

@@ -230,7 +230,7 @@ def make_record(
     return record
 
 
-def json_line(logger: str, level: str, message: str, **fields: object) -> str:
+def json_line(logger: str, level: str, message: str, /, **fields: object) -> str:
     """One formatted line (no newline), for a process that writes its own lines (the runner)."""
     return _FORMATTER.format(make_record(logger, level, message, fields))
 
