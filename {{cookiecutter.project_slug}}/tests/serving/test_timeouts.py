@@ -229,3 +229,23 @@ def test_compose_grace_period_covers_the_default_stop() -> None:
         "compose.yaml must pass its stop_grace_period as STOP_GRACE_PERIOD, so a longer"
         " deadline set there is refused at start instead of cut at stop"
     )
+
+
+def test_the_docs_refusal_example_is_what_the_runner_prints() -> None:
+    """docs/settings.md's console example, run: the same one line (its time aside)."""
+    text = (PROJECT / "docs" / "settings.md").read_text(encoding="utf-8")
+    found = re.search(r"```console\n\$ (\S+)=(\S+) python (\S+)\n(.*)\n```", text)
+    assert found, "docs/settings.md lost its console example"
+    name, value, script, shown = found.groups()
+    result = subprocess.run(
+        [sys.executable, PROJECT / script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": os.defpath, name: value},
+        timeout=60,
+    )
+    printed = json.loads(result.stdout)
+    expected = json.loads(shown)
+    assert result.returncode == 1
+    assert {**printed, "time": "..."} == expected
