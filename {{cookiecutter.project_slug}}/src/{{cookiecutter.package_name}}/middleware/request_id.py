@@ -1,8 +1,8 @@
 """Give every HTTP request an id, echo it in the response, and expose it to logs.
 
 Input: the ``X-Request-ID`` request header (nginx sends ``$request_id``, 32 hex characters).
-Depends on Starlette's ASGI types and response.py (the shared send wrapper). Other modules
-read the id through ``REQUEST_ID``.
+Depends on Starlette's ASGI types, response.py (the shared send wrapper) and
+request_context.py, where ``REQUEST_ID`` lives; other modules read the id through it.
 
 An incoming id is kept only when it is well-formed, so a client cannot inject quotes, line
 breaks or megabytes into every log line; otherwise a fresh id in nginx's format is made.
