@@ -16,6 +16,7 @@ from bench.stats import compare, percent_change, ratio
 if TYPE_CHECKING:
     from bench.results import ExperimentResult, Results
 
+
 def _rps(value: float) -> str:
     return f"{value:,.0f}"
 
