@@ -58,6 +58,14 @@ def _write_outputs(results: Results, out: Path) -> Path:
     else:
         draw(results, out / "benchmark.png")
     report = markdown(results, load_budgets(), chart)
+    counted = out / "cost.json"
+    if counted.is_file():
+        # `make bench-check` wrote it into the same directory: show the gate's figures too.
+        report += (
+            "\n## Instructions per request (`make bench-check`, the gate)\n\n"
+            + cost.table(cost.Cost.from_json(counted.read_text(encoding="utf-8")))
+            + "\n"
+        )
     (out / "benchmark.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {path}, {out / 'benchmark.md'}" + (f", {out / chart}" if chart else ""))

@@ -68,6 +68,11 @@ class Cost:
         rows.append(("default stack", default, default / bare))
         return rows
 
+    @classmethod
+    def from_json(cls, text: str) -> Cost:
+        data = json.loads(text)
+        return cls(data["factory"], data["path"], data["stack"], data["per_request"])
+
     def to_json(self) -> str:
         return json.dumps(
             {

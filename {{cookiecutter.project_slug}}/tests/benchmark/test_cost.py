@@ -96,3 +96,9 @@ def test_a_slow_middleware_added_to_the_factory_fails_the_gate(tmp_path: Path) -
     assert measured["stack"][0] == "SlowMiddleware"
     assert "DeadlineMiddleware" in measured["stack"]
     assert measured["ratio"] > load_budget().max_ratio
+
+
+def test_a_cost_file_round_trips() -> None:
+    """What `check` writes as cost.json, the report reads back unchanged."""
+    original = cost(410_000.0)
+    assert Cost.from_json(original.to_json()) == original
