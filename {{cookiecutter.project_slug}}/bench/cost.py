@@ -118,8 +118,14 @@ def measure(
         raise CostError(INSTALL_HINT)
     variants = ["bare", "default", *(["each"] if each else [])]
     env = dict(os.environ)
-    # The project root for `bench`, src/ for the package when it is not installed.
-    paths = [str(project), str(project / "src"), env.get("PYTHONPATH", "")]
+    # The project root for `bench`, src/ for the package when it is not installed, deploy/
+    # for the stack's log formatter, which the app's logging set-up imports.
+    paths = [
+        str(project),
+        str(project / "src"),
+        str(project / "deploy"),
+        env.get("PYTHONPATH", ""),
+    ]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     # Hash randomisation changes dict layouts, and with them the count, between runs.
     env["PYTHONHASHSEED"] = "0"
