@@ -18,7 +18,7 @@ import serve
 import stack_settings
 from stack_settings import SettingError
 
-from .conftest import DEPLOY, PROJECT, tool
+from .conftest import DEPLOY, PROJECT, run_runner, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -198,14 +198,7 @@ def test_only_stack_settings_reads_the_environment(name: str) -> None:
 def test_runner_explains_a_missing_nginx(tmp_path: Path) -> None:
     """Without nginx the runner exits 1 with one log line naming the package to install."""
     env = {"PATH": os.defpath, "NGINX_BIN": str(tmp_path / "nginx"), "RUN_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, DEPLOY / "serve.py"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    result = run_runner(env)
 
     assert result.returncode == 1
     (line,) = [json.loads(raw) for raw in result.stdout.splitlines()]
