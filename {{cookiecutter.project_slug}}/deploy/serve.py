@@ -644,7 +644,18 @@ def serve(settings: Settings) -> int:
             nginx=checked.stderr.strip(),
         )
         return 1
-    log("info", "rendered nginx config", config=str(conf))
+    chain = settings.chain
+    log(
+        "info",
+        "rendered nginx config",
+        config=str(conf),
+        # The timeout chain derived from the app's deadline (docs/settings.md), in seconds.
+        app_deadline=chain.app_deadline,
+        nginx_proxy_timeout=chain.proxy,
+        nginx_drain=chain.nginx_drain,
+        graceful_timeout=chain.graceful,
+        stop_needs=chain.stop_budget,
+    )
     return Stack(settings, nginx_globals).run()
 
 
