@@ -9,20 +9,11 @@ PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/ngin
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
     python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
 
-Environment (defaults in brackets):
-    PORT                    TCP port nginx listens on [8080]
-    LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
-    RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
-    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For and
-                            X-Forwarded-Proto, comma- or space-separated [none]
-    NGINX_ACCESS_LOG        on | off (benchmarks) [on]
-    NGINX_WORKER_PROCESSES  [auto]
-    NGINX_BIN               nginx executable [nginx on PATH, else /usr/sbin/nginx]
-    NGINX_CONF, GUNICORN_CONF  templates [beside this file]
-    GRACEFUL_TIMEOUT        gunicorn's drain after TERM, s; also read by gunicorn.conf.py [30]
-    STARTUP_TIMEOUT         how long gunicorn may take to bind its socket, s [60]
-    SERVE_USER              when started as root: the user that runs everything [nobody]
-Every other variable (WEB_CONCURRENCY, ...) passes through to gunicorn.conf.py.
+Environment: every variable is defined, bounded and documented once in deploy/stack_settings.py
+(docs/settings.md lists them); all are checked here at start, and a wrong value stops the runner
+with one line naming it. nginx's timeouts are derived from the app's request deadline and
+rendered into nginx.conf (the timeout chain, docs/settings.md).
+The environment passes through to gunicorn.conf.py, which reads the same module.
 
 On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and reloaded,
 and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
@@ -38,13 +29,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
-import ipaddress
 import json
 import os
 import pwd
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
@@ -56,19 +45,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-HERE = Path(__file__).resolve().parent
 LOGGER = "serve"
-# Extra seconds granted beyond each process's own shutdown timeout before it is killed.
-STOP_MARGIN = 5.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
-# Characters that would end an nginx directive or block if they came from the environment.
-_UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
 
 
 def log(level: str, message: str, **fields: Any) -> None:
@@ -89,101 +75,8 @@ class ServeError(Exception):
     """A problem the runner explains in one line and exits on."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything the runner reads from the environment, validated."""
-
-    port: int
-    listen_address: str
-    run_dir: Path
-    trusted_proxies: tuple[str, ...]
-    access_log: bool
-    worker_processes: str
-    nginx_conf: Path
-    gunicorn_conf: Path
-    graceful_timeout: float
-    startup_timeout: float
-    serve_user: str
-    nginx_bin: str | None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        def get(name: str, default: str) -> str:
-            return environ.get(name, "").strip() or default
-
-        try:
-            port = int(get("PORT", "8080"))
-            graceful = float(get("GRACEFUL_TIMEOUT", "30"))
-            startup = float(get("STARTUP_TIMEOUT", "60"))
-        except ValueError as exc:
-            raise ServeError(f"PORT and the timeouts must be numbers: {exc}") from exc
-        if not 1 <= port <= 65535:
-            raise ServeError(f"PORT must be 1..65535, not {port}")
-        address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
-        try:
-            ipaddress.ip_address(address)
-        except ValueError as exc:
-            raise ServeError(f"LISTEN_ADDRESS must be an IP address: {exc}") from exc
-        proxies = []
-        for item in re.split(r"[,\s]+", get("TRUSTED_PROXIES", "")):
-            if item:
-                try:
-                    proxies.append(str(ipaddress.ip_network(item, strict=False)))
-                except ValueError as exc:
-                    raise ServeError(f"TRUSTED_PROXIES: {exc}") from exc
-        access_log = get("NGINX_ACCESS_LOG", "on").lower()
-        if access_log not in {"on", "off"}:
-            raise ServeError(f"NGINX_ACCESS_LOG must be on or off, not {access_log!r}")
-        workers = get("NGINX_WORKER_PROCESSES", "auto")
-        if workers != "auto" and not workers.isdigit():
-            raise ServeError(f"NGINX_WORKER_PROCESSES must be auto or a number, not {workers!r}")
-        run_dir = Path(get("RUN_DIR", "/run/app")).absolute()
-        if _UNSAFE.search(str(run_dir)):
-            raise ServeError(f"RUN_DIR must not contain spaces, quotes, braces or ;#$\\: {run_dir}")
-        return cls(
-            port=port,
-            listen_address=address,
-            run_dir=run_dir,
-            trusted_proxies=tuple(proxies),
-            access_log=access_log == "on",
-            worker_processes=workers,
-            nginx_conf=Path(get("NGINX_CONF", str(HERE / "nginx.conf"))),
-            gunicorn_conf=Path(get("GUNICORN_CONF", str(HERE / "gunicorn.conf.py"))),
-            graceful_timeout=graceful,
-            startup_timeout=startup,
-            serve_user=get("SERVE_USER", "nobody"),
-            nginx_bin=environ.get("NGINX_BIN") or find_nginx(environ.get("PATH", os.defpath)),
-        )
-
-    @property
-    def local_address(self) -> str:
-        """Where a local client reaches nginx (a wildcard address is not connectable)."""
-        wildcards = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - compared, not bound
-        return wildcards.get(self.listen_address, self.listen_address)
-
-    @property
-    def local_url(self) -> str:
-        host = self.local_address
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-
-    @property
-    def temp_dir(self) -> Path:
-        return self.run_dir / "nginx-temp"
-
-    @property
-    def rendered_conf(self) -> Path:
-        return self.run_dir / "nginx.conf"
-
-    def socket_path(self, generation: int = 0) -> Path:
-        """gunicorn's socket; each reload starts generation N+1 on a new path."""
-        return self.run_dir / (
-            "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
-        )
-
-
-def find_nginx(path: str) -> str | None:
-    """nginx on PATH, else Debian's /usr/sbin (often missing from an ordinary user's PATH)."""
-    return shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
+# The runner's name for the settings (bench/ and the tests use it too).
+Settings = StackSettings
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -213,7 +106,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         + ["}"]
     )
     return {
-        "WORKER_PROCESSES": settings.worker_processes,
+        "WORKER_PROCESSES": settings.nginx_worker_processes,
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"[{settings.listen_address}]:{settings.port}"
@@ -221,7 +114,11 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         else f"{settings.listen_address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
-        "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
+        "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
+        "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
+        "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
     }
 
 
@@ -252,12 +149,6 @@ def nginx_command(settings: Settings, *extra: str) -> list[str]:
         str(settings.rendered_conf),
         *extra,
     ]
-
-
-def nginx_shutdown_timeout(conf_text: str) -> float:
-    """worker_shutdown_timeout of the rendered config (how long a graceful stop may take)."""
-    match = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s?\s*;", conf_text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
 
 
 # --- processes ----------------------------------------------------------------------------
@@ -396,7 +287,6 @@ class Stack:
         sock.unlink(missing_ok=True)
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
-        env["GRACEFUL_TIMEOUT"] = f"{self.settings.graceful_timeout:g}"
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
         child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
         if not self.wait_until(
@@ -468,8 +358,7 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
-        conf = self.settings.rendered_conf
-        drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
+        drain = self.settings.chain.nginx_drain
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
@@ -517,8 +406,7 @@ class Stack:
         nginx_pid = self.nginx.pid
         old_workers = _children_of(nginx_pid)
         self.nginx.signal(signal.SIGHUP)
-        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
-        drain = nginx_shutdown_timeout(conf) + STOP_MARGIN
+        drain = self.settings.chain.nginx_drain + STOP_MARGIN
         retired = self.wait_until(
             lambda: not _children_of(nginx_pid) & old_workers, drain, stop_on_signal=False
         )
@@ -729,7 +617,7 @@ def main(argv: list[str]) -> int:
             return 0
         if command == "check":
             return check(settings)
-    except ServeError as exc:
+    except (ServeError, SettingError) as exc:
         log("error", str(exc))
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)
