@@ -115,11 +115,20 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         "UPSTREAM_SOCKET": str(upstream_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
         # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
     }
+
+
+def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
+    """The entries of nginx.conf's $host_allowed map (hostnames mode) for ALLOWED_HOSTS."""
+    if "*" in hosts:
+        return '"~." 1;   # ALLOWED_HOSTS=*: any Host'
+    # nginx's $host keeps an IPv6 address in brackets.
+    return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
 def write_nginx_conf(settings: Settings, upstream_socket: Path) -> Path:

@@ -300,6 +300,36 @@ class Networks(Variable[tuple[str, ...]]):
         return "CIDRs such as 10.0.0.0/8, separated by commas or spaces"
 
 
+# A DNS name (one label at least), lower case; a leading "." also allows every name under it.
+_HOST_NAME = re.compile(r"\.?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class Hosts(Variable[tuple[str, ...]]):
+    """Host names (".example.com": it and every name under it), IP addresses, or "*"."""
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        hosts = []
+        for item in (item.lower() for item in re.split(r"[,\s]+", raw) if item):
+            if item == "*":
+                hosts.append(item)
+                continue
+            try:
+                hosts.append(str(ipaddress.ip_address(item.strip("[]"))))
+            except ValueError:
+                if not _HOST_NAME.fullmatch(item):
+                    raise
+                hosts.append(item)
+        return tuple(hosts)
+
+    @property
+    def allowed(self) -> str:
+        return (
+            'host names (".example.com" for it and every name under it), IP addresses, or *'
+            " for any, separated by commas or spaces"
+        )
+
+
 # --- the variables ----------------------------------------------------------------------------
 
 # Where nginx listens, and where everything writes.
@@ -316,6 +346,12 @@ TRUSTED_PROXIES = Networks(
     "TRUSTED_PROXIES",
     "load balancers allowed to set X-Forwarded-For and X-Forwarded-Proto",
     (),
+)
+ALLOWED_HOSTS = Hosts(
+    "ALLOWED_HOSTS",
+    "the Host names nginx lets through to the app (others: 400); /livez and /readyz answer"
+    " any Host, for probes",
+    ("localhost", "127.0.0.1", "::1"),
 )
 NGINX_ACCESS_LOG = Flag("NGINX_ACCESS_LOG", "nginx's JSON access line per request", default=True)
 NGINX_WORKER_PROCESSES = Text(
@@ -446,6 +482,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     LISTEN_ADDRESS,
     RUN_DIR,
     TRUSTED_PROXIES,
+    ALLOWED_HOSTS,
     NGINX_ACCESS_LOG,
     NGINX_WORKER_PROCESSES,
     NGINX_BIN,
@@ -526,6 +563,7 @@ class StackSettings:
     listen_address: str
     run_dir: Path
     trusted_proxies: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     nginx_access_log: bool
     nginx_worker_processes: str
     nginx_bin: str | None
@@ -642,6 +680,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         listen_address=LISTEN_ADDRESS.read(environ),
         run_dir=run_dir,
         trusted_proxies=TRUSTED_PROXIES.read(environ),
+        allowed_hosts=ALLOWED_HOSTS.read(environ),
         nginx_access_log=NGINX_ACCESS_LOG.read(environ),
         nginx_worker_processes=NGINX_WORKER_PROCESSES.read(environ),
         nginx_bin=NGINX_BIN.read(environ) or find_nginx(environ.get("PATH", os.defpath)),

@@ -9,6 +9,7 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     GET  /fault/crash             raises: the app's JSON 500
     GET  /fault/whoami            the client address and scheme the app was given
     GET  /fault/pid               the pid of the worker that answered
+    GET  /fault/headers           the request headers and URL the app was given
     POST /fault/echo              reads a JSON body and returns it (201)
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
 
@@ -89,6 +90,12 @@ async def crash() -> dict[str, str]:
 async def whoami(request: Request) -> dict[str, str | None]:
     """The client address and scheme after uvicorn applied the proxy headers."""
     return {"client": request.client.host if request.client else None, "scheme": request.url.scheme}
+
+
+@app.get("/fault/headers")
+async def headers(request: Request) -> dict[str, Any]:
+    """The headers (names lower case) and the URL the app sees, after nginx and uvicorn."""
+    return {"headers": dict(request.headers), "url": str(request.url)}
 
 
 @app.get("/fault/pid")
