@@ -10,6 +10,7 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     GET  /fault/whoami            the client address and scheme the app was given
     GET  /fault/pid               the pid of the worker that answered
     GET  /fault/headers           the request headers and URL the app was given
+    GET  /fault/unready           the app's own 503, with its own Retry-After (7)
     POST /fault/echo              reads a JSON body and returns it (201)
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
+from fastapi.responses import JSONResponse
 
 from {{ cookiecutter.package_name }}.main import create_app
 
@@ -96,6 +98,12 @@ async def whoami(request: Request) -> dict[str, str | None]:
 async def headers(request: Request) -> dict[str, Any]:
     """The headers (names lower case) and the URL the app sees, after nginx and uvicorn."""
     return {"headers": dict(request.headers), "url": str(request.url)}
+
+
+@app.get("/fault/unready")
+async def unready() -> JSONResponse:
+    """A 503 the app itself answers, as a readiness endpoint does."""
+    return JSONResponse({"detail": "not ready on purpose"}, 503, {"Retry-After": "7"})
 
 
 @app.get("/fault/pid")
