@@ -300,8 +300,10 @@ class Networks(Variable[tuple[str, ...]]):
         return "CIDRs such as 10.0.0.0/8, separated by commas or spaces"
 
 
-# A DNS name (one label at least), lower case; a leading "." also allows every name under it.
-_HOST_NAME = re.compile(r"\.?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+# A DNS name, lower case; ".example.com" is it and every name under it, "svc.*" every name
+# it begins (nginx's map hostnames masks).
+_HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
 
 
 @dataclass(frozen=True)
@@ -325,8 +327,8 @@ class Hosts(Variable[tuple[str, ...]]):
     @property
     def allowed(self) -> str:
         return (
-            'host names (".example.com" for it and every name under it), IP addresses, or *'
-            " for any, separated by commas or spaces"
+            'host names (".example.com": it and every name under it; "name.*": every name'
+            ' beginning "name."), IP addresses, or * for any, separated by commas or spaces'
         )
 
 
@@ -378,10 +380,18 @@ STARTUP_TIMEOUT = Seconds(
 )
 SERVE_USER = Text(
     "SERVE_USER",
-    "when started as root: the user that runs nginx and gunicorn",
-    "nobody",
+    "when started as root: the user that runs nginx and gunicorn; a dedicated one (the"
+    " image's `app`), never the shared `nobody`, whose other processes could reach the socket",
+    "app",
     pattern=r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}",
     describe="a user name (letters, digits, _.-)",
+)
+
+SERVE_AS_ROOT = Flag(
+    "SERVE_AS_ROOT",
+    "when started as root and SERVE_USER cannot run the stack: serve as root anyway"
+    " (otherwise the runner refuses to start)",
+    default=False,
 )
 
 # The timeout chain (TimeoutChain below derives the rest).
@@ -490,6 +500,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     GUNICORN_CONF,
     STARTUP_TIMEOUT,
     SERVE_USER,
+    SERVE_AS_ROOT,
     APP_DEADLINE,
     GRACEFUL_TIMEOUT,
     GUNICORN_TIMEOUT,
@@ -571,6 +582,7 @@ class StackSettings:
     gunicorn_conf: Path
     startup_timeout: float
     serve_user: str
+    serve_as_root: bool
     chain: TimeoutChain
     stop_grace_period: float | None
     app_module: str
@@ -688,6 +700,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         gunicorn_conf=GUNICORN_CONF.read(environ),
         startup_timeout=STARTUP_TIMEOUT.read(environ),
         serve_user=SERVE_USER.read(environ),
+        serve_as_root=SERVE_AS_ROOT.read(environ),
         chain=_chain(environ),
         stop_grace_period=STOP_GRACE_PERIOD.read(environ),
         app_module=APP_MODULE.read(environ),
