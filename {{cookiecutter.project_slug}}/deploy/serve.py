@@ -424,16 +424,13 @@ class Stack:
             )
             if self.requested is not None:
                 return  # stop_all() stops both generations
-            if not answered or not new.running:
-                raise ServeError(f"generation {generation} does not answer {HEALTH}")
-            self.publish(generation)
+            if answered and new.running:
+                self.publish(generation)
         except (ServeError, OSError, subprocess.SubprocessError) as exc:
-            log(
-                "error",
-                f"reload abandoned, generation {self.generation} keeps serving: {exc}",
-                generation=generation,
-            )
-            self._discard(generation)
+            self._abandon(generation, str(exc))
+            return
+        if not answered or not new.running:
+            self._abandon(generation, f"generation {generation} does not answer {HEALTH}")
             return
         old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
@@ -456,6 +453,15 @@ class Stack:
         self.stop(old, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
         self.children.pop(old.pid, None)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
+
+    def _abandon(self, generation: int, reason: str) -> None:
+        """Log why a reload stopped, and stop the generation it started."""
+        log(
+            "error",
+            f"reload abandoned, generation {self.generation} keeps serving: {reason}",
+            generation=generation,
+        )
+        self._discard(generation)
 
     def _discard(self, generation: int) -> None:
         """Stop a generation that failed to start."""

@@ -46,7 +46,7 @@ PROBES: dict[tuple[str, str], list[tuple[str, bytes | None]]] = {
 UNPROVOKED = {
     ("/readyz", "get", "503"): "needs a failing readiness check (tests/unit/test_readiness.py)",
     ("/items", "post", "409"): "needs a full example store (tests/unit/test_items.py)",
-    ("/items/{item_id}", "get", "200"): "needs the item on the worker that answers (per-worker store)",
+    ("/items/{item_id}", "get", "200"): "needs the item on the worker that answers",
 }
 
 
@@ -86,7 +86,7 @@ def test_live_statuses_are_the_documented_ones(real_stack: LiveStack) -> None:
             json.loads(reply)  # every answer is JSON
             seen[operation].add(str(status))
             if str(status) not in promised[operation]:
-                wrong.append((operation, path, status, parse_json(reply) if reply[:1] == b"{" else reply))
+                wrong.append((operation, path, status, reply[:200]))
     assert wrong == [], "answered with an undocumented status"
     missing = {
         (*operation, status)

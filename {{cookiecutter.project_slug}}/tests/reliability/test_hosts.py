@@ -93,7 +93,7 @@ def test_probes_answer_any_host(shared_stack: LiveStack, path: str) -> None:
 
 
 def test_allowed_hosts_with_a_domain_and_its_subdomains(stacks: Stacks) -> None:
-    """ALLOWED_HOSTS=".example.com api.test": the domain, its subdomains, api.test; not localhost."""
+    """ALLOWED_HOSTS=".example.com, API.test": the domain, subdomains, api.test; not localhost."""
     stack = stacks.start(ALLOWED_HOSTS=".example.com, API.test")
     port = stack.port
     statuses = {

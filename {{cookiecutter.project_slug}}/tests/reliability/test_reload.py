@@ -31,8 +31,8 @@ from serving.conftest import wait_for
 from .conftest import (
     get,
     mixed_load,
-    runner_children,
     nginx_access,
+    runner_children,
     server_errors,
     wait_for_line,
 )

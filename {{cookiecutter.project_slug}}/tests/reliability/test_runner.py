@@ -76,9 +76,7 @@ def test_children_die_with_the_runner(stacks: Stacks) -> None:
     stack.process.kill()
     stack.process.wait(10)
 
-    wait_for(
-        lambda: not any(group_alive(pid) for pid in children), 30, "the stack to die with it"
-    )
+    wait_for(lambda: not any(group_alive(pid) for pid in children), 30, "the stack to die with it")
     assert get(stack.port, "/livez")[0] == 0, "something still answers on the port"
 
 
@@ -165,7 +163,7 @@ def test_the_default_serve_user_is_dedicated(tmp_path: Path) -> None:
 
 @needs_root
 def test_serve_as_root_is_an_explicit_choice(tmp_path: Path) -> None:
-    """SERVE_AS_ROOT=on: a warning, and the runner goes on (here to a busy port); "maybe": refused."""
+    """SERVE_AS_ROOT=on: a warning, then the runner goes on (to a busy port here); "maybe": no."""
     refused = _run_as_root(tmp_path, SERVE_USER="root", SERVE_AS_ROOT="maybe")
     assert refused.returncode == 1
     assert "SERVE_AS_ROOT='maybe' is refused" in refused.stdout

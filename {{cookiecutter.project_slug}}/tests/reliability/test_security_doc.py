@@ -43,4 +43,4 @@ def test_every_reliability_module_is_on_the_page(project_root: Path) -> None:
         for path in (project_root / "tests" / "reliability").glob("test_*.py")
     }
     this = "tests/reliability/test_security_doc.py"
-    assert {module for module in modules if module not in page} == {this}
+    assert {module for module in modules if module not in page} <= {this}
