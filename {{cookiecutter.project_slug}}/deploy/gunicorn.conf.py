@@ -1,21 +1,19 @@
 # gunicorn configuration: uvicorn workers serving the ASGI app on a unix socket that only
-# nginx (same user or group) may reach. Standalone: needs gunicorn >= 25.1 and uvicorn-worker.
+# nginx (same user or group) may reach. Needs gunicorn >= 25.1, uvicorn-worker, and beside this
+# file deploy/stack_settings.py (every variable) and deploy/stack_log.py (the JSON log lines).
 # Run: gunicorn -c deploy/gunicorn.conf.py   (deploy/serve.py does this for you)
 #
 # Inputs: the environment variables of deploy/stack_settings.py (APP_MODULE, RUN_DIR,
 # WEB_CONCURRENCY, GRACEFUL_TIMEOUT, KEEPALIVE, LOG_LEVEL, ...), defined, bounded and documented
 # there once (docs/settings.md lists them); a wrong value stops gunicorn with one line.
-# Logs: one JSON object per line on stdout (time, level, logger, message, then extra fields).
+# Logs: one JSON object per line on stdout, by deploy/stack_log.py (the stack's one formatter).
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
 import math
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from uvicorn_worker import UvicornWorker
 # its siblings become importable once its directory is on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from stack_log import JsonFormatter
 from stack_settings import SettingError, load
 
 try:
@@ -184,7 +183,7 @@ max_requests_jitter = _settings.max_requests_jitter
 # --- the worker -------------------------------------------------------------------------
 
 
-class Worker(UvicornWorker):
+class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
     """UvicornWorker plus what it does not map from gunicorn's settings.
 
     graceful_timeout becomes uvicorn's timeout_graceful_shutdown (otherwise uvicorn waits for
@@ -212,41 +211,33 @@ errorlog = "-"
 # nginx's access log already records every request with its id and timings; this one is
 # for debugging gunicorn directly.
 accesslog = "-" if _settings.gunicorn_access_log else None
-# Standard LogRecord attributes, plus uvicorn's ANSI-coloured duplicate of the message.
-_RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {
-    "message",
-    "asctime",
-    "taskName",
-    "color_message",
-}
+# Said at info level on every start or stop, and of no use to an operator: the worker class
+# (fixed in this file), and gunicorn 27 closing an already-closed listener socket on exit
+# ("Error while closing socket [Errno 9] Bad file descriptor"). Kept at debug level.
+_NOISE = ("Using worker: %s", "Error while closing socket %s")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, extra fields."""
+class OperatorFilter(logging.Filter):
+    """Move gunicorn's noise (``_NOISE``) to debug level; shape uvicorn's access records.
 
-    def format(self, record: logging.LogRecord) -> str:
-        moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
-        line: dict[str, Any] = {
-            "time": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+    uvicorn's access record carries (client, method, path, HTTP version, status) as %-args:
+    they become the access-log contract's fields, so its line reads like the app's.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _NOISE and record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         args = record.args
         if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
             client, method, path, _, status = args
-            line.update(method=method, path=path, status=status, client=client)
-        extra = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS}
-        if "request_id" in extra:
-            line["request_id"] = extra.pop("request_id")
-        line.update(extra)
-        if record.exc_info:
-            line["exception"] = "".join(traceback.format_exception(*record.exc_info))
-        return json.dumps(line, default=str, separators=(",", ":"))
+            record.__dict__.update(method=method, path=path, status=status, client=client)
+        return True
 
 
-class JsonLogger(Logger):
-    """gunicorn's logger with JSON lines on stdout, for gunicorn's and uvicorn's records."""
+class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logger is Any
+    """gunicorn's logger with the stack's JSON lines on stdout, for gunicorn's and uvicorn's
+    records (uvicorn's worker reuses these handlers)."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -255,6 +246,7 @@ class JsonLogger(Logger):
                 if isinstance(handler, logging.StreamHandler):
                     handler.setStream(sys.stdout)
                 handler.setFormatter(JsonFormatter())
+                handler.addFilter(OperatorFilter())
 
 
 logger_class = JsonLogger

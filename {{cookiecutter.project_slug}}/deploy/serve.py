@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import datetime
-import json
 import os
 import pwd
 import re
@@ -49,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stack_log import access_lines, json_line, nginx_error_line, stderr_line
 from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
 
 if TYPE_CHECKING:
@@ -61,18 +60,42 @@ APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y ngi
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
 
-def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the app's JSON shape."""
-    now = datetime.datetime.now(tz=datetime.UTC)
-    line = {
-        "time": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
-        "level": level,
-        "logger": LOGGER,
-        "message": message,
-        **fields,
-    }
-    sys.stdout.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+def log(level: str, message: str, /, **fields: Any) -> None:
+    """Write one log line, by the stack's one formatter (deploy/stack_log.py)."""
+    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
+
+
+def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
+    """A block converter that makes each non-blank line one JSON line."""
+    return lambda block: b"".join(
+        (convert(line) + "\n").encode("ascii") for line in block.split(b"\n") if line.strip()
+    )
+
+
+class LineRelay:
+    """Cuts a child's output into whole lines and converts them (to valid JSON lines).
+
+    ``convert`` takes complete lines without the final newline and returns what to write.
+    """
+
+    # A line longer than this is passed on in pieces rather than held without bound.
+    LIMIT = 1 << 16
+
+    def __init__(self, convert: Callable[[bytes], bytes]) -> None:
+        self.convert = convert
+        self.pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What to write for this chunk; b"" at the end of the stream flushes the rest."""
+        if not data:
+            rest, self.pending = self.pending, b""
+            return self.convert(rest) if rest.strip() else b""
+        data = self.pending + data
+        complete, newline, self.pending = data.rpartition(b"\n")
+        if len(self.pending) > self.LIMIT:
+            complete, newline, self.pending = data, b"\n", b""
+        return self.convert(complete) if newline else b""
 
 
 class ServeError(Exception):
@@ -253,14 +276,25 @@ class Stack:
                 log("info", "received SIGHUP: reloading")
                 self.reload_requested = True
 
-    def _relay(self, fileobj: Any) -> None:
+    def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
+        """The write end of a pipe whose lines the loop converts and writes to stdout.
+
+        The caller passes it to one child and closes it; the relay ends with the last writer.
+        """
+        read_end, write_end = os.pipe()
+        relay = LineRelay(convert)
+        self.selector.register(read_end, selectors.EVENT_READ, lambda fd: self._relay(fd, relay))
+        return write_end
+
+    def _relay(self, fileobj: Any, relay: LineRelay) -> None:
         data = os.read(fileobj, 65536)
+        out = relay.feed(data)
+        if out:
+            sys.stdout.buffer.write(out)
+            sys.stdout.buffer.flush()
         if not data:
             self.selector.unregister(fileobj)
             os.close(fileobj)
-            return
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
 
     def _reap(self) -> None:
         while True:
@@ -285,7 +319,12 @@ class Stack:
     # -- starting --
 
     def spawn(
-        self, name: str, command: list[str], env: Mapping[str, str], stdout: int | None = None
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str],
+        stdout: int | None = None,
+        stderr: int | None = None,
     ) -> Child:
         # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
         # nginx and gunicorn in order instead of both dying at once. The parent-death signal:
@@ -294,6 +333,7 @@ class Stack:
             command,
             env=dict(env),
             stdout=stdout,
+            stderr=stderr,
             process_group=0,
             preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
         )
@@ -309,7 +349,12 @@ class Stack:
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
+        name = f"gunicorn[{generation}]" if generation else "gunicorn"
+        # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
+        # before logging is set up) is made JSON lines too.
+        stderr = self.relayed_pipe(_each_line(lambda line: stderr_line("gunicorn.stderr", line)))
+        child = self.spawn(name, command, env, stderr=stderr)
+        os.close(stderr)
         if not self.wait_until(
             lambda: not child.running or _accepts(sock), self.settings.startup_timeout
         ):
@@ -329,16 +374,20 @@ class Stack:
         return child
 
     def start_nginx(self) -> Child:
-        read_end, write_end = os.pipe()
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
+        # (stderr) is nginx's text, made the stack's JSON lines here.
+        stdout = self.relayed_pipe(access_lines)
+        stderr = self.relayed_pipe(_each_line(nginx_error_line))
         child = self.spawn(
             "nginx",
             nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),
             env,
-            stdout=write_end,
+            stdout=stdout,
+            stderr=stderr,
         )
-        os.close(write_end)
-        self.selector.register(read_end, selectors.EVENT_READ, self._relay)
+        os.close(stdout)
+        os.close(stderr)
         address = (self.settings.local_address, self.settings.port)
         ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         if ready and child.running:
