@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+import stack_settings
+from stack_settings import SettingError
 
 from .conftest import exchange, get, parse_json, parse_response
 from .test_hostile import never_reaches_app
@@ -20,7 +22,8 @@ if TYPE_CHECKING:
 
     from .conftest import Stacks
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = [pytest.mark.reliability]
+live = pytest.mark.live
 
 
 def raw_get(port: int, path: str, host: str | None, version: str = "1.1") -> bytes:
@@ -29,6 +32,7 @@ def raw_get(port: int, path: str, host: str | None, version: str = "1.1") -> byt
     return exchange(port, wire.encode("latin-1"))
 
 
+@live
 @pytest.mark.parametrize(
     "host", ["evil.example", "localhost.evil.example", "127.0.0.2", "_", "[::2]:8080"]
 )
@@ -45,6 +49,7 @@ def test_unknown_host_is_refused_before_the_app(shared_stack: LiveStack, host: s
     assert parse_json(body) == {"detail": "Bad Request", "request_id": headers["x-request-id"]}
 
 
+@live
 def test_redirect_keeps_the_clients_port(shared_stack: LiveStack) -> None:
     """Starlette's trailing-slash redirect points at the host and port the client used."""
     port = shared_stack.port
@@ -54,6 +59,7 @@ def test_redirect_keeps_the_clients_port(shared_stack: LiveStack) -> None:
         assert headers["location"] == f"http://{host}/items"
 
 
+@live
 def test_request_url_has_the_clients_host_and_port(shared_stack: LiveStack) -> None:
     """request.url in the app is the URL the client asked for, not the socket's."""
     port = shared_stack.port
@@ -62,6 +68,7 @@ def test_request_url_has_the_clients_host_and_port(shared_stack: LiveStack) -> N
     assert parse_json(body)["url"] == f"http://localhost:{port}/fault/headers?a=1"
 
 
+@live
 @pytest.mark.parametrize(
     ("path", "host", "version"),
     [
@@ -85,6 +92,7 @@ def test_no_answer_contains_an_internal_path(
     assert b"unix:" not in raw
 
 
+@live
 @pytest.mark.parametrize("path", ["/livez", "/readyz"])
 def test_probes_answer_any_host(shared_stack: LiveStack, path: str) -> None:
     """Kubernetes probes send the pod's IP as Host: health answers it."""
@@ -92,6 +100,7 @@ def test_probes_answer_any_host(shared_stack: LiveStack, path: str) -> None:
     assert status == 200
 
 
+@live
 def test_allowed_hosts_with_a_domain_and_its_subdomains(stacks: Stacks) -> None:
     """ALLOWED_HOSTS=".example.com, API.test": the domain, subdomains, api.test; not localhost."""
     stack = stacks.start(ALLOWED_HOSTS=".example.com, API.test")
@@ -110,12 +119,14 @@ def test_allowed_hosts_with_a_domain_and_its_subdomains(stacks: Stacks) -> None:
     assert get(port, "/livez")[0] == 200
 
 
+@live
 def test_any_host_when_asked(stacks: Stacks) -> None:
     """ALLOWED_HOSTS=*: every Host reaches the app (for a platform that checks Host itself)."""
     stack = stacks.start(ALLOWED_HOSTS="*")
     assert parse_response(raw_get(stack.port, "/fault/pid", "anything.example"))[0] == 200
 
 
+@live
 @pytest.mark.parametrize("value", ["exa_mple.com", "-bad.com", "a..b", "x/y"])
 def test_a_wrong_allowed_hosts_stops_the_runner_in_one_line(stacks: Stacks, value: str) -> None:
     """A malformed ALLOWED_HOSTS: exit 1 and one line naming the variable, before serving."""
@@ -128,3 +139,31 @@ def test_a_wrong_allowed_hosts_stops_the_runner_in_one_line(stacks: Stacks, valu
     assert value in message
     assert "\n" not in message
     assert "Traceback" not in stack.log_text()
+
+
+LABEL_63 = "a" * 63
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("", ("localhost", "127.0.0.1", "::1")),
+        (".Example.COM, api.test", (".example.com", "api.test")),
+        (f"{LABEL_63}.example", (f"{LABEL_63}.example",)),
+        ("[::1] 10.0.0.1", ("::1", "10.0.0.1")),
+        ("svc.*", ("svc.*",)),
+        ("*", ("*",)),
+    ],
+    ids=["default", "domain and name", "63-character label", "addresses", "prefix", "any"],
+)
+def test_allowed_hosts_values(raw: str, parsed: tuple[str, ...]) -> None:
+    """Defaults, lower-casing, the 63-character label boundary, addresses and masks."""
+    assert stack_settings.load({"ALLOWED_HOSTS": raw}).allowed_hosts == parsed
+
+
+@pytest.mark.parametrize("raw", [f"{LABEL_63}a.example", "*.*", "a b_c", "ex ample..com"])
+def test_allowed_hosts_refusals_name_the_variable(raw: str) -> None:
+    """A 64-character label, a bad mask or character: one line naming ALLOWED_HOSTS."""
+    with pytest.raises(SettingError, match=r"^ALLOWED_HOSTS=.* is refused: host names") as error:
+        stack_settings.load({"ALLOWED_HOSTS": raw})
+    assert "\n" not in str(error.value)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import stack_settings
+from stack_settings import SettingError
 
 from serving.conftest import DEPLOY, wait_for
 
@@ -173,3 +175,17 @@ def test_serve_as_root_is_an_explicit_choice(tmp_path: Path) -> None:
         allowed = _run_as_root(tmp_path, SERVE_USER="root", SERVE_AS_ROOT="on", PORT=str(port))
     assert "serving as root (SERVE_AS_ROOT=on)" in allowed.stdout
     assert f"port {port} in use" in allowed.stdout, "it went on past the privilege check"
+
+
+@pytest.mark.parametrize(("raw", "allowed"), [("", False), ("on", True), ("0", False)])
+def test_serve_as_root_values(raw: str, *, allowed: bool) -> None:
+    """SERVE_AS_ROOT is off unless set; the default SERVE_USER is `app`."""
+    settings = stack_settings.load({"SERVE_AS_ROOT": raw})
+    assert settings.serve_as_root is allowed
+    assert settings.serve_user == "app"
+
+
+def test_serve_as_root_refuses_a_wrong_value() -> None:
+    """SERVE_AS_ROOT=maybe: one line naming the variable and what is allowed."""
+    with pytest.raises(SettingError, match=r"^SERVE_AS_ROOT='maybe' is refused: on or off"):
+        stack_settings.load({"SERVE_AS_ROOT": "maybe"})
