@@ -273,7 +273,7 @@ class Hosts(Variable[tuple[str, ...]]):
         return tuple(hosts)
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return (
             'host names (".example.com": it and every name under it; "name.*": every name'
             ' beginning "name."), IP addresses, or * for any, separated by commas or spaces'
