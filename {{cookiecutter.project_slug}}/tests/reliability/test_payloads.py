@@ -89,7 +89,9 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
     def attack() -> None:
         while not stop.is_set():
             statuses.append(
-                request(shared_stack.port, "POST", "/items", MANY_KEYS, headers=JSON)[0]
+                request(
+                    shared_stack.port, "POST", "/items", MANY_KEYS, headers=JSON, timeout=120.0
+                )[0]
             )
 
     attackers = [threading.Thread(target=attack) for _ in range(4)]
