@@ -12,6 +12,7 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     GET  /fault/headers           the request headers and URL the app was given
     GET  /fault/unready           the app's own 503, with its own Retry-After (7)
     POST /fault/echo              reads a JSON body and returns it (201)
+    POST /fault/model             validates a JSON body against a strict model, no size limit
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
 
 Inputs: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way;
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from {{ cookiecutter.package_name }}.main import create_app
 
@@ -117,6 +119,21 @@ async def echo(request: Request) -> dict[str, Any]:
     """Read the whole JSON body and send it back: a non-idempotent request for reload tests."""
     body: dict[str, Any] = await request.json()
     return body
+
+
+class Strict(BaseModel):
+    """A model that turns each unknown key and each wrong list item into an error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    numbers: list[int] = []
+
+
+@app.post("/fault/model")
+async def model(body: Strict) -> dict[str, int]:
+    """Validate a body of any size (up to nginx's limit): validation.py's worst case."""
+    return {"numbers": len(body.numbers)}
 
 
 @app.post("/fault/exit")
