@@ -90,11 +90,10 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
 
     def attack() -> None:
         while not stop.is_set():
-            statuses.append(
-                request(
-                    shared_stack.port, "POST", TARGET, MANY_KEYS, headers=JSON, timeout=120.0
-                )[0]
+            answer = request(
+                shared_stack.port, "POST", TARGET, MANY_KEYS, headers=JSON, timeout=120.0
             )
+            statuses.append(answer[0])
 
     attackers = [threading.Thread(target=attack) for _ in range(4)]
     for thread in attackers:

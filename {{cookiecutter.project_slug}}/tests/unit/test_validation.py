@@ -114,4 +114,3 @@ def test_the_json_error_says_why() -> None:
     status, body = validation_payload(errors)
     assert status == 400
     assert json.loads(body)["detail"][0]["msg"] == "JSON decode error: Expecting value"
-
