@@ -56,7 +56,11 @@ class SettingError(ValueError):
 
 @dataclass(frozen=True)
 class Variable(Generic[T]):
-    """One environment variable: name, meaning, unit and default, and how to parse it."""
+    """One environment variable: name, meaning, unit and default, and how to parse it.
+
+    A kind of variable is a ``Variable[T]`` plus a mixin that says how to parse one value
+    (``parse``) and which values are allowed (``rule``); a default of None means "unset".
+    """
 
     name: str
     meaning: str
@@ -66,13 +70,17 @@ class Variable(Generic[T]):
     derived: str = ""
 
     def parse(self, raw: str) -> T:
-        """The typed value of a non-empty raw string; ValueError says what is allowed."""
+        """The typed value of a non-empty raw string; ValueError when it is not allowed."""
+        raise NotImplementedError
+
+    @property
+    def rule(self) -> str:
         raise NotImplementedError
 
     @property
     def allowed(self) -> str:
         """What values are allowed, as docs/settings.md and the refusals say it."""
-        raise NotImplementedError
+        return self.rule + (", or unset" if self.default is None and not self.derived else "")
 
     @property
     def default_text(self) -> str:
@@ -102,88 +110,89 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def _whole(raw: str, low: int, high: int) -> int:
-    value = int(raw)
-    if not low <= value <= high:
-        raise ValueError(raw)
-    return value
+# --- kinds of values: each parses one value and states its rule ------------------------------
+# Each kind serves a required and an optional variable (default None, "unset"): its type
+# variable is constrained to the value's type, with or without None.
 
-
-def _number(raw: str, low: float, high: float) -> float:
-    """A finite number above low (excluded) and at most high."""
-    value = float(raw)
-    if not (math.isfinite(value) and low < value <= high):
-        raise ValueError(raw)
-    return value
+IntT = TypeVar("IntT", int, int | None)
+FloatT = TypeVar("FloatT", float, float | None)
+StrT = TypeVar("StrT", str, str | None)
+PathT = TypeVar("PathT", Path, Path | None)
 
 
 @dataclass(frozen=True)
-class Int(Variable[int]):
+class Int(Variable[IntT]):
     low: int = 0
     high: int = 2**31 - 1
 
-    def parse(self, raw: str) -> int:
-        return _whole(raw, self.low, self.high)
+    def parse(self, raw: str) -> IntT:
+        value = int(raw)
+        if not self.low <= value <= self.high:
+            raise ValueError(raw)
+        return value
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return f"a whole number from {self.low} to {self.high}"
 
 
 @dataclass(frozen=True)
-class OptionalInt(Variable[int | None]):
-    low: int = 1
-    high: int = 2**31 - 1
-
-    def parse(self, raw: str) -> int | None:
-        return _whole(raw, self.low, self.high)
-
-    @property
-    def allowed(self) -> str:
-        return f"a whole number from {self.low} to {self.high}, or unset"
-
-
-@dataclass(frozen=True)
-class Seconds(Variable[float]):
-    """A duration in seconds, fractions allowed; ``low`` itself excluded (a timeout > 0)."""
+class Number(Variable[FloatT]):
+    """A finite number above ``low`` (excluded: a timeout is never 0) and at most ``high``."""
 
     low: float = 0.0
     high: float = 86400.0
-    unit: str = "s"
+    noun: str = "a number"
 
-    def parse(self, raw: str) -> float:
-        return _number(raw, self.low, self.high)
+    def parse(self, raw: str) -> FloatT:
+        value = float(raw)
+        if not (math.isfinite(value) and self.low < value <= self.high):
+            raise ValueError(raw)
+        return value
 
     @property
-    def allowed(self) -> str:
-        return f"seconds, more than {self.low:g} and at most {self.high:g} (fractions allowed)"
+    def rule(self) -> str:
+        return f"{self.noun}, more than {self.low:g} and at most {self.high:g}"
 
 
 @dataclass(frozen=True)
-class OptionalSeconds(Variable[float | None]):
-    low: float = 0.0
-    high: float = 86400.0
+class Seconds(Number[FloatT]):
+    """A duration in seconds, fractions allowed."""
+
     unit: str = "s"
-
-    def parse(self, raw: str) -> float | None:
-        return _number(raw, self.low, self.high)
-
-    @property
-    def allowed(self) -> str:
-        return f"seconds, more than {self.low:g} and at most {self.high:g}, or unset"
+    noun: str = "seconds"
 
 
 @dataclass(frozen=True)
-class Ratio(Variable[float]):
-    low: float = 0.0
-    high: float = 64.0
+class Text(Variable[StrT]):
+    """Text matching ``pattern``; ``describe`` says what that pattern allows."""
 
-    def parse(self, raw: str) -> float:
-        return _number(raw, self.low, self.high)
+    pattern: str = r"\S+"
+    describe: str = "no spaces"
+
+    def parse(self, raw: str) -> StrT:
+        if not re.fullmatch(self.pattern, raw):
+            raise ValueError(raw)
+        return raw
 
     @property
-    def allowed(self) -> str:
-        return f"a number more than {self.low:g} and at most {self.high:g}"
+    def rule(self) -> str:
+        return self.describe
+
+
+@dataclass(frozen=True)
+class SafePath(Variable[PathT]):
+    """A path nginx.conf may contain: no spaces, quotes, braces or ``;#$\\``."""
+
+    def parse(self, raw: str) -> PathT:
+        path = Path(raw).absolute()
+        if _UNSAFE.search(str(path)):
+            raise ValueError(raw)
+        return path
+
+    @property
+    def rule(self) -> str:
+        return "a path without spaces, quotes, braces or ;#$\\"
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ class Choice(Variable[str]):
         return value
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "one of " + ", ".join(self.choices)
 
 
@@ -210,73 +219,12 @@ class Flag(Variable[bool]):
     def parse(self, raw: str) -> bool:
         value = raw.lower()
         if value not in _TRUE + _FALSE:
-            raise ValueError(self.allowed)
+            raise ValueError(raw)
         return value in _TRUE
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "on or off (also 1/0, true/false, yes/no)"
-
-
-@dataclass(frozen=True)
-class Text(Variable[str]):
-    """Free text matching ``pattern``; ``describe`` says what that pattern allows."""
-
-    pattern: str = r"\S+"
-    describe: str = "no spaces"
-
-    def parse(self, raw: str) -> str:
-        if not re.fullmatch(self.pattern, raw):
-            raise ValueError(raw)
-        return raw
-
-    @property
-    def allowed(self) -> str:
-        return self.describe
-
-
-@dataclass(frozen=True)
-class OptionalText(Variable[str | None]):
-    pattern: str = r"\S+"
-    describe: str = "no spaces"
-
-    def parse(self, raw: str) -> str | None:
-        if not re.fullmatch(self.pattern, raw):
-            raise ValueError(raw)
-        return raw
-
-    @property
-    def allowed(self) -> str:
-        return self.describe
-
-
-def _safe_path(raw: str) -> Path:
-    path = Path(raw).absolute()
-    if _UNSAFE.search(str(path)):
-        raise ValueError(raw)
-    return path
-
-
-@dataclass(frozen=True)
-class SafePath(Variable[Path]):
-    """A path nginx.conf may contain: no spaces, quotes, braces or ``;#$\\``."""
-
-    def parse(self, raw: str) -> Path:
-        return _safe_path(raw)
-
-    @property
-    def allowed(self) -> str:
-        return "a path without spaces, quotes, braces or ;#$\\"
-
-
-@dataclass(frozen=True)
-class OptionalSafePath(Variable[Path | None]):
-    def parse(self, raw: str) -> Path | None:
-        return _safe_path(raw)
-
-    @property
-    def allowed(self) -> str:
-        return "a path without spaces, quotes, braces or ;#$\\, or unset"
 
 
 @dataclass(frozen=True)
@@ -285,7 +233,7 @@ class Address(Variable[str]):
         return str(ipaddress.ip_address(raw))
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "an IPv4 or IPv6 address"
 
 
@@ -296,8 +244,40 @@ class Networks(Variable[tuple[str, ...]]):
         return tuple(str(ipaddress.ip_network(item, strict=False)) for item in items)
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "CIDRs such as 10.0.0.0/8, separated by commas or spaces"
+
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+# A DNS name, lower case; ".example.com" is it and every name under it, "svc.*" every name
+# it begins (nginx's map hostnames masks).
+_HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
+
+
+@dataclass(frozen=True)
+class Hosts(Variable[tuple[str, ...]]):
+    """Host names (".example.com": it and every name under it), IP addresses, or "*"."""
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        hosts = []
+        for item in (item.lower() for item in re.split(r"[,\s]+", raw) if item):
+            if item == "*":
+                hosts.append(item)
+                continue
+            try:
+                hosts.append(str(ipaddress.ip_address(item.strip("[]"))))
+            except ValueError:
+                if not _HOST_NAME.fullmatch(item):
+                    raise
+                hosts.append(item)
+        return tuple(hosts)
+
+    @property
+    def rule(self) -> str:
+        return (
+            'host names (".example.com": it and every name under it; "name.*": every name'
+            ' beginning "name."), IP addresses, or * for any, separated by commas or spaces'
+        )
 
 
 # --- the variables ----------------------------------------------------------------------------
@@ -317,6 +297,12 @@ TRUSTED_PROXIES = Networks(
     "load balancers allowed to set X-Forwarded-For and X-Forwarded-Proto",
     (),
 )
+ALLOWED_HOSTS = Hosts(
+    "ALLOWED_HOSTS",
+    "the Host names nginx lets through to the app (others: 400); /livez and /readyz answer"
+    " any Host, for probes",
+    ("localhost", "127.0.0.1", "::1"),
+)
 NGINX_ACCESS_LOG = Flag("NGINX_ACCESS_LOG", "nginx's JSON access line per request", default=True)
 NGINX_WORKER_PROCESSES = Text(
     "NGINX_WORKER_PROCESSES",
@@ -325,7 +311,7 @@ NGINX_WORKER_PROCESSES = Text(
     pattern=r"auto|[1-9][0-9]{0,3}",
     describe="auto or a whole number from 1 to 9999",
 )
-NGINX_BIN = OptionalText(
+NGINX_BIN = Text(
     "NGINX_BIN",
     "the nginx executable",
     None,
@@ -342,10 +328,18 @@ STARTUP_TIMEOUT = Seconds(
 )
 SERVE_USER = Text(
     "SERVE_USER",
-    "when started as root: the user that runs nginx and gunicorn",
-    "nobody",
+    "when started as root: the user that runs nginx and gunicorn; a dedicated one (the"
+    " image's `app`), never the shared `nobody`, whose other processes could reach the socket",
+    "app",
     pattern=r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}",
     describe="a user name (letters, digits, _.-)",
+)
+
+SERVE_AS_ROOT = Flag(
+    "SERVE_AS_ROOT",
+    "when started as root and SERVE_USER cannot run the stack: serve as root anyway"
+    " (otherwise the runner refuses to start)",
+    default=False,
 )
 
 # The timeout chain (TimeoutChain below derives the rest).
@@ -355,21 +349,21 @@ APP_DEADLINE = Seconds(
     30.0,
     high=3600.0,
 )
-GRACEFUL_TIMEOUT = OptionalSeconds(
+GRACEFUL_TIMEOUT = Seconds(
     "GRACEFUL_TIMEOUT",
     "after SIGTERM, gunicorn's workers finish requests in flight for this long",
     None,
     high=3600.0,
     derived=f"the app deadline ({APP_DEADLINE_NAME})",
 )
-GUNICORN_TIMEOUT = OptionalSeconds(
+GUNICORN_TIMEOUT = Seconds(
     "GUNICORN_TIMEOUT",
     "watchdog: a worker whose event loop is blocked this long is killed (no request deadline)",
     None,
     high=86400.0,
     derived=f"the larger of {WATCHDOG_FLOOR:g} and the app deadline",
 )
-STOP_GRACE_PERIOD = OptionalSeconds(
+STOP_GRACE_PERIOD = Seconds(
     "STOP_GRACE_PERIOD",
     "the platform's grace before SIGKILL (compose stop_grace_period, Kubernetes"
     " terminationGracePeriodSeconds minus preStop); when set, a shorter one than the"
@@ -385,17 +379,18 @@ APP_MODULE = Text(
     pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?",
     describe="module.path:attribute",
 )
-GUNICORN_SOCKET = OptionalSafePath(
+GUNICORN_SOCKET = SafePath(
     "GUNICORN_SOCKET", "gunicorn's socket path", None, derived="$RUN_DIR/gunicorn.sock"
 )
-WEB_CONCURRENCY = OptionalInt(
+WEB_CONCURRENCY = Int(
     "WEB_CONCURRENCY",
     "gunicorn worker count",
     None,
+    low=1,
     high=1024,
     derived="usable CPUs x WORKERS_PER_CORE, within MIN_WORKERS..MAX_WORKERS",
 )
-WORKERS_PER_CORE = Ratio("WORKERS_PER_CORE", "workers per usable CPU", 1.0)
+WORKERS_PER_CORE = Number("WORKERS_PER_CORE", "workers per usable CPU", 1.0)
 MIN_WORKERS = Int("MIN_WORKERS", "fewest workers when computed", 2, low=1, high=1024)
 MAX_WORKERS = Int("MAX_WORKERS", "most workers when computed", 8, low=1, high=1024)
 KEEPALIVE = Int(
@@ -414,7 +409,7 @@ LIMIT_CONCURRENCY = Int(
     high=1_000_000,
 )
 MAX_REQUESTS = Int("MAX_REQUESTS", "recycle a worker after this many requests; 0 = never", 0)
-MAX_REQUESTS_JITTER = OptionalInt(
+MAX_REQUESTS_JITTER = Int(
     "MAX_REQUESTS_JITTER",
     "random extra requests, so workers do not recycle together",
     None,
@@ -434,7 +429,7 @@ LOG_LEVEL = Choice(
 ACCESS_LOG = Flag(
     "ACCESS_LOG", "gunicorn's own access line (nginx already logs each request)", default=False
 )
-WORKER_TMP_DIR = OptionalText(
+WORKER_TMP_DIR = Text(
     "WORKER_TMP_DIR",
     "directory of the workers' heartbeat files",
     None,
@@ -446,6 +441,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     LISTEN_ADDRESS,
     RUN_DIR,
     TRUSTED_PROXIES,
+    ALLOWED_HOSTS,
     NGINX_ACCESS_LOG,
     NGINX_WORKER_PROCESSES,
     NGINX_BIN,
@@ -453,6 +449,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     GUNICORN_CONF,
     STARTUP_TIMEOUT,
     SERVE_USER,
+    SERVE_AS_ROOT,
     APP_DEADLINE,
     GRACEFUL_TIMEOUT,
     GUNICORN_TIMEOUT,
@@ -526,6 +523,7 @@ class StackSettings:
     listen_address: str
     run_dir: Path
     trusted_proxies: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     nginx_access_log: bool
     nginx_worker_processes: str
     nginx_bin: str | None
@@ -533,6 +531,7 @@ class StackSettings:
     gunicorn_conf: Path
     startup_timeout: float
     serve_user: str
+    serve_as_root: bool
     chain: TimeoutChain
     stop_grace_period: float | None
     app_module: str
@@ -642,6 +641,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         listen_address=LISTEN_ADDRESS.read(environ),
         run_dir=run_dir,
         trusted_proxies=TRUSTED_PROXIES.read(environ),
+        allowed_hosts=ALLOWED_HOSTS.read(environ),
         nginx_access_log=NGINX_ACCESS_LOG.read(environ),
         nginx_worker_processes=NGINX_WORKER_PROCESSES.read(environ),
         nginx_bin=NGINX_BIN.read(environ) or find_nginx(environ.get("PATH", os.defpath)),
@@ -649,6 +649,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         gunicorn_conf=GUNICORN_CONF.read(environ),
         startup_timeout=STARTUP_TIMEOUT.read(environ),
         serve_user=SERVE_USER.read(environ),
+        serve_as_root=SERVE_AS_ROOT.read(environ),
         chain=_chain(environ),
         stop_grace_period=STOP_GRACE_PERIOD.read(environ),
         app_module=APP_MODULE.read(environ),

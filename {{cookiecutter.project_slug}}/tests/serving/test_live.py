@@ -278,6 +278,8 @@ def test_a_longer_fractional_deadline_gets_the_apps_504(
     conf = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
     assert "proxy_read_timeout 41500ms;" in conf
     assert "worker_shutdown_timeout 46500ms;" in conf
+    (rendered,) = [line for line in stack.log_lines() if line["message"] == "rendered nginx config"]
+    assert (rendered["nginx_proxy_timeout"], rendered["graceful_timeout"]) == (41.5, 40.5)
 
     status, headers, body = fetch(f"{stack.base}/app-slow?seconds=60", timeout=90)
 
@@ -301,12 +303,12 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveSt
     # Above client_body_buffer_size: nginx warns in its error log (buffered to a temp file).
     buffered, _, _ = fetch(f"{stack.base}/nope", data=b"y" * (64 * 1024))
     oversized = raw_request(
-        stack.port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+        stack.port, b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
     )
     # A Latin-1 User-Agent, and a path nginx percent-decodes into a non-UTF-8 $uri.
     latin1 = raw_request(
         stack.port,
-        b"GET /nope HTTP/1.1\r\nHost: x\r\nUser-Agent: Mozilla \xff\xfe\xe9\r\n"
+        b"GET /nope HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Mozilla \xff\xfe\xe9\r\n"
         b"Connection: close\r\n\r\n",
     )
     decoded = fetch(f"{stack.base}/caf%e9/%ff")[0]
