@@ -17,8 +17,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
+{%- if cookiecutter.database == "postgresql" %}
+from .api import health, items_db
+from .api.readiness import ReadinessChecks
+from .db.engine import open_database
+from .db.errors import UNAVAILABLE_ERRORS, database_unavailable
+{%- else %}
 from .api import health, items
 from .api.readiness import ReadinessChecks
+{%- endif %}
 from .logs import configure_logging
 from .middleware.access_log import AccessLogMiddleware
 from .middleware.deadline import DeadlineMiddleware
@@ -60,7 +67,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "application starting",
             extra={"environment": settings.environment, "title": app.title},
         )
+{%- if cookiecutter.database == "postgresql" %}
+        # One engine per worker, opened here (after gunicorn forked), closed at shutdown.
+        async with open_database(settings) as database:
+            app.state.database = database
+            app.state.readiness.add("database", database.ping)
+            yield
+            app.state.readiness.remove("database")
+{%- else %}
         yield
+{%- endif %}
         logger.info("application stopped")
 
     application = FastAPI(
@@ -72,9 +88,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     application.state.settings = settings
     application.state.readiness = ReadinessChecks()
+{%- if cookiecutter.database == "postgresql" %}
+    for error in UNAVAILABLE_ERRORS:
+        application.add_exception_handler(error, database_unavailable)
+    application.include_router(health.router)
+    application.include_router(items_db.router)
+{%- else %}
     application.state.items = items.ItemStore()
     application.include_router(health.router)
     application.include_router(items.router)
+{%- endif %}
     return application
 
 
