@@ -170,6 +170,11 @@ def worker_count(environ: dict[str, str], cpus: int) -> tuple[int, str]:
 
 _cpus, _cpu_facts = usable_cpus()
 workers, _workers_source = worker_count(dict(os.environ), _cpus)
+{%- if cookiecutter.database == "postgresql" %}
+# The workers inherit this: each sizes its database pool to its share of the connection
+# budget (src/{{ cookiecutter.package_name }}/db/pool.py), so the shares add up to the budget.
+os.environ["GUNICORN_WORKERS"] = str(workers)
+{%- endif %}
 
 
 # --- timeouts (the generated README's "timeout chain" table; tests check the ordering) ---
