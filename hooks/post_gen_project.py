@@ -27,7 +27,7 @@ SERVICE_ONLY = (
 # The serving stack's own requirements, for a repository that is not this project.
 SERVING_ONLY = ("deploy/requirements.txt",)
 # database=postgresql only: whole files and directories (lines inside shared files are
-# switched with {% if %} where they are).
+# switched by Jinja conditions where they are).
 DATABASE_ONLY = (
     "alembic.ini", "migrations", "docs/database.md", "k8s/base/migrate-job.yaml",
     "src/{package}/db", "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",

@@ -40,9 +40,7 @@ def database_url() -> str:
 
 def run_offline() -> None:
     """`alembic upgrade head --sql`: print the SQL for a DBA instead of running it."""
-    context.configure(
-        url=database_url(), target_metadata=target_metadata, literal_binds=True
-    )
+    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -1,8 +1,104 @@
-"""Fixtures every test directory may use. Each directory keeps its own in its conftest.py."""
+"""Fixtures every test directory may use. Each directory keeps its own in its conftest.py.
+{%- if cookiecutter.database == "postgresql" %}
 
+A throwaway PostgreSQL server (pg_server.py) runs for the whole session, started before
+collection: importing main.py builds the app, whose settings read DATABASE_URL. Its
+database `app` is migrated to head and is what DATABASE_URL names; tests that need a
+database of their own ask ``new_database``.
+{% endif -%}
+"""
+
+{% if cookiecutter.database == "postgresql" -%}
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+{% endif -%}
 from pathlib import Path
 
 import pytest
+{%- if cookiecutter.database == "postgresql" %}
+
+from pg_server import PostgresServer, ServerError, start_server
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+PROJECT = Path(__file__).resolve().parent.parent
+SERVER = pytest.StashKey[PostgresServer]()
+
+
+async def _create_database(server: PostgresServer, name: str) -> None:
+    # CREATE DATABASE cannot run inside a transaction: autocommit.
+    engine = create_async_engine(server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        await engine.dispose()
+
+
+def migrate(url: str, *command: str) -> subprocess.CompletedProcess[str]:
+    """Run alembic (default: ``upgrade head``) against ``url``, as `make migrate` does."""
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", *(command or ("upgrade", "head"))],
+        cwd=PROJECT,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def create_database(server: PostgresServer, name: str, *, migrated: bool = True) -> str:
+    """Create the empty database ``name`` (migrated to head unless told not) and give its URL."""
+    asyncio.run(_create_database(server, name))
+    url = server.url(name)
+    if migrated:
+        result = migrate(url)
+        assert result.returncode == 0, result.stderr
+    return url
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        server = start_server()
+    except ServerError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[SERVER] = server
+    os.environ["DATABASE_URL"] = create_database(server, "app")
+    # The worker count is the live stack's to set; one leaking from the shell would size
+    # the unit tests' pools differently.
+    for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if (server := config.stash.get(SERVER, None)) is not None:
+        server.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres(pytestconfig: pytest.Config) -> PostgresServer:
+    """The session's PostgreSQL server."""
+    return pytestconfig.stash[SERVER]
+
+
+@pytest.fixture
+def new_database(postgres: PostgresServer, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Create a database of this test's own (migrated to head unless ``migrated=False``)."""
+    count = 0
+
+    def create(*, migrated: bool = True) -> str:
+        nonlocal count
+        count += 1
+        name = f"t_{request.node.name[:40]}_{count}".lower()
+        name = "".join(char if char.isalnum() else "_" for char in name)
+        return create_database(postgres, name, migrated=migrated)
+
+    return create
+{%- endif %}
 
 
 @pytest.fixture(scope="session")

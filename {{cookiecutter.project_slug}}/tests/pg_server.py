@@ -77,7 +77,9 @@ def server_ids() -> tuple[int, int] | None:
         except KeyError:
             continue
         return entry.pw_uid, entry.pw_gid
-    raise ServerError(f"running as root, and none of the users {SERVER_USERS} exists to run PostgreSQL")
+    raise ServerError(
+        f"running as root, and none of the users {SERVER_USERS} exists to run PostgreSQL"
+    )
 
 
 def _free_port() -> int:
@@ -107,10 +109,6 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy URL of ``database`` on this server, as the service reads it."""
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
-
-    def dsn(self, database: str = "postgres") -> str:
-        """The same, as a plain libpq/asyncpg DSN (for direct administrative connections)."""
-        return f"postgresql://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str) -> None:
         # As root: run as an unprivileged user. Elsewhere as the user running the tests.

@@ -17,12 +17,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
-{%- if cookiecutter.database == "postgresql" %}
+{% if cookiecutter.database == "postgresql" -%}
 from .api import health, items_db
 from .api.readiness import ReadinessChecks
 from .db.engine import open_database
 from .db.errors import UNAVAILABLE_ERRORS, database_unavailable
-{%- else %}
+{%- else -%}
 from .api import health, items
 from .api.readiness import ReadinessChecks
 {%- endif %}

@@ -85,8 +85,11 @@ class Settings(BaseSettings):
 {%- if cookiecutter.database == "postgresql" %}
     # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (postgres:// and
     # postgresql:// are accepted and mean the same). Unprefixed: the name compose, platforms
-    # and migrations/env.py all use. Required: no default could be right in production.
-    database_url: SecretStr = Field(validation_alias="DATABASE_URL")
+    # and migrations/env.py all use. Required (the empty default is refused, naming it): no
+    # default could be right in production.
+    database_url: SecretStr = Field(
+        default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
+    )
     # Connections this server (all its workers together) may open to PostgreSQL. Each worker
     # gets an equal share (db/pool.py), so workers x pool never exceeds it. Replicas x this
     # (+ the migration job) must stay below the server's max_connections.
@@ -100,7 +103,10 @@ class Settings(BaseSettings):
     # The worker count gunicorn decided (gunicorn.conf.py exports it), or uvicorn's
     # WEB_CONCURRENCY; 1 when neither is set (`make run`).
     workers: int = Field(
-        default=1, ge=1, le=1024, validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY")
+        default=1,
+        ge=1,
+        le=1024,
+        validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
     )
 {%- endif %}
 
@@ -116,6 +122,11 @@ class Settings(BaseSettings):
     @classmethod
     def _asyncpg_url(cls, value: SecretStr) -> SecretStr:
         # The message never repeats the URL: it holds the password.
+        if not value.get_secret_value().strip():
+            raise ValueError(
+                "DATABASE_URL is not set: give the PostgreSQL URL, "
+                "postgresql+asyncpg://user:password@host:5432/name"
+            )
         parts = urlsplit(value.get_secret_value())
         if parts.scheme not in DATABASE_SCHEMES:
             raise ValueError(

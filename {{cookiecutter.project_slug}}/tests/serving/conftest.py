@@ -289,6 +289,10 @@ def launch_stack(
         "NGINX_BIN": nginx_bin,
         # The app's access line shows which requests (and ids) reached it (off by default).
         "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
+{%- if cookiecutter.database == "postgresql" %}
+        # The session's throwaway PostgreSQL (tests/conftest.py); a test may pass another.
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+{%- endif %}
         **env,
     }
     log_path = staging / "stack.log"

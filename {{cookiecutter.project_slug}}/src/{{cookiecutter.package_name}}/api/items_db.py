@@ -8,23 +8,29 @@ instead of the in-memory one. Each request gets one session from the worker's po
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import field_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..db import items as queries
-from ..db.engine import Database
+from {{ cookiecutter.package_name }}.db import items as queries
+
 from .items import Item, ItemIn
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from {{ cookiecutter.package_name }}.db.engine import Database
 
 # PostgreSQL's BIGINT, the type of ids and of OFFSET: past it the query itself would fail.
 BIGINT_MAX = 2**63 - 1
 # PostgreSQL text holds neither NUL nor, in UTF-8, lone surrogates (which JSON's \ud800 can
 # carry into a Python string): refused up front with a 422, never a failed INSERT.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-UNAVAILABLE = {503: {"description": "The database is unavailable; retry after Retry-After"}}
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "The database is unavailable; retry after Retry-After"}
+}
 
 router = APIRouter(prefix="/items", tags=["items"], responses=UNAVAILABLE)
 

@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from .pool import pool_size
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from ..settings import Settings
+    from {{ cookiecutter.package_name }}.settings import Settings
 
 # Shown in pg_stat_activity, so a DBA can tell this service's connections from others'.
 APPLICATION_NAME = {{ cookiecutter.project_slug | string_literal }}

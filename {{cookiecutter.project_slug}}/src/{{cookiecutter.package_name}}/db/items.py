@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from ..api.items import Item
+from {{ cookiecutter.package_name }}.api.items import Item
+
 from .models import ItemRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from ..api.items import ItemIn
+    from {{ cookiecutter.package_name }}.api.items import ItemIn
 
 
 def _item(row: ItemRow) -> Item:
