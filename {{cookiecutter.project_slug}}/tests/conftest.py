@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 {%- if cookiecutter.database == "postgresql" %}
-
-from pg_server import PostgresServer, ServerError, start_server
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from pg_server import PostgresServer, ServerError, start_server
 
 PROJECT = Path(__file__).resolve().parent.parent
 SERVER = pytest.StashKey[PostgresServer]()
