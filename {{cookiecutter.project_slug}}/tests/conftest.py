@@ -25,7 +25,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from pg_server import PostgresServer, ServerError, start_server
 
 PROJECT = Path(__file__).resolve().parent.parent
-SERVER = pytest.StashKey[PostgresServer]()
 
 
 async def _create_database(server: PostgresServer, name: str) -> None:
@@ -61,28 +60,33 @@ def create_database(server: PostgresServer, name: str, *, migrated: bool = True)
     return url
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def _start_session_server() -> PostgresServer:
     try:
         server = start_server()
     except ServerError as error:
-        raise pytest.UsageError(str(error)) from None
-    config.stash[SERVER] = server
+        # One line, not pytest's conftest-import traceback: the fix is outside the code.
+        sys.exit(f"error: {error}")
     os.environ["DATABASE_URL"] = create_database(server, "app")
     # The worker count is the live stack's to set; one leaking from the shell would size
     # the unit tests' pools differently.
     for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
         os.environ.pop(name, None)
+    return server
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if (server := config.stash.get(SERVER, None)) is not None:
-        server.remove()
+# At import, not in a hook: pytest loads this file before the directories' conftest.py
+# files, and those import main.py, whose module-level app reads DATABASE_URL at once.
+SERVER = _start_session_server()
+
+
+def pytest_unconfigure() -> None:
+    SERVER.remove()
 
 
 @pytest.fixture(scope="session")
-def postgres(pytestconfig: pytest.Config) -> PostgresServer:
+def postgres() -> PostgresServer:
     """The session's PostgreSQL server."""
-    return pytestconfig.stash[SERVER]
+    return SERVER
 
 
 @pytest.fixture

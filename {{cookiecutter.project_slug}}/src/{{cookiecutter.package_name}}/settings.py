@@ -49,6 +49,8 @@ DATABASE_SCHEMES = frozenset({"postgresql+asyncpg", "postgresql", "postgres"})
 # The share of the request deadline a statement may take by default: the rest is left for
 # the pool, the network and the app's own work, so the app still answers before its deadline.
 STATEMENT_SHARE_OF_DEADLINE = 0.8
+# Enough to connect across a busy network; a server that is down refuses at once anyway.
+CONNECT_TIMEOUT_SECONDS = 5.0
 {%- endif %}
 
 
@@ -98,8 +100,9 @@ class Settings(BaseSettings):
     # Must stay below request_timeout_seconds, so the app answers before its own 504.
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
     # How long opening a connection, or waiting for a free one in the pool, may take before
-    # the request fails fast with a 503 (a database that is down must not hold requests).
-    database_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    # the request fails fast with a 503 (a database that is down must not hold requests);
+    # unset: 5 s, or 80 % of the request deadline when that is shorter.
+    database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
     # The worker count gunicorn decided (gunicorn.conf.py exports it), or uvicorn's
     # WEB_CONCURRENCY; 1 when neither is set (`make run`).
     workers: int = Field(
@@ -140,6 +143,12 @@ class Settings(BaseSettings):
         """The statement timeout in force: the explicit one, or 80 % of the request deadline."""
         explicit = self.database_statement_timeout_seconds
         return explicit or self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
+
+    @property
+    def connect_timeout_seconds(self) -> float:
+        """The connect (and pool wait) timeout in force: explicit, or 5 s within the deadline."""
+        share = self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
+        return self.database_connect_timeout_seconds or min(CONNECT_TIMEOUT_SECONDS, share)
 
     @model_validator(mode="after")
     def _database_fits(self) -> Self:
@@ -191,6 +200,10 @@ class Settings(BaseSettings):
     def env_var(cls, field: str) -> str:
         """Name the environment variable that sets ``field``."""
         alias = cls.model_fields[field].validation_alias
+{%- if cookiecutter.database == "postgresql" %}
+        if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+            return alias.choices[0].upper()
+{%- endif %}
         if isinstance(alias, str):
             return alias.upper()
         return f"{cls.model_config.get('env_prefix', '')}{field}".upper()

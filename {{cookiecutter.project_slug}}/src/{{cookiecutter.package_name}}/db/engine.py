@@ -53,12 +53,12 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_size=size.pool_size,
         max_overflow=size.max_overflow,
         # Waiting for a free pooled connection fails as fast as opening a new one would.
-        pool_timeout=settings.database_connect_timeout_seconds,
+        pool_timeout=settings.connect_timeout_seconds,
         # A connection the server dropped (a restart, a failover) is found and replaced
         # before a request uses it, instead of failing that request.
         pool_pre_ping=True,
         connect_args={
-            "timeout": settings.database_connect_timeout_seconds,
+            "timeout": settings.connect_timeout_seconds,
             "server_settings": {
                 # PostgreSQL itself cancels a statement past it: below the request deadline,
                 # so the app answers (503) before the deadline middleware's 504.
