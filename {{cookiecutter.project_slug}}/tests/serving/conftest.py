@@ -162,6 +162,10 @@ def find_identity(uid: int, source: Path) -> Identity:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [sys.executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
     env = {"PATH": SYSTEM_PATH, "PYTHONPATH": os.pathsep.join(pythonpath), "HOME": str(source)}
+{%- if cookiecutter.database == "postgresql" %}
+    # Importing main.py builds the app, whose settings need a database URL.
+    env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+{%- endif %}
     # The runner starts gunicorn with sys.executable: that must work too, as this user.
     check = (
         "import subprocess, sys\n"

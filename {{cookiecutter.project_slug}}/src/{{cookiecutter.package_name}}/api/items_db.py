@@ -7,7 +7,6 @@ instead of the in-memory one. Each request gets one session from the worker's po
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
@@ -25,9 +24,9 @@ if TYPE_CHECKING:
 
 # PostgreSQL's BIGINT, the type of ids and of OFFSET: past it the query itself would fail.
 BIGINT_MAX = 2**63 - 1
-# PostgreSQL text holds neither NUL nor, in UTF-8, lone surrogates (which JSON's \ud800 can
-# carry into a Python string): refused up front with a 422, never a failed INSERT.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# PostgreSQL text cannot hold NUL (valid in JSON and Python strings): refused up front with
+# a 422, never a failed INSERT. (Lone surrogates, the other unstorable case, pydantic refuses.)
+_NUL = "\x00"
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     503: {"description": "The database is unavailable; retry after Retry-After"}
 }
@@ -42,8 +41,8 @@ class NewItem(ItemIn):
     @classmethod
     def _storable(cls, value: str | list[str]) -> str | list[str]:
         for text in [value] if isinstance(value, str) else value:
-            if _UNSTORABLE.search(text):
-                raise ValueError("must not contain NUL or unpaired surrogate characters")
+            if _NUL in text:
+                raise ValueError("must not contain the NUL character (PostgreSQL cannot store it)")
         return value
 
 
