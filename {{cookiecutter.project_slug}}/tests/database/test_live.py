@@ -163,7 +163,8 @@ def test_a_database_restart_under_load_fails_fast_and_recovers(
         wait_for(lambda: load.count() > after + 20, 30, "answers after the recovery")
 
     statuses = [status for status, _, _ in load.answers]
-    assert set(statuses) <= {200, 201, 503}, sorted(set(statuses))
+    upstream = [line for line in stack.log_text().splitlines() if "upstream" in line]
+    assert set(statuses) <= {200, 201, 503}, (sorted(set(statuses)), upstream[-10:])
     unavailable = [(retry, body) for status, retry, body in load.answers if status == 503]
     assert unavailable, "no request saw the outage"
     for retry, body in unavailable:
