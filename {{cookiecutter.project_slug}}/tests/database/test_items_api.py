@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
@@ -40,7 +41,7 @@ def url(new_database: Callable[..., str]) -> str:
 @pytest.fixture
 def client(url: str) -> Iterator[TestClient]:
     """The app on ``url``, its lifespan (engine, readiness check) running."""
-    app = create_app(Settings(database_url=url))
+    app = create_app(Settings(database_url=SecretStr(url)))
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 
@@ -94,7 +95,7 @@ def test_list_pages_oldest_first(client: TestClient) -> None:
         ({"limit": "ten"}, 422),
     ],
 )
-def test_paging_bounds(client: TestClient, params: dict[str, object], status: int) -> None:
+def test_paging_bounds(client: TestClient, params: dict[str, int | str], status: int) -> None:
     """Offsets up to PostgreSQL's BIGINT work; beyond it, or a bad limit, are 422s."""
     assert client.get("/items", params=params).status_code == status
 
@@ -142,7 +143,7 @@ def test_a_stopped_database_gives_503s_and_recovers(
 ) -> None:
     """Database down: readyz 503 naming it, livez 200, items a JSON 503; back up: all 200."""
     server, spare_url = spare_server
-    app = create_app(Settings(database_url=spare_url))
+    app = create_app(Settings(database_url=SecretStr(spare_url)))
     with TestClient(app, raise_server_exceptions=False) as client:
         assert client.post("/items", json=NEW).status_code == 201
         server.stop()
@@ -169,7 +170,7 @@ def test_a_stopped_database_gives_503s_and_recovers(
 def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> None:
     """The pool holds this worker's share; PostgreSQL reports the statement timeout set."""
     settings = Settings(
-        database_url=url, workers=3, database_max_connections=12,
+        database_url=SecretStr(url), workers=3, database_max_connections=12,
         database_statement_timeout_seconds=1.5,
     )  # fmt: skip
 
@@ -188,7 +189,7 @@ def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> No
 
 def test_a_statement_past_the_timeout_counts_as_unavailable(url: str) -> None:
     """PostgreSQL cancels it (SQLSTATE 57014): a 503, not a 500, for the client."""
-    settings = Settings(database_url=url, database_statement_timeout_seconds=0.2)
+    settings = Settings(database_url=SecretStr(url), database_statement_timeout_seconds=0.2)
 
     async def slow() -> DBAPIError:
         engine = create_engine(settings)
@@ -208,7 +209,7 @@ def test_a_constraint_violation_is_not_unavailability(url: str) -> None:
     """A bug (here: writing an id PostgreSQL generates itself) stays a 500, not a 503."""
 
     async def bad_insert() -> DBAPIError:
-        engine = create_engine(Settings(database_url=url))
+        engine = create_engine(Settings(database_url=SecretStr(url)))
         try:
             async with engine.connect() as connection:
                 await connection.execute(

@@ -56,9 +56,11 @@ def start(stacks: Stacks, url: str, budget: int) -> LiveStack:
     """The real app on ``url`` with WORKERS workers sharing ``budget`` connections."""
     return stacks.start(
         REAL_APP,
-        WEB_CONCURRENCY=str(WORKERS),
-        DATABASE_URL=url,
-        **{f"{PREFIX}DATABASE_MAX_CONNECTIONS": str(budget)},
+        extra_env={
+            "WEB_CONCURRENCY": str(WORKERS),
+            "DATABASE_URL": url,
+            f"{PREFIX}DATABASE_MAX_CONNECTIONS": str(budget),
+        },
     )
 
 

@@ -1,7 +1,7 @@
 """The database settings: DATABASE_URL as a secret, its checks, timeouts within the deadline."""
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
@@ -34,7 +34,7 @@ def test_url_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_plain_schemes_are_driven_by_asyncpg(scheme: str) -> None:
     """postgres:// and postgresql:// (what platforms hand out) become postgresql+asyncpg://."""
     url = REAL.replace("postgresql+asyncpg", scheme)
-    assert Settings(database_url=url).database_url.get_secret_value() == REAL
+    assert Settings(database_url=SecretStr(url)).database_url.get_secret_value() == REAL
 
 
 def test_a_missing_url_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,12 +67,12 @@ def test_placeholder_credentials_are_refused_in_production(credentials: str) -> 
 def test_placeholder_credentials_are_allowed_in_development() -> None:
     """A laptop's postgres:postgres is fine outside production."""
     url = "postgresql://postgres:postgres@localhost/app"
-    assert Settings(database_url=url, environment="development").database_url
+    assert Settings(database_url=SecretStr(url), environment="development").database_url
 
 
 def test_a_url_without_a_password_is_allowed() -> None:
     """No password in the URL: asyncpg takes PGPASSWORD, ~/.pgpass or peer authentication."""
-    assert Settings(database_url="postgresql://app@db/app").database_url
+    assert Settings(database_url=SecretStr("postgresql://app@db/app")).database_url
 
 
 def test_statement_timeout_defaults_below_the_request_deadline() -> None:
