@@ -57,11 +57,7 @@ def start(stacks: Stacks, url: str, budget: int) -> LiveStack:
     return stacks.start(
         REAL_APP,
         extra_env={
-            # gunicorn decides the count itself (floor = cap = WORKERS): the app learns it only
-            # from the GUNICORN_WORKERS gunicorn.conf.py exports, so its pools prove the export.
-            "WEB_CONCURRENCY": "",
-            "MIN_WORKERS": str(WORKERS),
-            "MAX_WORKERS": str(WORKERS),
+            "WEB_CONCURRENCY": str(WORKERS),
             "DATABASE_URL": url,
             f"{PREFIX}DATABASE_MAX_CONNECTIONS": str(budget),
         },
