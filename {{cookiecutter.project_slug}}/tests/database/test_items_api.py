@@ -222,3 +222,13 @@ def test_a_constraint_violation_is_not_unavailability(url: str) -> None:
         pytest.fail("PostgreSQL accepted a value for a GENERATED ALWAYS identity")
 
     assert not unavailable(asyncio.run(bad_insert()))
+
+
+def test_an_unresolvable_host_is_a_503(new_database: Callable[..., str]) -> None:
+    """A database host that does not resolve (a service name gone) fails fast as a 503."""
+    url = new_database().replace("127.0.0.1", "db.invalid")
+    app = create_app(Settings(database_url=SecretStr(url)))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/items")
+        assert response.status_code == 503
+        assert client.get("/readyz").json()["failing"] == ["database"]

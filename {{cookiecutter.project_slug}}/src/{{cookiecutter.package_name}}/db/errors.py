@@ -10,6 +10,7 @@ are raised on to the error guard's 500: they are not the database being away.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
@@ -23,8 +24,16 @@ logger = logging.getLogger(__name__)
 
 # What reaches the app when the database cannot serve: errors from the driver (DBAPIError,
 # sorted by unavailable() below), the pool's wait running out, and asyncpg's own connect
-# errors, which arrive unwrapped (ConnectionRefusedError, socket timeouts: OSError).
-UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (DBAPIError, PoolTimeoutError, OSError)
+# errors, which arrive unwrapped: refused or reset (ConnectionError), the connect timeout
+# (TimeoutError), a host name that does not resolve (socket.gaierror). Not OSError as a
+# whole: a file the app fails to read is no database outage.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    DBAPIError,
+    PoolTimeoutError,
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+)
 # PostgreSQL's SQLSTATEs for "not now": class 08 (connection exceptions) by prefix; query
 # canceled (the statement timeout, or a fast shutdown cancelling it), admin/crash shutdown,
 # starting up, too many connections.
