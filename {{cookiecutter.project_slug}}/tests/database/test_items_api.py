@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX
+from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL
 from {{ cookiecutter.package_name }}.db.engine import create_engine
 from {{ cookiecutter.package_name }}.db.errors import unavailable
 from {{ cookiecutter.package_name }}.main import create_app
@@ -117,6 +117,13 @@ def test_unstorable_bodies_are_422_and_store_nothing(
     """What PostgreSQL cannot hold (NUL, lone surrogates) is refused like any invalid body."""
     assert post_raw(client, body) == 422
     assert fetch(url, "SELECT count(*) FROM items") == [(0,)]
+
+
+def test_the_schema_tells_clients_nul_is_refused(client: TestClient) -> None:
+    """The OpenAPI schema carries the pattern, so clients and fuzzers know before sending."""
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["NewItem"]
+    assert schema["properties"]["name"]["pattern"] == NO_NUL
+    assert schema["properties"]["tags"]["items"]["pattern"] == NO_NUL
 
 
 def test_unicode_round_trips(client: TestClient) -> None:
