@@ -27,13 +27,25 @@ SERVICE_ONLY = (
 )  # fmt: skip
 # The serving stack's own requirements, for a repository that is not this project.
 SERVING_ONLY = ("deploy/requirements.txt",)
+# database=postgresql only: whole files and directories (lines inside shared files are
+# switched by Jinja conditions where they are).
+DATABASE_ONLY = (
+    "alembic.ini", "migrations", "docs/database.md", "k8s/base/migrate-job.yaml",
+    "src/{package}/db", "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
+)  # fmt: skip
+# database=none only: the in-memory store's unit tests (with a database, tests/database/
+# tests the items API against PostgreSQL instead).
+NO_DATABASE_ONLY = ("tests/unit/test_items.py",)
 
 
 def disabled_paths(context: dict[str, object]) -> list[Path]:
     """The rendered paths that belong to options switched off in ``context``."""
+    package = context["package_name"]
     if context["layout"] == "serving-only":
-        return [Path(path.format(package=context["package_name"])) for path in SERVICE_ONLY]
+        return [Path(path.format(package=package)) for path in (*SERVICE_ONLY, *DATABASE_ONLY)]
     paths = [Path(path) for path in SERVING_ONLY]
+    database_paths = NO_DATABASE_ONLY if context["database"] != "none" else DATABASE_ONLY
+    paths += [Path(path.format(package=package)) for path in database_paths]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:

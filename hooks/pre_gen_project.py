@@ -40,7 +40,8 @@ DEPENDENCY_MODULES = frozenset(
         "httptools", "httpx", "httpx2", "httpcore", "idna", "mypy", "packaging", "pluggy",
         "pydantic", "pydantic_core", "pydantic_settings", "pytest", "ruff", "sniffio",
         "starlette", "typing_extensions", "uvicorn", "uvicorn_worker", "uvloop",
-        "watchfiles", "websockets", "dotenv", "yaml",
+        "watchfiles", "websockets", "dotenv", "yaml", "sqlalchemy", "asyncpg", "alembic",
+        "greenlet", "mako", "markupsafe",
     }
 )  # fmt: skip
 
@@ -117,6 +118,21 @@ def check_app_module(value: str, layout: str, package: str) -> None:
         )
 
 
+DATABASES = ("none", "postgresql")
+
+
+def check_database(value: str, layout: str) -> None:
+    # cookiecutter refuses a choice outside the list from the command line already; a replay
+    # file or a caller's extra_context passed as data can still carry anything.
+    if value not in DATABASES:
+        raise AnswerError(f"database {value!r} is not one of {', '.join(DATABASES)}")
+    if value != "none" and layout == "serving-only":
+        raise AnswerError(
+            f"database={value} needs layout=service: serving-only renders no app to store "
+            "items for (add the database to your own app)"
+        )
+
+
 def validate(context: dict[str, object]) -> None:
     """Raise AnswerError for the first answer that would break the generated project."""
     answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
@@ -126,6 +142,7 @@ def validate(context: dict[str, object]) -> None:
     check_package(answers["package_name"])
     check_email(answers["author_email"])
     check_app_module(answers["app_module"], answers["layout"], answers["package_name"])
+    check_database(answers["database"], answers["layout"])
 
 
 def main() -> int:

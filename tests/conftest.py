@@ -115,10 +115,9 @@ def _dependencies(pyproject: Path) -> list[str]:
     return [*data["project"]["dependencies"], *data["dependency-groups"]["dev"]]
 
 
-@pytest.fixture(scope="session")
-def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
-    """Install the default bake's dependencies once; reused across runs while they are unchanged."""
-    requirements = _dependencies(default_bake.project / "pyproject.toml")
+def install_env(project: Path) -> Path:
+    """A venv with ``project``'s dependencies, cached by their hash (bakes with the same share)."""
+    requirements = _dependencies(project / "pyproject.toml")
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
     venv = CACHE_DIR / f"project-env-{digest}"
     if not (venv / "ok").exists():
@@ -128,4 +127,11 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
         subprocess.run([*pip, "--upgrade", "pip"], check=True)
         subprocess.run([*pip, *requirements], check=True)
         (venv / "ok").write_text("\n".join(requirements), encoding="utf-8")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    """Install the default bake's dependencies once; reused across runs while they are unchanged."""
+    venv = install_env(default_bake.project)
     return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))

@@ -25,7 +25,7 @@ from uvicorn_worker import UvicornWorker
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from stack_log import JsonFormatter
-from stack_settings import SettingError, load
+from stack_settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, load
 
 try:
     _settings = load(os.environ)
@@ -158,6 +158,11 @@ def worker_count(environ: dict[str, str], cpus: int) -> tuple[int, str]:
 
 _cpus, _cpu_facts = usable_cpus()
 workers, _workers_source = worker_count(dict(os.environ), _cpus)
+{%- if cookiecutter.database == "postgresql" %}
+# The workers inherit this: each sizes its database pool to its share of the connection
+# budget (src/{{ cookiecutter.package_name }}/db/pool.py), so the shares add up to the budget.
+os.environ[WORKERS_EXPORT_NAME] = str(workers)
+{%- endif %}
 
 
 # --- timeouts: one chain, derived from the app's deadline (stack_settings.TimeoutChain) ---

@@ -34,6 +34,12 @@ HERE = Path(__file__).resolve().parent
 # The app's request deadline: read by the app (settings.py) and by the stack, which derives
 # nginx's and gunicorn's timeouts from it.
 APP_DEADLINE_NAME = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
+{%- if cookiecutter.database == "postgresql" %}
+# Written, not read, by the stack: gunicorn.conf.py exports the worker count it decided under
+# this name, and each worker sizes its database pool to its share of the connection budget
+# (the app's settings.py reads it; src/{{ cookiecutter.package_name }}/db/pool.py).
+WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
+{%- endif %}
 # Beyond the app's deadline, nginx waits this long for the app's own 504 (the deadline
 # middleware fires within one tick, at most 0.1 s, after the deadline).
 PROXY_MARGIN = 5.0

@@ -18,8 +18,15 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 
+{% if cookiecutter.database == "postgresql" -%}
+from .api import health, items_db
+from .api.readiness import ReadinessChecks
+from .db.engine import open_database
+from .db.errors import UNAVAILABLE_ERRORS, database_unavailable
+{%- else -%}
 from .api import health, items
 from .api.readiness import ReadinessChecks
+{%- endif %}
 from .logs import configure_logging
 from .middleware.access_log import AccessLogMiddleware
 from .middleware.deadline import DeadlineMiddleware
@@ -62,7 +69,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "application starting",
             extra={"environment": settings.environment, "title": app.title},
         )
+{%- if cookiecutter.database == "postgresql" %}
+        # One engine per worker, opened here (after gunicorn forked), closed at shutdown.
+        async with open_database(settings) as database:
+            app.state.database = database
+            app.state.readiness.add("database", database.ping)
+            yield
+            app.state.readiness.remove("database")
+{%- else %}
         yield
+{%- endif %}
         logger.info("application stopped")
 
     application = FastAPI(
@@ -76,9 +92,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     application.state.settings = settings
     application.state.readiness = ReadinessChecks()
+{%- if cookiecutter.database == "postgresql" %}
+    for error in UNAVAILABLE_ERRORS:
+        application.add_exception_handler(error, database_unavailable)
+    application.include_router(health.router)
+    application.include_router(items_db.router)
+{%- else %}
     application.state.items = items.ItemStore()
     application.include_router(health.router)
     application.include_router(items.router)
+{%- endif %}
     return application
 
 

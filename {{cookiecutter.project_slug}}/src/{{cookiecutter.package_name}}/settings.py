@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal, Self
+{%- if cookiecutter.database == "postgresql" %}
+from urllib.parse import urlsplit, urlunsplit
+{%- endif %}
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
@@ -40,6 +43,15 @@ PLACEHOLDERS = frozenset(
     }
 )
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
+{%- if cookiecutter.database == "postgresql" %}
+# What platforms and tools hand out; all mean PostgreSQL, and the service drives it with asyncpg.
+DATABASE_SCHEMES = frozenset({"postgresql+asyncpg", "postgresql", "postgres"})
+# The share of the request deadline a statement may take by default: the rest is left for
+# the pool, the network and the app's own work, so the app still answers before its deadline.
+STATEMENT_SHARE_OF_DEADLINE = 0.8
+# Enough to connect across a busy network; a server that is down refuses at once anyway.
+CONNECT_TIMEOUT_SECONDS = 5.0
+{%- endif %}
 
 
 def is_placeholder(value: str) -> bool:
@@ -55,6 +67,10 @@ class Settings(BaseSettings):
         extra="forbid",
         # A validation error must never print a secret's value into the logs.
         hide_input_in_errors=True,
+{%- if cookiecutter.database == "postgresql" %}
+        # Tests and tools pass database_url=...; the environment uses DATABASE_URL.
+        validate_by_name=True,
+{%- endif %}
     )
 
     environment: Literal["development", "production"] = "production"
@@ -68,12 +84,89 @@ class Settings(BaseSettings):
     # app's line costs about 15 % of a small request's throughput (`make bench`). On for
     # `make run`, or when serving without nginx.
     access_log: bool = False
+{%- if cookiecutter.database == "postgresql" %}
+    # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (postgres:// and
+    # postgresql:// are accepted and mean the same). Unprefixed: the name compose, platforms
+    # and migrations/env.py all use. Required (the empty default is refused, naming it): no
+    # default could be right in production.
+    database_url: SecretStr = Field(
+        default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
+    )
+    # Connections this server (all its workers together) may open to PostgreSQL. Each worker
+    # gets an equal share (db/pool.py), so workers x pool never exceeds it. Replicas x this
+    # (+ the migration job) must stay below the server's max_connections.
+    database_max_connections: int = Field(default=20, ge=1, le=10_000)
+    # PostgreSQL cancels a statement running longer; unset: 80 % of the request deadline.
+    # Must stay below request_timeout_seconds, so the app answers before its own 504.
+    database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
+    # How long opening a connection, or waiting for a free one in the pool, may take before
+    # the request fails fast with a 503 (a database that is down must not hold requests);
+    # unset: 5 s, or 80 % of the request deadline when that is shorter.
+    database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
+    # The worker count gunicorn decided (gunicorn.conf.py exports it), or uvicorn's
+    # WEB_CONCURRENCY; 1 when neither is set (`make run`).
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
+    )
+{%- endif %}
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _lowercase_level(cls, value: Any) -> Any:
         # LOG_LEVEL=INFO is what people type; the logging module's names are the same words.
         return value.lower() if isinstance(value, str) else value
+
+{%- if cookiecutter.database == "postgresql" %}
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _asyncpg_url(cls, value: SecretStr) -> SecretStr:
+        # The message never repeats the URL: it holds the password.
+        if not value.get_secret_value().strip():
+            raise ValueError(
+                "DATABASE_URL is not set: give the PostgreSQL URL, "
+                "postgresql+asyncpg://user:password@host:5432/name"
+            )
+        parts = urlsplit(value.get_secret_value())
+        if parts.scheme not in DATABASE_SCHEMES:
+            raise ValueError(
+                f"DATABASE_URL must start with postgresql+asyncpg:// (or postgresql://, "
+                f"postgres://), not {parts.scheme + '://' if parts.scheme else 'nothing'}"
+            )
+        return SecretStr(urlunsplit(parts._replace(scheme="postgresql+asyncpg")))
+
+    @property
+    def statement_timeout_seconds(self) -> float:
+        """The statement timeout in force: the explicit one, or 80 % of the request deadline."""
+        explicit = self.database_statement_timeout_seconds
+        return explicit or self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
+
+    @property
+    def connect_timeout_seconds(self) -> float:
+        """The connect (and pool wait) timeout in force: explicit, or 5 s within the deadline."""
+        share = self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
+        return self.database_connect_timeout_seconds or min(CONNECT_TIMEOUT_SECONDS, share)
+
+    @model_validator(mode="after")
+    def _database_fits(self) -> Self:
+        deadline = f"{self.env_var('request_timeout_seconds')}={self.request_timeout_seconds:g}"
+        for name in ("database_statement_timeout_seconds", "database_connect_timeout_seconds"):
+            value = getattr(self, name)
+            if value is not None and value >= self.request_timeout_seconds:
+                raise ValueError(
+                    f"{self.env_var(name)}={value:g} must be below {deadline}: the request "
+                    "would be cut at its deadline before the database gave up"
+                )
+        if self.database_max_connections < self.workers:
+            raise ValueError(
+                f"{self.env_var('database_max_connections')}={self.database_max_connections} is "
+                f"below the worker count ({self.workers}): every worker needs a connection"
+            )
+        return self
+{%- endif %}
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Self:
@@ -90,12 +183,27 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"{self.env_var(name)} holds a placeholder in production: set a real secret"
                 )
+{%- if cookiecutter.database == "postgresql" %}
+        url = urlsplit(self.database_url.get_secret_value())
+        # No password at all is allowed: asyncpg then takes PGPASSWORD, ~/.pgpass or peer auth.
+        if url.password is not None and (
+            is_placeholder(url.password) or url.password == url.username
+        ):
+            raise ValueError(
+                "DATABASE_URL has a placeholder password (or the user name as password) in "
+                "production: set real credentials"
+            )
+{%- endif %}
         return self
 
     @classmethod
     def env_var(cls, field: str) -> str:
         """Name the environment variable that sets ``field``."""
         alias = cls.model_fields[field].validation_alias
+{%- if cookiecutter.database == "postgresql" %}
+        if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+            return alias.choices[0].upper()
+{%- endif %}
         if isinstance(alias, str):
             return alias.upper()
         return f"{cls.model_config.get('env_prefix', '')}{field}".upper()

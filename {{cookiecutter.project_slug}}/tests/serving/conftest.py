@@ -173,6 +173,10 @@ def find_identity(uid: int, source: Path) -> Identity:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [sys.executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
     env = {"PATH": SYSTEM_PATH, "PYTHONPATH": os.pathsep.join(pythonpath), "HOME": str(source)}
+{%- if cookiecutter.database == "postgresql" %}
+    # Importing main.py builds the app, whose settings need a database URL.
+    env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+{%- endif %}
     # The runner starts gunicorn with sys.executable: that must work too, as this user.
     check = (
         "import subprocess, sys\n"
@@ -300,6 +304,10 @@ def launch_stack(
         "NGINX_BIN": nginx_bin,
         # The app's access line shows which requests (and ids) reached it (off by default).
         "{{ cookiecutter.package_name | upper }}_ACCESS_LOG": "true",
+{%- if cookiecutter.database == "postgresql" %}
+        # The session's throwaway PostgreSQL (tests/conftest.py); a test may pass another.
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+{%- endif %}
         **env,
     }
     log_path = staging / "stack.log"

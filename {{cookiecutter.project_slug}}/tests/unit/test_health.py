@@ -7,6 +7,14 @@ from fastapi.testclient import TestClient
 
 if TYPE_CHECKING:
     from {{ cookiecutter.package_name }}.api.readiness import ReadinessChecks
+{%- if cookiecutter.database == "postgresql" %}
+
+# The check the app registers itself, in its lifespan, against the tests' PostgreSQL.
+BUILT_IN = {"database": "ok"}
+{%- else %}
+
+BUILT_IN: dict[str, str] = {}
+{%- endif %}
 
 
 async def ready() -> bool:
@@ -32,10 +40,10 @@ def test_livez_ignores_failing_readiness(app: FastAPI, client: TestClient) -> No
 
 
 def test_readyz_is_ready_without_checks(client: TestClient) -> None:
-    """With nothing registered the service is ready."""
+    """With nothing but the built-in checks registered the service is ready."""
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "failing": [], "checks": {}}
+    assert response.json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
 
 
 def test_readyz_reports_passing_checks(app: FastAPI, client: TestClient) -> None:
@@ -43,7 +51,7 @@ def test_readyz_reports_passing_checks(app: FastAPI, client: TestClient) -> None
     app.state.readiness.add("db", ready)
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json()["checks"] == {"db": "ok"}
+    assert response.json()["checks"] == {**BUILT_IN, "db": "ok"}
 
 
 def test_readyz_answers_503_naming_the_failing_check(app: FastAPI, client: TestClient) -> None:
@@ -55,7 +63,7 @@ def test_readyz_answers_503_naming_the_failing_check(app: FastAPI, client: TestC
     assert response.json() == {
         "status": "not ready",
         "failing": ["cache"],
-        "checks": {"db": "ok", "cache": "failed"},
+        "checks": {**BUILT_IN, "db": "ok", "cache": "failed"},
     }
 
 

@@ -143,6 +143,9 @@ def test_is_placeholder(value: str, expected: bool) -> None:  # noqa: FBT001
 def test_every_setting_is_documented(project_root: Path) -> None:
     """README.md names each setting's variable, so none is discovered by reading code."""
     readme = (project_root / "README.md").read_text(encoding="utf-8")
+{%- if cookiecutter.database == "postgresql" %}
+    readme += (project_root / "docs" / "database.md").read_text(encoding="utf-8")
+{%- endif %}
     missing = [
         Settings.env_var(name)
         for name in Settings.model_fields

@@ -1,0 +1,47 @@
+"""The items' queries: the only module that knows how items are stored.
+
+Depends on SQLAlchemy 2 (asyncio), models.py and the API's models (api/items.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from {{ cookiecutter.package_name }}.api.items import Item
+
+from .models import ItemRow
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from {{ cookiecutter.package_name }}.api.items import ItemIn
+
+
+def _item(row: ItemRow) -> Item:
+    return Item(id=row.id, name=row.name, price_cents=row.price_cents, tags=list(row.tags))
+
+
+async def add(session: AsyncSession, new: ItemIn) -> Item:
+    """Insert ``new`` and return it with the id PostgreSQL gave it (committed)."""
+    row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
+    session.add(row)
+    await session.commit()
+    return _item(row)
+
+
+async def get(session: AsyncSession, item_id: int) -> Item | None:
+    """The item ``item_id``, or None."""
+    row = await session.get(ItemRow, item_id)
+    return None if row is None else _item(row)
+
+
+async def page(session: AsyncSession, offset: int, limit: int) -> list[Item]:
+    """Up to ``limit`` items after the first ``offset``, oldest (lowest id) first.
+
+    Offset paging is the simple shape to copy; for deep pages prefer keyset paging
+    (``WHERE id > :last_id``), which does not read and skip the first ``offset`` rows.
+    """
+    rows = await session.scalars(select(ItemRow).order_by(ItemRow.id).offset(offset).limit(limit))
+    return [_item(row) for row in rows]
