@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -42,8 +44,12 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
     if "app_module" in answers:
-        conf = (result.project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
-        assert f'"APP_MODULE", "{answers["app_module"]}"' in conf
+        # The stack's one settings module holds the default; read it as the runner does.
+        default = subprocess.run(
+            [sys.executable, "-c", "import stack_settings as s; print(s.APP_MODULE.default)"],
+            cwd=result.project / "deploy", capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert default == answers["app_module"]
     for source in result.project.rglob("*.py"):
         compile(source.read_text(encoding="utf-8"), str(source), "exec")
 
