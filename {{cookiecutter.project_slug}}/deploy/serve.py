@@ -5,12 +5,14 @@ The container's entrypoint and `make serve` alike. Standard library only; needs 
 PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
 (a template rendered at start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py.
 
-    python deploy/serve.py            start the stack in the foreground
+    python deploy/serve.py            start the stack (and the metrics listener) in the foreground
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
     python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
 
 Environment (defaults in brackets):
     PORT                    TCP port nginx listens on [8080]
+    METRICS_PORT            TCP port of the metrics listener, deploy/metrics.py, on the same
+                            address [9464]; never reachable through PORT
     LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
     RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
     TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For and
@@ -94,6 +96,7 @@ class Settings:
     """Everything the runner reads from the environment, validated."""
 
     port: int
+    metrics_port: int
     listen_address: str
     run_dir: Path
     trusted_proxies: tuple[str, ...]
@@ -113,12 +116,15 @@ class Settings:
 
         try:
             port = int(get("PORT", "8080"))
+            metrics_port = int(get("METRICS_PORT", "9464"))
             graceful = float(get("GRACEFUL_TIMEOUT", "30"))
             startup = float(get("STARTUP_TIMEOUT", "60"))
         except ValueError as exc:
-            raise ServeError(f"PORT and the timeouts must be numbers: {exc}") from exc
+            raise ServeError(f"PORT, METRICS_PORT and the timeouts must be numbers: {exc}") from exc
         if not 1 <= port <= 65535:
             raise ServeError(f"PORT must be 1..65535, not {port}")
+        if not 1 <= metrics_port <= 65535 or metrics_port == port:
+            raise ServeError(f"METRICS_PORT must be 1..65535 and differ from PORT, not {metrics_port}")
         address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
         try:
             ipaddress.ip_address(address)
@@ -142,6 +148,7 @@ class Settings:
             raise ServeError(f"RUN_DIR must not contain spaces, quotes, braces or ;#$\\: {run_dir}")
         return cls(
             port=port,
+            metrics_port=metrics_port,
             listen_address=address,
             run_dir=run_dir,
             trusted_proxies=tuple(proxies),
@@ -173,6 +180,16 @@ class Settings:
     @property
     def rendered_conf(self) -> Path:
         return self.run_dir / "nginx.conf"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """prometheus_client's multiprocess files: every worker's metrics (gunicorn.conf.py)."""
+        return self.run_dir / "metrics"
+
+    @property
+    def status_socket(self) -> Path:
+        """nginx's stub_status, for deploy/metrics.py only (nginx.conf)."""
+        return self.run_dir / "nginx-status.sock"
 
     def socket_path(self, generation: int = 0) -> Path:
         """gunicorn's socket; each reload starts generation N+1 on a new path."""
@@ -220,6 +237,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         if ":" in settings.listen_address
         else f"{settings.listen_address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
+        "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
     }
@@ -300,6 +318,7 @@ class Stack:
         self.children: dict[int, Child] = {}
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
+        self.metrics: Child | None = None
         self.generation = 0
         self.requested: signal.Signals | None = None
         self.reload_requested = False
@@ -396,6 +415,9 @@ class Stack:
         sock.unlink(missing_ok=True)
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
+        # Every generation writes into the one directory the runner cleaned at start, so a
+        # reload keeps the counts (gunicorn.conf.py cleans only when started on its own).
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(self.settings.metrics_dir)
         env["GRACEFUL_TIMEOUT"] = f"{self.settings.graceful_timeout:g}"
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
         child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
@@ -432,6 +454,23 @@ class Stack:
         ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         if ready and child.running:
             log("info", "ready", url=f"{self.settings.local_url}/")
+        return child
+
+    def start_metrics(self) -> Child:
+        """The metrics listener (deploy/metrics.py) on METRICS_PORT; its own process, so a
+        scrape is answered while the workers are busy, blocked or being replaced."""
+        env = dict(os.environ)
+        env.update(
+            RUN_DIR=str(self.settings.run_dir),
+            METRICS_PORT=str(self.settings.metrics_port),
+            LISTEN_ADDRESS=self.settings.listen_address,
+            PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
+            NGINX_STATUS_SOCKET=str(self.settings.status_socket),
+        )
+        command = [sys.executable, str(HERE / "metrics.py")]
+        child = self.spawn("metrics", command, env)
+        address = (self.settings.local_address, self.settings.metrics_port)
+        self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         return child
 
     # -- stopping --
@@ -471,10 +510,13 @@ class Stack:
         conf = self.settings.rendered_conf
         drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
+        # Last scrapes may still come while nginx drains: the listener stops after it.
+        metrics_ok = self.stop(self.metrics, signal.SIGTERM, STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
         budget = self.settings.graceful_timeout + STOP_MARGIN
-        return all([nginx_ok, *[self.stop(c, signal.SIGTERM, budget) for c in generations]])
+        stopped = [self.stop(c, signal.SIGTERM, budget) for c in generations]
+        return all([nginx_ok, metrics_ok, *stopped])
 
     def reload(self) -> None:
         """Flip to a new gunicorn generation without losing a request (SIGHUP).
@@ -544,8 +586,10 @@ class Stack:
             self.gunicorn = self.start_gunicorn(self.generation)
             if self.requested is None:
                 self.nginx = self.start_nginx()
+            if self.requested is None:
+                self.metrics = self.start_metrics()
             while self.requested is None and all(
-                c.running for c in (self.nginx, self.gunicorn) if c
+                c.running for c in (self.nginx, self.gunicorn, self.metrics) if c
             ):
                 self.pump(1.0)
                 if self.reload_requested and self.requested is None:
@@ -555,7 +599,9 @@ class Stack:
             log("error", str(exc))
             self.stop_all()
             return 1
-        dead = [c for c in (self.nginx, self.gunicorn) if c is not None and not c.running]
+        dead = [
+            c for c in (self.nginx, self.gunicorn, self.metrics) if c is not None and not c.running
+        ]
         clean = self.stop_all()
         if dead:
             names = ", ".join(f"{c.name} (exit status {c.status})" for c in dead)
@@ -691,6 +737,12 @@ def serve(settings: Settings) -> int:
         return 1
     nginx_globals = drop_privileges(settings)
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # Metrics start from zero with the stack: a previous run's files (a restarted container
+    # keeps its tmpfs) would be added to this run's counts.
+    shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+    settings.metrics_dir.mkdir(mode=0o700)
+    # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
+    settings.status_socket.unlink(missing_ok=True)
     conf = write_nginx_conf(settings, settings.socket_path(0))
     # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
     test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))

@@ -7,7 +7,8 @@ the standard library's ``logging``.
 
 The JSON contract (shared with gunicorn's and the process runner's logs): keys in the order
 ``time`` (UTC, RFC 3339 with milliseconds and ``Z``), ``level`` (lowercase), ``logger``,
-``message``, ``request_id`` when known, then the record's extra fields, then ``exception``.
+``message``, ``request_id`` when known, ``trace_id`` and ``span_id`` inside a traced request
+(tracing.py), then the record's extra fields, then ``exception``.
 
 The access log writes a record per request, so its record is on the hot path: it was a
 fifth of a small request's instructions with ``LogRecord()`` and a generic JSON formatter
@@ -30,6 +31,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .middleware.request_id import REQUEST_ID
+from .tracing import current_trace_ids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -40,7 +42,9 @@ _RECORD_ATTRS = len(_BLANK_RECORD.__dict__)
 # Set later by formatters (ours never do; others, pytest's for one, do).
 _STANDARD = frozenset({*_BLANK_RECORD.__dict__, "message", "asctime", "taskName"})
 # Extra fields with these names would repeat a key of the contract: they get a prefix.
-_CONTRACT_KEYS = frozenset({"time", "level", "logger", "message", "request_id", "exception"})
+_CONTRACT_KEYS = frozenset(
+    {"time", "level", "logger", "message", "request_id", "trace_id", "span_id", "exception"}
+)
 _LEVELS = {
     logging.DEBUG: "debug",
     logging.INFO: "info",
@@ -125,6 +129,13 @@ def _null(_: None) -> str:
     return "null"
 
 
+def _trace_ids() -> str:
+    # Inside a traced request: the ids that find this line's trace in the tracing backend.
+    # Formatters run in the caller's context, so the current span is the request's.
+    ids = current_trace_ids()
+    return "" if ids is None else f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"'
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, keys in the contract's order."""
 
@@ -162,7 +173,8 @@ class JsonFormatter(logging.Formatter):
                 _LEVELS.get(record.levelno) or record.levelname.lower(),
                 _quote(record.name),
                 _quote(record.getMessage()),
-                "" if request_id is None else ',"request_id":' + _quote(request_id),
+                ("" if request_id is None else ',"request_id":' + _quote(request_id))
+                + _trace_ids(),
                 _quote(fields["method"]),
                 _quote(fields["path"]),
                 fields["status"],
@@ -182,6 +194,7 @@ class JsonFormatter(logging.Formatter):
         ]
         if request_id is not None:
             parts += (',"request_id":', self._value(request_id))
+        parts.append(_trace_ids())
         items: Iterable[tuple[str, Any]] = fields.items()
         if type(record) is logging.LogRecord:
             # LogRecord.__init__ sets its attributes first: extras are the tail.

@@ -1,0 +1,118 @@
+"""Count every HTTP request for Prometheus: duration by method, route and status; in flight.
+
+Outputs: ``http_server_request_duration_seconds`` (a histogram; its ``_count`` is the
+request counter) labelled ``method``, ``route``, ``status``, and
+``http_server_active_requests``. Depends on prometheus_client and Starlette's ASGI types.
+
+Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
+import this module: each worker then writes its values to memory-mapped files there, and the
+metrics listener (deploy/metrics.py) adds up every worker's files, dead ones included, so a
+scrape sees every request once whichever worker served it. Without the variable (tests,
+``make run``) the values live in this process.
+
+The route label is the route's template (``/items/{item_id}``), never the raw path: a flood
+of 404s to random paths adds no series. This runs on every request: the label children are
+looked up in a dict of our own, not through ``labels()`` (which validates and locks).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# Requests that matched no route (404, or a 405 on no route at all) share one label value;
+# route templates start with "/", so it cannot collide with one.
+UNMATCHED = "unmatched"
+# Methods outside this set share one label value, so an invented method adds no series
+# (OpenTelemetry's HTTP conventions do the same).
+KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "QUERY"}
+)
+OTHER_METHOD = "_OTHER"
+# Latency buckets below the request deadline; the deadline itself is always a bucket, so
+# ``le="<deadline>"`` counts the requests that finished in time and ``+Inf`` minus it the
+# ones the deadline cut (they end just past it).
+_LADDER = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0)
+
+
+def buckets_for(deadline_seconds: float) -> tuple[float, ...]:
+    """The histogram's upper bounds for a request deadline: the ladder below it, then it."""
+    return (*(bound for bound in _LADDER if bound < deadline_seconds), deadline_seconds)
+
+
+class RequestMetrics:
+    """The instruments, made once per application; ``registry`` lets a test read them."""
+
+    def __init__(
+        self, *, deadline_seconds: float, registry: CollectorRegistry | None = None
+    ) -> None:
+        # A registry of the app's own by default: the process-wide one would refuse a second
+        # application in the same process (tests build many). Under gunicorn no registry is
+        # read at all: the listener reads the workers' files.
+        self.registry = CollectorRegistry() if registry is None else registry
+        self.duration = Histogram(
+            "http_server_request_duration_seconds",
+            "Time from the request's arrival in the app to the end of its response.",
+            ("method", "route", "status"),
+            buckets=buckets_for(deadline_seconds),
+            registry=self.registry,
+        )
+        # livesum: the listener adds up live workers only (gunicorn.conf.py's child_exit
+        # marks a dead worker's gauge file dead), so a killed worker's requests stop counting.
+        self.active = Gauge(
+            "http_server_active_requests",
+            "Requests the app's workers are handling now.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+
+
+class MetricsMiddleware:
+    """Observe each request's duration under its route template, and count it in flight."""
+
+    def __init__(self, app: ASGIApp, *, metrics: RequestMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+        # (method, route, status) -> the histogram's child. Bounded: known methods (others
+        # are folded first), the app's routes, the status codes.
+        self._children: dict[tuple[str, str, int], Histogram] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        start = time.perf_counter()
+        # A one-item list so the closure can set it; 500 if the app dies before answering.
+        status = [500]
+
+        async def send_with_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        active = self.metrics.active
+        active.inc()
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            active.dec()
+            # The router stores the matched route in the scope it shares with us.
+            route = scope.get("route")
+            method = scope["method"]
+            if method not in KNOWN_METHODS:
+                method = OTHER_METHOD
+            key = (method, getattr(route, "path", None) or UNMATCHED, status[0])
+            child = self._children.get(key) or self._child(key)
+            child.observe(time.perf_counter() - start)
+
+    def _child(self, key: tuple[str, str, int]) -> Histogram:
+        method, route, status = key
+        child = self.metrics.duration.labels(method, route, str(status))
+        self._children[key] = child
+        return child
