@@ -15,9 +15,9 @@ handler, which sits outside all of these, could answer without the request id).
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from starlette.middleware import Middleware
 
 from .api import health, items
@@ -30,9 +30,6 @@ from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
 from .tracing import telemetry_config
-
-if TYPE_CHECKING:
-    from fastapi.telemetry import TelemetryConfig
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
 DESCRIPTION = {{ cookiecutter.description | string_literal }}
