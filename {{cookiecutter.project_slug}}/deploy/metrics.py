@@ -32,6 +32,7 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -126,7 +127,8 @@ class NginxCollector:
                 f"nginx_connections_{name}", f"Client connections {name}.", status[name]
             )
         yield CounterMetricFamily(
-            "nginx_http_requests", "Client requests, those nginx answered itself included.",
+            "nginx_http_requests",
+            "Client requests, those nginx answered itself included.",
             status["requests"],
         )
         for name in ("active", "reading", "writing", "waiting"):
@@ -145,7 +147,7 @@ def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:
 
 def make_handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)
                 return
@@ -182,7 +184,7 @@ def main(environ: Mapping[str, str]) -> int:
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         log("error", f"METRICS_PORT must be 1..65535, not {port_text!r}")
         return 1
-    if not os.path.isdir(metrics_dir):
+    if not Path(metrics_dir).is_dir():
         log("error", f"PROMETHEUS_MULTIPROC_DIR {metrics_dir} is not a directory")
         return 1
     try:

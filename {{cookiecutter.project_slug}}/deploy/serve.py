@@ -124,7 +124,9 @@ class Settings:
         if not 1 <= port <= 65535:
             raise ServeError(f"PORT must be 1..65535, not {port}")
         if not 1 <= metrics_port <= 65535 or metrics_port == port:
-            raise ServeError(f"METRICS_PORT must be 1..65535 and differ from PORT, not {metrics_port}")
+            raise ServeError(
+                f"METRICS_PORT must be 1..65535 and differ from PORT, not {metrics_port}"
+            )
         address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
         try:
             ipaddress.ip_address(address)

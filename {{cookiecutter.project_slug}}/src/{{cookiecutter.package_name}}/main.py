@@ -38,9 +38,7 @@ ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}
 logger = logging.getLogger(__name__)
 
 
-def middleware_stack(
-    settings: Settings, metrics: RequestMetrics | None = None
-) -> list[Middleware]:
+def middleware_stack(settings: Settings, metrics: RequestMetrics | None = None) -> list[Middleware]:
     """The pure-ASGI middleware, outermost first (see the module docstring for the order).
 
     The access log and the metrics are left out entirely when off, rather than muted, so
