@@ -1,0 +1,117 @@
+"""The metrics listener's pieces without a live stack: settings, nginx's page, refusals.
+
+The live behaviour (scrapes across workers, the public port) is in test_observability.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import DEPLOY, load_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from types import ModuleType
+
+STUB_STATUS = """Active connections: 3
+server accepts handled requests
+ 16 15 31
+Reading: 0 Writing: 1 Waiting: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def metrics_module() -> ModuleType:
+    """deploy/metrics.py imported as a module."""
+    return load_module(DEPLOY / "metrics.py", "metrics_under_test")
+
+
+def test_metrics_port_defaults_to_9464(serve_module: ModuleType) -> None:
+    """Unset, the listener's port is 9464; any other port in range is taken."""
+    assert serve_module.Settings.from_env({}).metrics_port == 9464
+    assert serve_module.Settings.from_env({"METRICS_PORT": "65535"}).metrics_port == 65535
+    assert serve_module.Settings.from_env({"METRICS_PORT": "1"}).metrics_port == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"METRICS_PORT": "0"}, "METRICS_PORT must be 1..65535 and differ from PORT, not 0"),
+        ({"METRICS_PORT": "65536"}, "METRICS_PORT must be 1..65535 and differ from PORT"),
+        ({"METRICS_PORT": "8080"}, "METRICS_PORT must be 1..65535 and differ from PORT"),
+        ({"METRICS_PORT": "nine"}, "PORT, METRICS_PORT and the timeouts must be numbers"),
+    ],
+)
+def test_wrong_metrics_ports_are_refused(
+    serve_module: ModuleType, env: dict[str, str], message: str
+) -> None:
+    """Out of range, equal to PORT (8080 by default) or not a number: one clear error."""
+    with pytest.raises(serve_module.ServeError, match=message):
+        serve_module.Settings.from_env(env)
+
+
+def test_stub_status_becomes_numbers(metrics_module: ModuleType) -> None:
+    """Every number of nginx's stub_status page is read, each under its own name."""
+    assert metrics_module.parse_stub_status(STUB_STATUS) == {
+        "active": 3,
+        "accepted": 16,
+        "handled": 15,
+        "requests": 31,
+        "reading": 0,
+        "writing": 1,
+        "waiting": 2,
+    }
+
+
+@pytest.mark.parametrize("page", ["", "<html>404</html>", STUB_STATUS.replace("16", "x")])
+def test_a_page_that_is_not_stub_status_is_refused(metrics_module: ModuleType, page: str) -> None:
+    with pytest.raises(ValueError, match=r"stub_status|invalid literal"):
+        metrics_module.parse_stub_status(page)
+
+
+def test_nginx_down_is_a_zero_not_a_failed_scrape(
+    metrics_module: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without nginx's socket a scrape still answers, with nginx_up 0 and a warning line."""
+    registry = metrics_module.build_registry(str(tmp_path), str(tmp_path / "missing.sock"))
+
+    text = metrics_module.generate_latest(registry).decode()
+
+    assert "nginx_up 0.0" in text
+    assert "nginx_http_requests_total" not in text
+    [line] = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
+    assert line["message"] == "nginx stub_status unavailable"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"METRICS_PORT": "99999"}, "METRICS_PORT must be 1..65535, not '99999'"),
+        ({"METRICS_PORT": "-1"}, "METRICS_PORT must be 1..65535, not '-1'"),
+        ({"LISTEN_ADDRESS": "not-an-ip"}, "cannot listen on not-an-ip:"),
+    ],
+)
+def test_the_listener_refuses_wrong_values_in_one_line(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    """Started alone with a wrong value, deploy/metrics.py exits 1 with one JSON line."""
+    environment = {"PATH": os.defpath, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), **env}
+    result = subprocess.run(
+        [sys.executable, DEPLOY / "metrics.py"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=environment,
+        timeout=60,
+    )
+
+    assert result.returncode == 1
+    assert result.stderr == ""
+    [line] = [json.loads(raw) for raw in result.stdout.splitlines()]
+    assert line["message"].startswith(message)
