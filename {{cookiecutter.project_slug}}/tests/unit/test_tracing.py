@@ -1,10 +1,11 @@
 """Traces: a server span per request, named by route template, in the SDK's in-memory exporter.
 
-The application gets its own tracer provider through ``create_app(telemetry=...)``, so no
-test touches the process-wide provider.
+The application gets its own tracer provider through ``create_app(telemetry=...)`` (with
+tracing on, as an OTLP endpoint would turn it), so no test touches the process-wide provider.
 """
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from fastapi import FastAPI
@@ -17,8 +18,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
+from {{ cookiecutter.package_name }}.tracing import telemetry_config
 
 from .logcapture import JsonLines
+
+if TYPE_CHECKING:
+    from fastapi.telemetry import TelemetryConfig
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"
@@ -35,7 +40,8 @@ def traced(exporter: InMemorySpanExporter) -> Iterator[tuple[FastAPI, TestClient
     """The application with a tracer provider that keeps spans in memory, and a client."""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    app = create_app(Settings(access_log=True), telemetry={"tracer_provider": provider})
+    telemetry: TelemetryConfig = {"tracer_provider": provider, "tracing": True}
+    app = create_app(Settings(access_log=True), telemetry=telemetry)
 
     async def boom() -> None:
         raise RuntimeError("boom")
@@ -132,3 +138,24 @@ def test_without_an_endpoint_nothing_is_traced(json_lines: JsonLines) -> None:
     [line] = json_lines.from_logger(ACCESS_LOGGER)
     assert "trace_id" not in line
     assert "request_id" in line
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "   "}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "TRUE"}, False),
+        ({"OTEL_SERVICE_NAME": "svc"}, False),
+    ],
+)
+def test_only_an_otlp_endpoint_turns_tracing_on(env: dict[str, str], *, on: bool) -> None:
+    """Tracing and export follow the standard variables; off, FastAPI's telemetry is off."""
+    config = telemetry_config(env)
+
+    assert config["tracing"] is on
+    assert config["auto_configure"] is on
+    assert config["logs"] is on
+    assert config["metrics"] is False
