@@ -380,10 +380,14 @@ def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
         cwd=project, env=environ,
     )  # fmt: skip
     graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
-    nginx_conf = (project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
-    drain = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s\s*;", nginx_conf, re.MULTILINE)
-    serve = (project / "deploy" / "serve.py").read_text(encoding="utf-8")
-    margin = re.search(r"^STOP_MARGIN = ([\d.]+)", serve, re.MULTILINE)
+    # nginx's drain and the runner's margin, as deploy/stack_settings.py derives them.
+    chain = run(
+        env.venv / "bin" / "python", "-c",
+        "import os, stack_settings as s\n"
+        "print(s.load(os.environ).chain.nginx_drain, s.STOP_MARGIN)",
+        cwd=project / "deploy", env=environ,
+    )  # fmt: skip
+    drain, margin = (re.fullmatch(r"[\d.]+", n) for n in chain.split())
     command = container["lifecycle"]["preStop"]["exec"]["command"]
     pause = re.fullmatch(r"import time; time\.sleep\((\d+)\)", command[-1])
     for found in (graceful, drain, margin, pause):
@@ -391,9 +395,9 @@ def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
     return {
         "grace": pod["terminationGracePeriodSeconds"],
         "pause": float(pause.group(1)),
-        "drain": float(drain.group(1)),
+        "drain": float(drain.group(0)),
         "graceful": float(graceful.group(1)),
-        "margin": float(margin.group(1)),
+        "margin": float(margin.group(0)),
     }
 
 

@@ -2,16 +2,16 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
 deploy/serve.py runs this as a child process beside nginx and gunicorn. Needs
-prometheus_client (deploy/requirements.txt) and nothing from the app, so it also serves a
-stack whose app this template did not generate.
+prometheus_client (deploy/requirements.txt) and, beside this file, deploy/stack_settings.py
+(the variables) and deploy/stack_log.py (the JSON log lines); nothing from the app, so it
+also serves a stack whose app this template did not generate.
 
     python deploy/metrics.py     serve GET /metrics until SIGTERM
 
-Environment (defaults in brackets):
-    METRICS_PORT              TCP port of this listener [9464]
-    LISTEN_ADDRESS            its address [0.0.0.0]
-    PROMETHEUS_MULTIPROC_DIR  the workers' metric files (gunicorn.conf.py) [$RUN_DIR/metrics]
-    NGINX_STATUS_SOCKET       nginx's stub_status socket (nginx.conf) [$RUN_DIR/nginx-status.sock]
+Environment (deploy/stack_settings.py defines and checks them; docs/settings.md):
+    METRICS_PORT, LISTEN_ADDRESS   where this listens [9464 on 0.0.0.0]
+    PROMETHEUS_MULTIPROC_DIR       the workers' metric files [$RUN_DIR/metrics]
+    and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
 
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;
@@ -23,22 +23,21 @@ workers are busy. It listens on its own port, so the public port never exposes i
 from __future__ import annotations
 
 import contextlib
-import datetime
 import ipaddress
-import json
 import os
 import signal
 import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
+from stack_log import json_line
+from stack_settings import SettingError, load
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -51,16 +50,8 @@ STATUS_TIMEOUT = 2.0
 
 
 def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the app's JSON shape."""
-    now = datetime.datetime.now(tz=datetime.UTC)
-    line = {
-        "time": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
-        "level": level,
-        "logger": LOGGER,
-        "message": message,
-        **fields,
-    }
-    sys.stdout.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+    """Write one log line in the stack's JSON shape (deploy/stack_log.py)."""
+    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
 
 
@@ -176,26 +167,25 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
 
 
 def main(environ: Mapping[str, str]) -> int:
-    run_dir = environ.get("RUN_DIR", "/run/app")
-    metrics_dir = environ.get("PROMETHEUS_MULTIPROC_DIR") or f"{run_dir}/metrics"
-    status_socket = environ.get("NGINX_STATUS_SOCKET") or f"{run_dir}/nginx-status.sock"
-    address = environ.get("LISTEN_ADDRESS", "").strip() or "0.0.0.0"  # noqa: S104 - a container
-    port_text = environ.get("METRICS_PORT", "").strip() or "9464"
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        log("error", f"METRICS_PORT must be 1..65535, not {port_text!r}")
+    try:
+        settings = load(environ)
+    except SettingError as exc:
+        log("error", str(exc))  # one line naming the variable, the value and what is allowed
         return 1
-    if not Path(metrics_dir).is_dir():
-        log("error", f"PROMETHEUS_MULTIPROC_DIR {metrics_dir} is not a directory")
+    metrics_dir, address = settings.metrics_dir, settings.listen_address
+    if not metrics_dir.is_dir():
+        log("error", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a directory")
         return 1
     try:
-        server = make_server(address, int(port_text), build_registry(metrics_dir, status_socket))
-    except (OSError, ValueError) as exc:
-        log("error", f"cannot listen on {address}:{port_text} (METRICS_PORT): {exc}")
+        registry = build_registry(str(metrics_dir), str(settings.status_socket))
+        server = make_server(address, settings.metrics_port, registry)
+    except OSError as exc:
+        log("error", f"cannot listen on {address}:{settings.metrics_port} (METRICS_PORT): {exc}")
         return 1
     # shutdown() waits for serve_forever() to return: it cannot run on serve_forever's
     # thread, where this handler runs.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    log("info", "serving metrics", url=f"http://{address}:{port_text}/metrics")
+    log("info", "serving metrics", address=address, port=settings.metrics_port)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     server.server_close()

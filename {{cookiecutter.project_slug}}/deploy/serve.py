@@ -9,22 +9,11 @@ PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/ngin
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
     python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
 
-Environment (defaults in brackets):
-    PORT                    TCP port nginx listens on [8080]
-    METRICS_PORT            TCP port of the metrics listener, deploy/metrics.py, on the same
-                            address [9464]; never reachable through PORT
-    LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
-    RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
-    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For and
-                            X-Forwarded-Proto, comma- or space-separated [none]
-    NGINX_ACCESS_LOG        on | off (benchmarks) [on]
-    NGINX_WORKER_PROCESSES  [auto]
-    NGINX_BIN               nginx executable [nginx on PATH, else /usr/sbin/nginx]
-    NGINX_CONF, GUNICORN_CONF  templates [beside this file]
-    GRACEFUL_TIMEOUT        gunicorn's drain after TERM, s; also read by gunicorn.conf.py [30]
-    STARTUP_TIMEOUT         how long gunicorn may take to bind its socket, s [60]
-    SERVE_USER              when started as root: the user that runs everything [nobody]
-Every other variable (WEB_CONCURRENCY, ...) passes through to gunicorn.conf.py.
+Environment: every variable is defined, bounded and documented once in deploy/stack_settings.py
+(docs/settings.md lists them); all are checked here at start, and a wrong value stops the runner
+with one line naming it. nginx's timeouts are derived from the app's request deadline and
+rendered into nginx.conf (the timeout chain, docs/settings.md).
+The environment passes through to gunicorn.conf.py, which reads the same module.
 
 On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and reloaded,
 and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
@@ -39,14 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import datetime
-import ipaddress
-import json
 import os
 import pwd
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
@@ -58,151 +43,63 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stack_log import access_lines, json_line, nginx_error_line, stderr_line
+from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-HERE = Path(__file__).resolve().parent
 LOGGER = "serve"
-# Extra seconds granted beyond each process's own shutdown timeout before it is killed.
-STOP_MARGIN = 5.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
-# Characters that would end an nginx directive or block if they came from the environment.
-_UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
 
 
-def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the app's JSON shape."""
-    now = datetime.datetime.now(tz=datetime.UTC)
-    line = {
-        "time": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
-        "level": level,
-        "logger": LOGGER,
-        "message": message,
-        **fields,
-    }
-    sys.stdout.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+def log(level: str, message: str, /, **fields: Any) -> None:
+    """Write one log line, by the stack's one formatter (deploy/stack_log.py)."""
+    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
+
+
+def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
+    """A block converter that makes each non-blank line one JSON line."""
+    return lambda block: b"".join(
+        (convert(line) + "\n").encode("ascii") for line in block.split(b"\n") if line.strip()
+    )
+
+
+class LineRelay:
+    """Cuts a child's output into whole lines and converts them (to valid JSON lines).
+
+    ``convert`` takes complete lines without the final newline and returns what to write.
+    """
+
+    # A line longer than this is passed on in pieces rather than held without bound.
+    LIMIT = 1 << 16
+
+    def __init__(self, convert: Callable[[bytes], bytes]) -> None:
+        self.convert = convert
+        self.pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What to write for this chunk; b"" at the end of the stream flushes the rest."""
+        if not data:
+            rest, self.pending = self.pending, b""
+            return self.convert(rest) if rest.strip() else b""
+        data = self.pending + data
+        complete, newline, self.pending = data.rpartition(b"\n")
+        if len(self.pending) > self.LIMIT:
+            complete, newline, self.pending = data, b"\n", b""
+        return self.convert(complete) if newline else b""
 
 
 class ServeError(Exception):
     """A problem the runner explains in one line and exits on."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything the runner reads from the environment, validated."""
-
-    port: int
-    metrics_port: int
-    listen_address: str
-    run_dir: Path
-    trusted_proxies: tuple[str, ...]
-    access_log: bool
-    worker_processes: str
-    nginx_conf: Path
-    gunicorn_conf: Path
-    graceful_timeout: float
-    startup_timeout: float
-    serve_user: str
-    nginx_bin: str | None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        def get(name: str, default: str) -> str:
-            return environ.get(name, "").strip() or default
-
-        try:
-            port = int(get("PORT", "8080"))
-            metrics_port = int(get("METRICS_PORT", "9464"))
-            graceful = float(get("GRACEFUL_TIMEOUT", "30"))
-            startup = float(get("STARTUP_TIMEOUT", "60"))
-        except ValueError as exc:
-            raise ServeError(f"PORT, METRICS_PORT and the timeouts must be numbers: {exc}") from exc
-        if not 1 <= port <= 65535:
-            raise ServeError(f"PORT must be 1..65535, not {port}")
-        if not 1 <= metrics_port <= 65535 or metrics_port == port:
-            raise ServeError(
-                f"METRICS_PORT must be 1..65535 and differ from PORT, not {metrics_port}"
-            )
-        address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
-        try:
-            ipaddress.ip_address(address)
-        except ValueError as exc:
-            raise ServeError(f"LISTEN_ADDRESS must be an IP address: {exc}") from exc
-        proxies = []
-        for item in re.split(r"[,\s]+", get("TRUSTED_PROXIES", "")):
-            if item:
-                try:
-                    proxies.append(str(ipaddress.ip_network(item, strict=False)))
-                except ValueError as exc:
-                    raise ServeError(f"TRUSTED_PROXIES: {exc}") from exc
-        access_log = get("NGINX_ACCESS_LOG", "on").lower()
-        if access_log not in {"on", "off"}:
-            raise ServeError(f"NGINX_ACCESS_LOG must be on or off, not {access_log!r}")
-        workers = get("NGINX_WORKER_PROCESSES", "auto")
-        if workers != "auto" and not workers.isdigit():
-            raise ServeError(f"NGINX_WORKER_PROCESSES must be auto or a number, not {workers!r}")
-        run_dir = Path(get("RUN_DIR", "/run/app")).absolute()
-        if _UNSAFE.search(str(run_dir)):
-            raise ServeError(f"RUN_DIR must not contain spaces, quotes, braces or ;#$\\: {run_dir}")
-        return cls(
-            port=port,
-            metrics_port=metrics_port,
-            listen_address=address,
-            run_dir=run_dir,
-            trusted_proxies=tuple(proxies),
-            access_log=access_log == "on",
-            worker_processes=workers,
-            nginx_conf=Path(get("NGINX_CONF", str(HERE / "nginx.conf"))),
-            gunicorn_conf=Path(get("GUNICORN_CONF", str(HERE / "gunicorn.conf.py"))),
-            graceful_timeout=graceful,
-            startup_timeout=startup,
-            serve_user=get("SERVE_USER", "nobody"),
-            nginx_bin=environ.get("NGINX_BIN") or find_nginx(environ.get("PATH", os.defpath)),
-        )
-
-    @property
-    def local_address(self) -> str:
-        """Where a local client reaches nginx (a wildcard address is not connectable)."""
-        wildcards = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - compared, not bound
-        return wildcards.get(self.listen_address, self.listen_address)
-
-    @property
-    def local_url(self) -> str:
-        host = self.local_address
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-
-    @property
-    def temp_dir(self) -> Path:
-        return self.run_dir / "nginx-temp"
-
-    @property
-    def rendered_conf(self) -> Path:
-        return self.run_dir / "nginx.conf"
-
-    @property
-    def metrics_dir(self) -> Path:
-        """prometheus_client's multiprocess files: every worker's metrics (gunicorn.conf.py)."""
-        return self.run_dir / "metrics"
-
-    @property
-    def status_socket(self) -> Path:
-        """nginx's stub_status, for deploy/metrics.py only (nginx.conf)."""
-        return self.run_dir / "nginx-status.sock"
-
-    def socket_path(self, generation: int = 0) -> Path:
-        """gunicorn's socket; each reload starts generation N+1 on a new path."""
-        return self.run_dir / (
-            "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
-        )
-
-
-def find_nginx(path: str) -> str | None:
-    """nginx on PATH, else Debian's /usr/sbin (often missing from an ordinary user's PATH)."""
-    return shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
+# The runner's name for the settings (bench/ and the tests use it too).
+Settings = StackSettings
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -232,7 +129,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         + ["}"]
     )
     return {
-        "WORKER_PROCESSES": settings.worker_processes,
+        "WORKER_PROCESSES": settings.nginx_worker_processes,
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"[{settings.listen_address}]:{settings.port}"
@@ -241,7 +138,11 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         "UPSTREAM_SOCKET": str(upstream_socket),
         "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
-        "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
+        "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
+        "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
+        "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
     }
 
 
@@ -272,12 +173,6 @@ def nginx_command(settings: Settings, *extra: str) -> list[str]:
         str(settings.rendered_conf),
         *extra,
     ]
-
-
-def nginx_shutdown_timeout(conf_text: str) -> float:
-    """worker_shutdown_timeout of the rendered config (how long a graceful stop may take)."""
-    match = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s?\s*;", conf_text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
 
 
 # --- processes ----------------------------------------------------------------------------
@@ -370,14 +265,25 @@ class Stack:
                 log("info", "received SIGHUP: reloading")
                 self.reload_requested = True
 
-    def _relay(self, fileobj: Any) -> None:
+    def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
+        """The write end of a pipe whose lines the loop converts and writes to stdout.
+
+        The caller passes it to one child and closes it; the relay ends with the last writer.
+        """
+        read_end, write_end = os.pipe()
+        relay = LineRelay(convert)
+        self.selector.register(read_end, selectors.EVENT_READ, lambda fd: self._relay(fd, relay))
+        return write_end
+
+    def _relay(self, fileobj: Any, relay: LineRelay) -> None:
         data = os.read(fileobj, 65536)
+        out = relay.feed(data)
+        if out:
+            sys.stdout.buffer.write(out)
+            sys.stdout.buffer.flush()
         if not data:
             self.selector.unregister(fileobj)
             os.close(fileobj)
-            return
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
 
     def _reap(self) -> None:
         while True:
@@ -402,11 +308,18 @@ class Stack:
     # -- starting --
 
     def spawn(
-        self, name: str, command: list[str], env: Mapping[str, str], stdout: int | None = None
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str],
+        stdout: int | None = None,
+        stderr: int | None = None,
     ) -> Child:
         # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
         # nginx and gunicorn in order instead of both dying at once.
-        process = subprocess.Popen(command, env=dict(env), stdout=stdout, process_group=0)
+        process = subprocess.Popen(
+            command, env=dict(env), stdout=stdout, stderr=stderr, process_group=0
+        )
         child = Child(name, process)
         self.children[process.pid] = child
         log("info", f"started {name}", pid=process.pid, command=command)
@@ -420,9 +333,13 @@ class Stack:
         # Every generation writes into the one directory the runner cleaned at start, so a
         # reload keeps the counts (gunicorn.conf.py cleans only when started on its own).
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.settings.metrics_dir)
-        env["GRACEFUL_TIMEOUT"] = f"{self.settings.graceful_timeout:g}"
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
+        name = f"gunicorn[{generation}]" if generation else "gunicorn"
+        # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
+        # before logging is set up) is made JSON lines too.
+        stderr = self.relayed_pipe(_each_line(lambda line: stderr_line("gunicorn.stderr", line)))
+        child = self.spawn(name, command, env, stderr=stderr)
+        os.close(stderr)
         if not self.wait_until(
             lambda: not child.running or _accepts(sock), self.settings.startup_timeout
         ):
@@ -442,16 +359,20 @@ class Stack:
         return child
 
     def start_nginx(self) -> Child:
-        read_end, write_end = os.pipe()
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
+        # (stderr) is nginx's text, made the stack's JSON lines here.
+        stdout = self.relayed_pipe(access_lines)
+        stderr = self.relayed_pipe(_each_line(nginx_error_line))
         child = self.spawn(
             "nginx",
             nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),
             env,
-            stdout=write_end,
+            stdout=stdout,
+            stderr=stderr,
         )
-        os.close(write_end)
-        self.selector.register(read_end, selectors.EVENT_READ, self._relay)
+        os.close(stdout)
+        os.close(stderr)
         address = (self.settings.local_address, self.settings.port)
         ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         if ready and child.running:
@@ -462,12 +383,10 @@ class Stack:
         """The metrics listener (deploy/metrics.py) on METRICS_PORT; its own process, so a
         scrape is answered while the workers are busy, blocked or being replaced."""
         env = dict(os.environ)
+        # The same variables as the runner's, already checked; the directory made explicit.
         env.update(
             RUN_DIR=str(self.settings.run_dir),
-            METRICS_PORT=str(self.settings.metrics_port),
-            LISTEN_ADDRESS=self.settings.listen_address,
             PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
-            NGINX_STATUS_SOCKET=str(self.settings.status_socket),
         )
         command = [sys.executable, str(HERE / "metrics.py")]
         child = self.spawn("metrics", command, env)
@@ -509,8 +428,7 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
-        conf = self.settings.rendered_conf
-        drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
+        drain = self.settings.chain.nginx_drain
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
         # Last scrapes may still come while nginx drains: the listener stops after it.
         metrics_ok = self.stop(self.metrics, signal.SIGTERM, STOP_MARGIN)
@@ -561,8 +479,7 @@ class Stack:
         nginx_pid = self.nginx.pid
         old_workers = _children_of(nginx_pid)
         self.nginx.signal(signal.SIGHUP)
-        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
-        drain = nginx_shutdown_timeout(conf) + STOP_MARGIN
+        drain = self.settings.chain.nginx_drain + STOP_MARGIN
         retired = self.wait_until(
             lambda: not _children_of(nginx_pid) & old_workers, drain, stop_on_signal=False
         )
@@ -783,7 +700,7 @@ def main(argv: list[str]) -> int:
             return 0
         if command == "check":
             return check(settings)
-    except ServeError as exc:
+    except (ServeError, SettingError) as exc:
         log("error", str(exc))
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)

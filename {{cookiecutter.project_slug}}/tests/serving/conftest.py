@@ -58,7 +58,10 @@ SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import a standalone file (deploy/serve.py, deploy/gunicorn.conf.py) by its path."""
+    """Import deploy/gunicorn.conf.py by its path (its name is no module name).
+
+    The other deploy/ files are imported by name: pytest's ``pythonpath`` holds deploy/.
+    """
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
@@ -66,12 +69,6 @@ def load_module(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="session")
-def serve_module() -> ModuleType:
-    """deploy/serve.py, the process runner, imported as a module."""
-    return load_module(DEPLOY / "serve.py", "serve_under_test")
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +151,8 @@ def find_identity(uid: int, source: Path) -> Identity:
     As root, this interpreter may live where others cannot enter (a pyenv under /root):
     then the system's interpreter of the same version runs the same installed packages.
     """
-    pythonpath = [str(source), *_site_packages()]
+    # deploy/ too: the app's logs.py imports the stack's formatter (deploy/stack_log.py).
+    pythonpath = [str(source), str(source.parent / "deploy"), *_site_packages()]
     if os.geteuid() != 0:
         return Identity(os.getuid(), os.getgid(), sys.executable, pythonpath)
     if shutil.which("setpriv") is None:

@@ -1,6 +1,7 @@
-"""The metrics listener's pieces without a live stack: settings, nginx's page, refusals.
+"""The metrics listener's pieces without a live stack: nginx's page, nginx down, refusals.
 
-The live behaviour (scrapes across workers, the public port) is in test_observability.py.
+The live behaviour (scrapes across workers, the public port) is in test_observability.py;
+METRICS_PORT's bounds and wrong values are tested with every variable (test_stack_settings.py).
 """
 
 from __future__ import annotations
@@ -30,30 +31,6 @@ Reading: 0 Writing: 1 Waiting: 2
 def metrics_module() -> ModuleType:
     """deploy/metrics.py imported as a module."""
     return load_module(DEPLOY / "metrics.py", "metrics_under_test")
-
-
-def test_metrics_port_defaults_to_9464(serve_module: ModuleType) -> None:
-    """Unset, the listener's port is 9464; any other port in range is taken."""
-    assert serve_module.Settings.from_env({}).metrics_port == 9464
-    assert serve_module.Settings.from_env({"METRICS_PORT": "65535"}).metrics_port == 65535
-    assert serve_module.Settings.from_env({"METRICS_PORT": "1"}).metrics_port == 1
-
-
-@pytest.mark.parametrize(
-    ("env", "message"),
-    [
-        ({"METRICS_PORT": "0"}, "METRICS_PORT must be 1..65535 and differ from PORT, not 0"),
-        ({"METRICS_PORT": "65536"}, "METRICS_PORT must be 1..65535 and differ from PORT"),
-        ({"METRICS_PORT": "8080"}, "METRICS_PORT must be 1..65535 and differ from PORT"),
-        ({"METRICS_PORT": "nine"}, "PORT, METRICS_PORT and the timeouts must be numbers"),
-    ],
-)
-def test_wrong_metrics_ports_are_refused(
-    serve_module: ModuleType, env: dict[str, str], message: str
-) -> None:
-    """Out of range, equal to PORT (8080 by default) or not a number: one clear error."""
-    with pytest.raises(serve_module.ServeError, match=message):
-        serve_module.Settings.from_env(env)
 
 
 def test_stub_status_becomes_numbers(metrics_module: ModuleType) -> None:
@@ -92,9 +69,13 @@ def test_nginx_down_is_a_zero_not_a_failed_scrape(
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"METRICS_PORT": "99999"}, "METRICS_PORT must be 1..65535, not '99999'"),
-        ({"METRICS_PORT": "-1"}, "METRICS_PORT must be 1..65535, not '-1'"),
-        ({"LISTEN_ADDRESS": "not-an-ip"}, "cannot listen on not-an-ip:"),
+        ({"METRICS_PORT": "99999"}, "METRICS_PORT='99999' is refused: a whole number from 1"),
+        ({"METRICS_PORT": "8080"}, "METRICS_PORT=8080 is PORT too"),
+        ({"LISTEN_ADDRESS": "not-an-ip"}, "LISTEN_ADDRESS='not-an-ip' is refused"),
+        (
+            {"PROMETHEUS_MULTIPROC_DIR": "/nonexistent/metrics"},
+            "PROMETHEUS_MULTIPROC_DIR=/nonexistent/metrics is not a directory",
+        ),
     ],
 )
 def test_the_listener_refuses_wrong_values_in_one_line(

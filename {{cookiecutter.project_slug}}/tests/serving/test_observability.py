@@ -316,7 +316,8 @@ def test_runner_refuses_a_metrics_port_equal_to_port(tmp_path: Path) -> None:
     assert result.returncode == 1
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["message"] for line in lines] == [
-        "METRICS_PORT must be 1..65535 and differ from PORT, not 9000"
+        "METRICS_PORT=9000 is PORT too: the metrics need a port of their own, never reachable"
+        " through the public one"
     ]
 
 

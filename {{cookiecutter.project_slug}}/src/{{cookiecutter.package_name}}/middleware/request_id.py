@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
+
+# Re-exported (`as`): the middleware inside read the id from here.
+from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-# None outside a request. Set for the whole request, so log lines from handlers, the access
-# log and the error guard all carry the same id.
-REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
 
 # Letters, digits and "._-" only: covers nginx's hex ids, UUIDs and most tracing ids.
 _WELL_FORMED = re.compile(rb"[A-Za-z0-9._-]{1,128}")
