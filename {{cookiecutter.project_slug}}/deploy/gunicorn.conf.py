@@ -267,7 +267,7 @@ def on_starting(server: Any) -> None:
 # them up. Set in on_starting, before any worker imports prometheus_client (it reads the
 # variable at import), rather than at this file's import: tools import this file too.
 # PROMETHEUS_MULTIPROC_DIR set: deploy/serve.py owns the directory (and cleaned it).
-_metrics_from_runner = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip())
+_metrics_from_runner = _settings.prometheus_multiproc_dir is not None
 _metrics_dir = _settings.metrics_dir
 
 

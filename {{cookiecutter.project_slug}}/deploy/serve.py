@@ -32,6 +32,7 @@ import os
 import pwd
 import re
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -388,7 +389,7 @@ class Stack:
             RUN_DIR=str(self.settings.run_dir),
             PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
         )
-        command = [sys.executable, str(HERE / "metrics.py")]
+        command = [sys.executable, str(Path(__file__).resolve().with_name("metrics.py"))]
         child = self.spawn("metrics", command, env)
         address = (self.settings.local_address, self.settings.metrics_port)
         self.wait_until(lambda: not child.running or _accepts(address), 10.0)

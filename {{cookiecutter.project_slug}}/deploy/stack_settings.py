@@ -566,7 +566,8 @@ class StackSettings:
     forwarded_allow_ips: str
     log_level: str
     gunicorn_access_log: bool
-    metrics_dir: Path
+    # As set: None means serve.py did not set it (gunicorn then owns and cleans the directory).
+    prometheus_multiproc_dir: Path | None
     worker_tmp_dir: str | None
 
     @property
@@ -598,6 +599,12 @@ class StackSettings:
     @property
     def rendered_conf(self) -> Path:
         return self.run_dir / "nginx.conf"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Every worker's Prometheus files (gunicorn.conf.py), read by deploy/metrics.py."""
+        given = self.prometheus_multiproc_dir
+        return self.run_dir / "metrics" if given is None else given
 
     @property
     def status_socket(self) -> Path:
@@ -665,7 +672,6 @@ def load(environ: Mapping[str, str]) -> StackSettings:
     max_requests = MAX_REQUESTS.read(environ)
     jitter = MAX_REQUESTS_JITTER.read(environ)
     socket = GUNICORN_SOCKET.read(environ)
-    metrics_dir = PROMETHEUS_MULTIPROC_DIR.read(environ)
     settings = StackSettings(
         port=PORT.read(environ),
         metrics_port=METRICS_PORT.read(environ),
@@ -695,7 +701,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         forwarded_allow_ips=FORWARDED_ALLOW_IPS.read(environ),
         log_level=LOG_LEVEL.read(environ),
         gunicorn_access_log=ACCESS_LOG.read(environ),
-        metrics_dir=run_dir / "metrics" if metrics_dir is None else metrics_dir,
+        prometheus_multiproc_dir=PROMETHEUS_MULTIPROC_DIR.read(environ),
         worker_tmp_dir=WORKER_TMP_DIR.read(environ),
     )
     _check_pairs(settings)

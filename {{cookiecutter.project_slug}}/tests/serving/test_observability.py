@@ -315,10 +315,11 @@ def test_runner_refuses_a_metrics_port_equal_to_port(tmp_path: Path) -> None:
 
     assert result.returncode == 1
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [line["message"] for line in lines] == [
+    message = (
         "METRICS_PORT=9000 is PORT too: the metrics need a port of their own, never reachable"
         " through the public one"
-    ]
+    )
+    assert [line["message"] for line in lines] == [message]
 
 
 # --- OpenTelemetry ----------------------------------------------------------------------------

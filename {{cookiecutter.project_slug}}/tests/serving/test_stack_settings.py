@@ -135,7 +135,7 @@ NON_DEFAULT = [
     ("FORWARDED_ALLOW_IPS", "127.0.0.1", "forwarded_allow_ips", "127.0.0.1"),
     ("LOG_LEVEL", "WARNING", "log_level", "warning"),
     ("ACCESS_LOG", "yes", "gunicorn_access_log", True),
-    ("PROMETHEUS_MULTIPROC_DIR", "/srv/metrics", "metrics_dir", Path("/srv/metrics")),
+    ("PROMETHEUS_MULTIPROC_DIR", "/srv/m", "prometheus_multiproc_dir", Path("/srv/m")),
     ("WORKER_TMP_DIR", "/srv/tmp", "worker_tmp_dir", "/srv/tmp"),
 ]
 CHAIN = {
@@ -171,6 +171,8 @@ def test_derived_defaults() -> None:
     settings = stack_settings.load({"MAX_REQUESTS": "1000", "RUN_DIR": "/srv/r", "PATH": "/none"})
     assert settings.max_requests_jitter == 100
     assert settings.gunicorn_socket == Path("/srv/r/gunicorn.sock")
+    assert settings.metrics_dir == Path("/srv/r/metrics")
+    assert stack_settings.load({"PROMETHEUS_MULTIPROC_DIR": "/m"}).metrics_dir == Path("/m")
     assert settings.nginx_bin in {None, "/usr/sbin/nginx"}  # /usr/sbin is searched too
 
 
