@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import DEPLOY, load_module
+from .conftest import DEPLOY, PROJECT, load_module
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -96,3 +97,30 @@ def test_the_listener_refuses_wrong_values_in_one_line(
     assert result.stderr == ""
     [line] = [json.loads(raw) for raw in result.stdout.splitlines()]
     assert line["message"].startswith(message)
+
+
+def test_compose_publishes_the_metrics_port_on_loopback_only() -> None:
+    """compose.yaml maps METRICS_PORT's default to 127.0.0.1, as it does every port."""
+    compose = (PROJECT / "compose.yaml").read_text(encoding="utf-8")
+    mappings = re.findall(r'^\s*- "([^"]*:\d+:\d+)"', compose, re.MULTILINE)
+
+    assert "127.0.0.1:9464:9464" in mappings
+    assert all(mapping.startswith("127.0.0.1:") for mapping in mappings), mappings
+{%- if cookiecutter.kubernetes %}
+
+
+def test_the_pod_names_its_metrics_port_and_says_where_to_scrape() -> None:
+    """The container's `metrics` port, METRICS_PORT, the annotations and the PodMonitor agree."""
+    pod = (PROJECT / "k8s" / "base" / "deployment.yaml").read_text(encoding="utf-8")
+    monitor = (PROJECT / "k8s" / "examples" / "podmonitor.yaml").read_text(encoding="utf-8")
+    service = (PROJECT / "k8s" / "base" / "service.yaml").read_text(encoding="utf-8")
+
+    assert re.search(r"- name: metrics\n\s+containerPort: 9464\n", pod)
+    assert re.search(r'- name: METRICS_PORT\n\s+value: "9464"\n', pod)
+    assert 'prometheus.io/scrape: "true"' in pod
+    assert 'prometheus.io/port: "9464"' in pod
+    assert "prometheus.io/path: /metrics" in pod
+    assert re.search(r"- port: metrics\n\s+path: /metrics\n", monitor)
+    # The Service carries client traffic only: the metrics port is scraped per pod.
+    assert "metrics" not in service
+{%- endif %}
