@@ -207,7 +207,7 @@ class Launcher:
         return f"http://127.0.0.1:{site.port}"
 
     def _start_app(self, stack: Stack, run_dir: Path, address: Path | tuple[str, int]) -> Process:
-        module = f"bench.apps:{stack.app}"
+        module = stack.app if ":" in stack.app else f"bench.apps:{stack.app}"
         env = dict(self.env, **dict(stack.env))
         if stack.server == "uvicorn":
             if not isinstance(address, tuple) or stack.workers is None:
