@@ -2,7 +2,8 @@
 
 Outputs: ``http_server_request_duration_seconds`` (a histogram; its ``_count`` is the
 request counter) labelled ``method``, ``route``, ``status``, and
-``http_server_active_requests``. Depends on prometheus_client and Starlette's ASGI types.
+``http_server_active_requests``. Depends on prometheus_client, Starlette's ASGI types and
+response.py (the request's one send wrapper, shared with the other middleware).
 
 Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 import this module: each worker then writes its values to memory-mapped files there, and the
@@ -12,18 +13,23 @@ scrape sees every request once whichever worker served it. Without the variable 
 
 The route label is the route's template (``/items/{item_id}``), never the raw path: a flood
 of 404s to random paths adds no series. This runs on every request: the label children are
-looked up in a dict of our own, not through ``labels()`` (which validates and locks).
+looked up in a dict of our own, not through ``labels()`` (which validates and locks), and the
+status comes from the shared ``ResponseTracker`` instead of a send wrapper of our own.
 """
 
 from __future__ import annotations
 
-import time
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from .response import tracker
+
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from collections.abc import Callable
+
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Requests that matched no route (404, or a 405 on no route at all) share one label value;
 # route templates start with "/", so it cannot collide with one.
@@ -78,28 +84,22 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, *, metrics: RequestMetrics) -> None:
         self.app = app
         self.metrics = metrics
-        # (method, route, status) -> the histogram's child. Bounded: known methods (others
-        # are folded first), the app's routes, the status codes.
-        self._children: dict[tuple[str, str, int], Histogram] = {}
+        self._active = metrics.active
+        # (method, route, status) -> the histogram child's observe. Bounded: known methods
+        # (others are folded first), the app's routes, the status codes.
+        self._observers: dict[tuple[str, str, int], Callable[[float], None]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        start = time.perf_counter()
-        # A one-item list so the closure can set it; 500 if the app dies before answering.
-        status = [500]
-
-        async def send_with_status(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        active = self.metrics.active
+        tracked = tracker(send)
+        active = self._active
+        start = perf_counter()
         active.inc()
         try:
-            await self.app(scope, receive, send_with_status)
+            await self.app(scope, receive, tracked.send)
         finally:
             active.dec()
             # The router stores the matched route in the scope it shares with us.
@@ -107,12 +107,15 @@ class MetricsMiddleware:
             method = scope["method"]
             if method not in KNOWN_METHODS:
                 method = OTHER_METHOD
-            key = (method, getattr(route, "path", None) or UNMATCHED, status[0])
-            child = self._children.get(key) or self._child(key)
-            child.observe(time.perf_counter() - start)
+            # No status: the app raised before answering; the server will answer 500.
+            key = (method, getattr(route, "path", None) or UNMATCHED, tracked.status or 500)
+            observe = self._observers.get(key) or self._observer(key)
+            observe(perf_counter() - start)
 
-    def _child(self, key: tuple[str, str, int]) -> Histogram:
+    def _observer(self, key: tuple[str, str, int]) -> Callable[[float], None]:
         method, route, status = key
-        child = self.metrics.duration.labels(method, route, str(status))
-        self._children[key] = child
-        return child
+        observe: Callable[[float], None] = self.metrics.duration.labels(
+            method, route, str(status)
+        ).observe
+        self._observers[key] = observe
+        return observe
