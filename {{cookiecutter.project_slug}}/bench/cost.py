@@ -118,14 +118,24 @@ def measure(
         raise CostError(INSTALL_HINT)
     variants = ["bare", "default", *(["each"] if each else [])]
     env = dict(os.environ)
-    # The project root for `bench`, src/ for the package when it is not installed.
-    paths = [str(project), str(project / "src"), env.get("PYTHONPATH", "")]
+    # The project root for `bench`, src/ for the package when it is not installed, deploy/
+    # for the stack's log formatter (logs.py imports stack_log, as gunicorn.conf.py allows).
+    paths = [
+        str(project),
+        str(project / "src"),
+        str(project / "deploy"),
+        env.get("PYTHONPATH", ""),
+    ]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     # Hash randomisation changes dict layouts, and with them the count, between runs.
     env["PYTHONHASHSEED"] = "0"
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as workdir:
         out = Path(workdir)
         manifest = out / "manifest.json"
+        # The metrics middleware counted as under gunicorn: prometheus_client's multiprocess
+        # mode writes each value to a memory-mapped file (about 40 % dearer than in memory).
+        (out / "metrics").mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(out / "metrics")
         command = [
             valgrind, "--tool=cachegrind", "--cache-sim=no",
             f"--cachegrind-out-file={out}/cachegrind.%p",
