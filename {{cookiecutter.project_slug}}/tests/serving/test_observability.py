@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -28,7 +30,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from .conftest import PACKAGE, SYSTEM_PATH, LiveStack, free_port, launch_stack, wait_for
+from .conftest import (
+    PACKAGE,
+    PROJECT,
+    SYSTEM_PATH,
+    LiveStack,
+    free_port,
+    launch_stack,
+    wait_for,
+)
 from .test_live import fetch
 
 if TYPE_CHECKING:
@@ -171,18 +181,25 @@ class Prometheus:
             stderr=subprocess.STDOUT,
         )
 
-    def query(self, promql: str) -> float | None:
-        """An instant query's single value, or None when the result is empty."""
+    def vector(self, promql: str) -> list[dict[str, Any]]:
+        """An instant query's result (label set and value of each series); [] on no answer."""
         url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode(
             {"query": promql}
         )
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 answer = json.load(response)
+        except urllib.error.HTTPError as error:
+            pytest.fail(f"Prometheus refused {promql}: {error.read().decode()}")
         except OSError:
-            return None
+            return []
         assert answer["status"] == "success", answer
-        result = answer["data"]["result"]
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result
+
+    def query(self, promql: str) -> float | None:
+        """An instant query's single value, or None when the result is empty."""
+        result = self.vector(promql)
         if not result:
             return None
         assert len(result) == 1, result
@@ -277,6 +294,20 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
     assert nginx_requests is not None
     assert nginx_requests >= first + then
     server.wait_value("nginx_up", 1)
+
+    # Every query docs/observability.md offers is valid PromQL over these series.
+    rate, errors, p99, in_flight, nginx_only = [server.vector(q) for q in documented_queries()]
+    assert "/items/{item_id}" in {series["metric"]["route"] for series in rate}
+    assert errors == []  # no 5xx was answered
+    assert "/items/{item_id}" in {series["metric"]["route"] for series in p99}
+    assert [float(series["value"][1]) for series in in_flight] == [0.0]
+    assert len(nginx_only) == 1
+
+
+def documented_queries() -> list[str]:
+    """The PromQL blocks of docs/observability.md, in order."""
+    text = (PROJECT / "docs" / "observability.md").read_text(encoding="utf-8")
+    return [" ".join(block.split()) for block in re.findall(r"```promql\n(.*?)```", text, re.DOTALL)]
 
 
 def test_metrics_are_served_on_their_own_port_only(

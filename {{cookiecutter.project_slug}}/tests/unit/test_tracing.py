@@ -84,6 +84,12 @@ def test_an_exception_marks_the_span_as_an_error(
     assert span.name == "GET /boom"
     assert span.status.status_code is StatusCode.ERROR
     assert (span.attributes or {})["http.response.status_code"] == 500
+    # The error guard records the exception on the request's span: type, message, stack.
+    [event] = [event for event in span.events if event.name == "exception"]
+    event_attributes = event.attributes or {}
+    assert event_attributes["exception.type"] == "RuntimeError"
+    assert event_attributes["exception.message"] == "boom"
+    assert "raise RuntimeError" in str(event_attributes["exception.stacktrace"])
 
 
 def test_a_traceparent_continues_the_callers_trace(
