@@ -307,7 +307,9 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
 def documented_queries() -> list[str]:
     """The PromQL blocks of docs/observability.md, in order."""
     text = (PROJECT / "docs" / "observability.md").read_text(encoding="utf-8")
-    return [" ".join(block.split()) for block in re.findall(r"```promql\n(.*?)```", text, re.DOTALL)]
+    return [
+        " ".join(block.split()) for block in re.findall(r"```promql\n(.*?)```", text, re.DOTALL)
+    ]
 
 
 def test_metrics_are_served_on_their_own_port_only(
