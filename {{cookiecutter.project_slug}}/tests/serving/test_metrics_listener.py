@@ -106,7 +106,7 @@ def test_compose_publishes_the_metrics_port_on_loopback_only() -> None:
 
     assert "127.0.0.1:9464:9464" in mappings
     assert all(mapping.startswith("127.0.0.1:") for mapping in mappings), mappings
-{%- if cookiecutter.kubernetes %}
+{%- if cookiecutter.kubernetes and cookiecutter.layout == "service" %}
 
 
 def test_the_pod_names_its_metrics_port_and_says_where_to_scrape() -> None:
