@@ -291,10 +291,10 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
     assert resources["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2
     nginx_conf = (default_bake.project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
-    serve = (default_bake.project / "deploy" / "serve.py").read_text(encoding="utf-8")
+    settings = (default_bake.project / "deploy" / "stack_settings.py").read_text(encoding="utf-8")
     assert "listen @LISTEN@" in nginx_conf
-    default_port = re.search(r'get\("PORT", "(\d+)"\)', serve)
-    assert default_port is not None, "deploy/serve.py no longer reads PORT with a default"
+    default_port = re.search(r'Int\("PORT", "[^"]*", (\d+)', settings)
+    assert default_port is not None, "deploy/stack_settings.py no longer defines PORT's default"
     (port,) = app_container(default_bake.project)["ports"]
     assert port["containerPort"] == int(default_port.group(1)) == 8080
     assert resources["Service"]["spec"]["ports"][0]["targetPort"] == port["name"]
@@ -333,8 +333,8 @@ def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
     if user.group(2):
         assert pod["securityContext"]["runAsGroup"] == int(user.group(2))
     # Every path the stack writes must be a volume: RUN_DIR (socket, config, nginx temp).
-    gunicorn_conf = (project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
-    run_dir = re.search(r'get\("RUN_DIR", "([^"]+)"\)', gunicorn_conf)
+    settings = (project / "deploy" / "stack_settings.py").read_text(encoding="utf-8")
+    run_dir = re.search(r'SafePath\(\s*"RUN_DIR", "[^"]*", Path\("([^"]+)"\)', settings)
     assert run_dir is not None
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}

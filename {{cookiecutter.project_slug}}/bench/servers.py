@@ -181,8 +181,10 @@ class Launcher:
         self.processes = processes
         self.count = 0
         self.env = dict(os.environ)
-        # The project root for `bench`, src/ for the package when it is not installed.
-        paths = [str(project), str(project / "src"), self.env.get("PYTHONPATH", "")]
+        # The project root for `bench`, src/ for the package when it is not installed,
+        # deploy/ for the stack's formatter (deploy/stack_log.py), which logs.py imports.
+        paths = [str(project), str(project / "src"), str(project / "deploy")]
+        paths.append(self.env.get("PYTHONPATH", ""))
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
 
     def start(self, stack: Stack, ready_path: str) -> str:

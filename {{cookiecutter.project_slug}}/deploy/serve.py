@@ -3,7 +3,8 @@
 
 The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
 PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
-(a template rendered at start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py.
+(a template rendered at start into $RUN_DIR/nginx.conf), deploy/gunicorn.conf.py, and the
+modules beside this file: stack_settings.py (the variables) and stack_log.py (the log lines).
 
     python deploy/serve.py            start the stack (and the metrics listener) in the foreground
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
@@ -20,8 +21,9 @@ and the old gunicorn is stopped once nothing can reach it: new code, no request 
 On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
 either process dies on its own, the other is stopped, and so are the workers the dead one
-left behind; the exit status is 1. Logs: one JSON
-object per line on stdout, the app's shape (time, level, logger, message, extra fields).
+left behind; the exit status is 1. Logs: one JSON object per line on stdout, from every
+process, by deploy/stack_log.py's formatter: this runner's, gunicorn's and the app's own,
+nginx's error log (text, turned into JSON here), nginx's access log (JSON, checked here).
 """
 
 from __future__ import annotations
@@ -205,8 +207,9 @@ class Stack:
     """nginx and one gunicorn generation, driven by one select() loop on this thread.
 
     Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
-    when this is PID 1 in a container), and nginx's access log is relayed from a pipe this
-    process owns (a non-root nginx cannot open a /dev/stdout pipe owned by someone else).
+    when this is PID 1 in a container), and nginx's logs and gunicorn's stderr are relayed
+    from pipes this process owns (a non-root nginx cannot open a /dev/stdout pipe owned by
+    someone else), each line made a valid JSON line on the way.
     SIGHUP replaces gunicorn by a new generation on a new socket (see reload()).
     """
 
@@ -675,7 +678,18 @@ def serve(settings: Settings) -> int:
             nginx=checked.stderr.strip(),
         )
         return 1
-    log("info", "rendered nginx config", config=str(conf))
+    chain = settings.chain
+    log(
+        "info",
+        "rendered nginx config",
+        config=str(conf),
+        # The timeout chain derived from the app's deadline (docs/settings.md), in seconds.
+        app_deadline=chain.app_deadline,
+        nginx_proxy_timeout=chain.proxy,
+        nginx_drain=chain.nginx_drain,
+        graceful_timeout=chain.graceful,
+        stop_needs=chain.stop_budget,
+    )
     return Stack(settings, nginx_globals).run()
 
 

@@ -56,7 +56,11 @@ class SettingError(ValueError):
 
 @dataclass(frozen=True)
 class Variable(Generic[T]):
-    """One environment variable: name, meaning, unit and default, and how to parse it."""
+    """One environment variable: name, meaning, unit and default, and how to parse it.
+
+    A kind of variable is a ``Variable[T]`` plus a mixin that says how to parse one value
+    (``parse``) and which values are allowed (``rule``); a default of None means "unset".
+    """
 
     name: str
     meaning: str
@@ -66,13 +70,17 @@ class Variable(Generic[T]):
     derived: str = ""
 
     def parse(self, raw: str) -> T:
-        """The typed value of a non-empty raw string; ValueError says what is allowed."""
+        """The typed value of a non-empty raw string; ValueError when it is not allowed."""
+        raise NotImplementedError
+
+    @property
+    def rule(self) -> str:
         raise NotImplementedError
 
     @property
     def allowed(self) -> str:
         """What values are allowed, as docs/settings.md and the refusals say it."""
-        raise NotImplementedError
+        return self.rule + (", or unset" if self.default is None and not self.derived else "")
 
     @property
     def default_text(self) -> str:
@@ -102,88 +110,89 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def _whole(raw: str, low: int, high: int) -> int:
-    value = int(raw)
-    if not low <= value <= high:
-        raise ValueError(raw)
-    return value
+# --- kinds of values: each parses one value and states its rule ------------------------------
+# Each kind serves a required and an optional variable (default None, "unset"): its type
+# variable is constrained to the value's type, with or without None.
 
-
-def _number(raw: str, low: float, high: float) -> float:
-    """A finite number above low (excluded) and at most high."""
-    value = float(raw)
-    if not (math.isfinite(value) and low < value <= high):
-        raise ValueError(raw)
-    return value
+IntT = TypeVar("IntT", int, int | None)
+FloatT = TypeVar("FloatT", float, float | None)
+StrT = TypeVar("StrT", str, str | None)
+PathT = TypeVar("PathT", Path, Path | None)
 
 
 @dataclass(frozen=True)
-class Int(Variable[int]):
+class Int(Variable[IntT]):
     low: int = 0
     high: int = 2**31 - 1
 
-    def parse(self, raw: str) -> int:
-        return _whole(raw, self.low, self.high)
+    def parse(self, raw: str) -> IntT:
+        value = int(raw)
+        if not self.low <= value <= self.high:
+            raise ValueError(raw)
+        return value
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return f"a whole number from {self.low} to {self.high}"
 
 
 @dataclass(frozen=True)
-class OptionalInt(Variable[int | None]):
-    low: int = 1
-    high: int = 2**31 - 1
-
-    def parse(self, raw: str) -> int | None:
-        return _whole(raw, self.low, self.high)
-
-    @property
-    def allowed(self) -> str:
-        return f"a whole number from {self.low} to {self.high}, or unset"
-
-
-@dataclass(frozen=True)
-class Seconds(Variable[float]):
-    """A duration in seconds, fractions allowed; ``low`` itself excluded (a timeout > 0)."""
+class Number(Variable[FloatT]):
+    """A finite number above ``low`` (excluded: a timeout is never 0) and at most ``high``."""
 
     low: float = 0.0
     high: float = 86400.0
-    unit: str = "s"
+    noun: str = "a number"
 
-    def parse(self, raw: str) -> float:
-        return _number(raw, self.low, self.high)
+    def parse(self, raw: str) -> FloatT:
+        value = float(raw)
+        if not (math.isfinite(value) and self.low < value <= self.high):
+            raise ValueError(raw)
+        return value
 
     @property
-    def allowed(self) -> str:
-        return f"seconds, more than {self.low:g} and at most {self.high:g} (fractions allowed)"
+    def rule(self) -> str:
+        return f"{self.noun}, more than {self.low:g} and at most {self.high:g}"
 
 
 @dataclass(frozen=True)
-class OptionalSeconds(Variable[float | None]):
-    low: float = 0.0
-    high: float = 86400.0
+class Seconds(Number[FloatT]):
+    """A duration in seconds, fractions allowed."""
+
     unit: str = "s"
-
-    def parse(self, raw: str) -> float | None:
-        return _number(raw, self.low, self.high)
-
-    @property
-    def allowed(self) -> str:
-        return f"seconds, more than {self.low:g} and at most {self.high:g}, or unset"
+    noun: str = "seconds"
 
 
 @dataclass(frozen=True)
-class Ratio(Variable[float]):
-    low: float = 0.0
-    high: float = 64.0
+class Text(Variable[StrT]):
+    """Text matching ``pattern``; ``describe`` says what that pattern allows."""
 
-    def parse(self, raw: str) -> float:
-        return _number(raw, self.low, self.high)
+    pattern: str = r"\S+"
+    describe: str = "no spaces"
+
+    def parse(self, raw: str) -> StrT:
+        if not re.fullmatch(self.pattern, raw):
+            raise ValueError(raw)
+        return raw
 
     @property
-    def allowed(self) -> str:
-        return f"a number more than {self.low:g} and at most {self.high:g}"
+    def rule(self) -> str:
+        return self.describe
+
+
+@dataclass(frozen=True)
+class SafePath(Variable[PathT]):
+    """A path nginx.conf may contain: no spaces, quotes, braces or ``;#$\\``."""
+
+    def parse(self, raw: str) -> PathT:
+        path = Path(raw).absolute()
+        if _UNSAFE.search(str(path)):
+            raise ValueError(raw)
+        return path
+
+    @property
+    def rule(self) -> str:
+        return "a path without spaces, quotes, braces or ;#$\\"
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ class Choice(Variable[str]):
         return value
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "one of " + ", ".join(self.choices)
 
 
@@ -210,73 +219,12 @@ class Flag(Variable[bool]):
     def parse(self, raw: str) -> bool:
         value = raw.lower()
         if value not in _TRUE + _FALSE:
-            raise ValueError(self.allowed)
+            raise ValueError(raw)
         return value in _TRUE
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "on or off (also 1/0, true/false, yes/no)"
-
-
-@dataclass(frozen=True)
-class Text(Variable[str]):
-    """Free text matching ``pattern``; ``describe`` says what that pattern allows."""
-
-    pattern: str = r"\S+"
-    describe: str = "no spaces"
-
-    def parse(self, raw: str) -> str:
-        if not re.fullmatch(self.pattern, raw):
-            raise ValueError(raw)
-        return raw
-
-    @property
-    def allowed(self) -> str:
-        return self.describe
-
-
-@dataclass(frozen=True)
-class OptionalText(Variable[str | None]):
-    pattern: str = r"\S+"
-    describe: str = "no spaces"
-
-    def parse(self, raw: str) -> str | None:
-        if not re.fullmatch(self.pattern, raw):
-            raise ValueError(raw)
-        return raw
-
-    @property
-    def allowed(self) -> str:
-        return self.describe
-
-
-def _safe_path(raw: str) -> Path:
-    path = Path(raw).absolute()
-    if _UNSAFE.search(str(path)):
-        raise ValueError(raw)
-    return path
-
-
-@dataclass(frozen=True)
-class SafePath(Variable[Path]):
-    """A path nginx.conf may contain: no spaces, quotes, braces or ``;#$\\``."""
-
-    def parse(self, raw: str) -> Path:
-        return _safe_path(raw)
-
-    @property
-    def allowed(self) -> str:
-        return "a path without spaces, quotes, braces or ;#$\\"
-
-
-@dataclass(frozen=True)
-class OptionalSafePath(Variable[Path | None]):
-    def parse(self, raw: str) -> Path | None:
-        return _safe_path(raw)
-
-    @property
-    def allowed(self) -> str:
-        return "a path without spaces, quotes, braces or ;#$\\, or unset"
 
 
 @dataclass(frozen=True)
@@ -285,7 +233,7 @@ class Address(Variable[str]):
         return str(ipaddress.ip_address(raw))
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "an IPv4 or IPv6 address"
 
 
@@ -296,7 +244,7 @@ class Networks(Variable[tuple[str, ...]]):
         return tuple(str(ipaddress.ip_network(item, strict=False)) for item in items)
 
     @property
-    def allowed(self) -> str:
+    def rule(self) -> str:
         return "CIDRs such as 10.0.0.0/8, separated by commas or spaces"
 
 
@@ -332,7 +280,7 @@ NGINX_WORKER_PROCESSES = Text(
     pattern=r"auto|[1-9][0-9]{0,3}",
     describe="auto or a whole number from 1 to 9999",
 )
-NGINX_BIN = OptionalText(
+NGINX_BIN = Text(
     "NGINX_BIN",
     "the nginx executable",
     None,
@@ -362,21 +310,21 @@ APP_DEADLINE = Seconds(
     30.0,
     high=3600.0,
 )
-GRACEFUL_TIMEOUT = OptionalSeconds(
+GRACEFUL_TIMEOUT = Seconds(
     "GRACEFUL_TIMEOUT",
     "after SIGTERM, gunicorn's workers finish requests in flight for this long",
     None,
     high=3600.0,
     derived=f"the app deadline ({APP_DEADLINE_NAME})",
 )
-GUNICORN_TIMEOUT = OptionalSeconds(
+GUNICORN_TIMEOUT = Seconds(
     "GUNICORN_TIMEOUT",
     "watchdog: a worker whose event loop is blocked this long is killed (no request deadline)",
     None,
     high=86400.0,
     derived=f"the larger of {WATCHDOG_FLOOR:g} and the app deadline",
 )
-STOP_GRACE_PERIOD = OptionalSeconds(
+STOP_GRACE_PERIOD = Seconds(
     "STOP_GRACE_PERIOD",
     "the platform's grace before SIGKILL (compose stop_grace_period, Kubernetes"
     " terminationGracePeriodSeconds minus preStop); when set, a shorter one than the"
@@ -392,17 +340,18 @@ APP_MODULE = Text(
     pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?",
     describe="module.path:attribute",
 )
-GUNICORN_SOCKET = OptionalSafePath(
+GUNICORN_SOCKET = SafePath(
     "GUNICORN_SOCKET", "gunicorn's socket path", None, derived="$RUN_DIR/gunicorn.sock"
 )
-WEB_CONCURRENCY = OptionalInt(
+WEB_CONCURRENCY = Int(
     "WEB_CONCURRENCY",
     "gunicorn worker count",
     None,
+    low=1,
     high=1024,
     derived="usable CPUs x WORKERS_PER_CORE, within MIN_WORKERS..MAX_WORKERS",
 )
-WORKERS_PER_CORE = Ratio("WORKERS_PER_CORE", "workers per usable CPU", 1.0)
+WORKERS_PER_CORE = Number("WORKERS_PER_CORE", "workers per usable CPU", 1.0)
 MIN_WORKERS = Int("MIN_WORKERS", "fewest workers when computed", 2, low=1, high=1024)
 MAX_WORKERS = Int("MAX_WORKERS", "most workers when computed", 8, low=1, high=1024)
 KEEPALIVE = Int(
@@ -421,7 +370,7 @@ LIMIT_CONCURRENCY = Int(
     high=1_000_000,
 )
 MAX_REQUESTS = Int("MAX_REQUESTS", "recycle a worker after this many requests; 0 = never", 0)
-MAX_REQUESTS_JITTER = OptionalInt(
+MAX_REQUESTS_JITTER = Int(
     "MAX_REQUESTS_JITTER",
     "random extra requests, so workers do not recycle together",
     None,
@@ -448,7 +397,7 @@ PROMETHEUS_MULTIPROC_DIR = OptionalSafePath(
     None,
     derived="$RUN_DIR/metrics",
 )
-WORKER_TMP_DIR = OptionalText(
+WORKER_TMP_DIR = Text(
     "WORKER_TMP_DIR",
     "directory of the workers' heartbeat files",
     None,

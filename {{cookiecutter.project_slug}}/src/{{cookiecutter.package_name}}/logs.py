@@ -3,11 +3,12 @@
 Inputs: the level and the format, passed by the application at start (main.py reads them
 from settings). Output: standard output, one line per record. Depends on the standard
 library, on ``REQUEST_ID`` (request_context.py), on tracing.py (trace ids) and on
-deploy/stack_log.py, the one JSON
-formatter of the whole stack (gunicorn's, uvicorn's and the runner's lines too): it is a
-top-level module of deploy/, importable wherever deploy/ is on the path (gunicorn.conf.py
-puts it there; so do pytest's ``pythonpath``, mypy's ``mypy_path`` and ``make run``). Named
-``logs`` so it never shadows the standard library's ``logging``.
+deploy/stack_log.py, the one JSON formatter of the whole stack (gunicorn's, uvicorn's and
+the runner's lines too): a top-level module, installed beside this package
+(pyproject.toml's force-include) and found
+first in deploy/ wherever deploy/ is on the path (gunicorn.conf.py puts it there; so do
+pytest's ``pythonpath``, mypy's ``mypy_path`` and ``make run``). Named ``logs`` so it never
+shadows the standard library's ``logging``.
 
 The JSON contract is written once, in deploy/stack_log.py. The access log writes a record
 per request, so its record is on the hot path: it was a fifth of a small request's

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import ModuleType
 {%- else -%}
 import contextlib
@@ -84,6 +85,18 @@ def nginx_bin() -> str:
     if found is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     return found
+
+
+def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """deploy/serve.py run to its end with only env (a refusal, a missing nginx...)."""
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "serve.py"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(env),
+        timeout=60,
+    )
 
 
 def tool(name: str) -> str:

@@ -18,7 +18,7 @@ import serve
 import stack_settings
 from stack_settings import SettingError
 
-from .conftest import DEPLOY, PROJECT, tool
+from .conftest import DEPLOY, PROJECT, run_runner, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -200,16 +200,27 @@ def test_only_stack_settings_reads_the_environment(name: str) -> None:
 def test_runner_explains_a_missing_nginx(tmp_path: Path) -> None:
     """Without nginx the runner exits 1 with one log line naming the package to install."""
     env = {"PATH": os.defpath, "NGINX_BIN": str(tmp_path / "nginx"), "RUN_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, DEPLOY / "serve.py"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    result = run_runner(env)
 
     assert result.returncode == 1
     (line,) = [json.loads(raw) for raw in result.stdout.splitlines()]
     assert line["level"] == "error"
     assert "apt-get install -y nginx-light" in line["message"]
+
+
+def test_the_relay_writes_whole_lines_only() -> None:
+    """Output cut anywhere by the pipe is written line by line; the end flushes the rest."""
+    relay = serve.LineRelay(lambda block: block.upper() + b"\n")
+    assert relay.feed(b"ab") == b""
+    assert relay.feed(b"c\nde") == b"ABC\n"
+    assert relay.feed(b"f\ngh\n") == b"DEF\nGH\n"
+    assert relay.feed(b"tail") == b""
+    assert relay.feed(b"") == b"TAIL\n"
+
+
+def test_the_relay_bounds_a_line_without_end() -> None:
+    """A line longer than the limit is passed on in pieces, never held without bound."""
+    relay = serve.LineRelay(lambda block: block + b"\n")
+    chunk = b"x" * (serve.LineRelay.LIMIT + 1)
+    assert relay.feed(chunk) == chunk + b"\n"
+    assert relay.pending == b""

@@ -278,6 +278,8 @@ def test_a_longer_fractional_deadline_gets_the_apps_504(
     conf = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
     assert "proxy_read_timeout 41500ms;" in conf
     assert "worker_shutdown_timeout 46500ms;" in conf
+    (rendered,) = [line for line in stack.log_lines() if line["message"] == "rendered nginx config"]
+    assert (rendered["nginx_proxy_timeout"], rendered["graceful_timeout"]) == (41.5, 40.5)
 
     status, headers, body = fetch(f"{stack.base}/app-slow?seconds=60", timeout=90)
 

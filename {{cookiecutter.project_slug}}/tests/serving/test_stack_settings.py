@@ -20,11 +20,9 @@ BY_NAME = {variable.name: variable for variable in VARIABLES}
 
 def accepted(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per kind
     """Values at the variable's bounds, and in between (fractions where allowed)."""
-    if isinstance(variable, stack_settings.Int | stack_settings.OptionalInt):
+    if isinstance(variable, stack_settings.Int):
         return [str(variable.low), str(variable.high), str((variable.low + variable.high) // 2)]
-    if isinstance(
-        variable, stack_settings.Seconds | stack_settings.OptionalSeconds | stack_settings.Ratio
-    ):
+    if isinstance(variable, stack_settings.Number):
         return [f"{variable.low + 0.001:g}", f"{variable.high:g}", "1.5"]
     if isinstance(variable, stack_settings.Choice):
         return [*variable.choices, variable.choices[0].upper()]
@@ -34,7 +32,7 @@ def accepted(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per k
         return ["127.0.0.1", "::", "::1", "10.1.2.3"]
     if isinstance(variable, stack_settings.Networks):
         return ["10.0.0.0/8", "10.0.0.0/8, 192.168.0.0/16 2001:db8::/32", "203.0.113.7"]
-    if isinstance(variable, stack_settings.SafePath | stack_settings.OptionalSafePath):
+    if isinstance(variable, stack_settings.SafePath):
         return ["/srv/app", "relative/dir", "/run/app-2_x.y"]
     samples = {
         "NGINX_WORKER_PROCESSES": ["auto", "1", "9999"],
@@ -49,11 +47,9 @@ def accepted(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per k
 
 def refused(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per kind
     """Values outside the bounds, of the wrong type, or that would alter nginx.conf."""
-    if isinstance(variable, stack_settings.Int | stack_settings.OptionalInt):
+    if isinstance(variable, stack_settings.Int):
         return [str(variable.low - 1), str(variable.high + 1), "1.5", "ten", "0x10"]
-    if isinstance(
-        variable, stack_settings.Seconds | stack_settings.OptionalSeconds | stack_settings.Ratio
-    ):
+    if isinstance(variable, stack_settings.Number):
         return [f"{variable.low:g}", f"{variable.high * 2:g}", "-1", "nan", "inf", "1e999", "1s"]
     if isinstance(variable, stack_settings.Choice):
         return ["verbose", "info; x"]
@@ -63,7 +59,7 @@ def refused(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per ki
         return ["localhost", "0.0.0.0; evil", "999.1.1.1"]
     if isinstance(variable, stack_settings.Networks):
         return ["10.0.0.0/8; include /etc/passwd", "10.0.0.0/33", "evil"]
-    if isinstance(variable, stack_settings.SafePath | stack_settings.OptionalSafePath):
+    if isinstance(variable, stack_settings.SafePath):
         return ["/run/a b", "/run/a;b", "/run/{x}", "/run/$x", "/run/'q'"]
     samples = {
         "NGINX_WORKER_PROCESSES": ["0", "4; user root", "10000", "-1"],

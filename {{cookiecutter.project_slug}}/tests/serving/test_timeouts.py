@@ -23,7 +23,7 @@ from stack_settings import APP_DEADLINE_NAME, SettingError, TimeoutChain
 
 from {{ cookiecutter.package_name }}.settings import Settings
 
-from .conftest import DEPLOY, PROJECT
+from .conftest import DEPLOY, PROJECT, run_runner
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -192,15 +192,7 @@ def test_gunicorn_refuses_a_broken_chain_in_one_line() -> None:
 
 def test_runner_refuses_a_broken_chain_in_one_json_line(tmp_path: Path) -> None:
     """The runner refuses before starting anything: exit 1, one JSON line naming the pair."""
-    env = {"PATH": os.defpath, "RUN_DIR": str(tmp_path), "GUNICORN_TIMEOUT": "5"}
-    result = subprocess.run(
-        [sys.executable, DEPLOY / "serve.py"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    result = run_runner({"PATH": os.defpath, "RUN_DIR": str(tmp_path), "GUNICORN_TIMEOUT": "5"})
     assert result.returncode == 1
     assert result.stderr == ""
     (line,) = [json.loads(raw) for raw in result.stdout.splitlines()]
@@ -234,17 +226,10 @@ def test_compose_grace_period_covers_the_default_stop() -> None:
 def test_the_docs_refusal_example_is_what_the_runner_prints() -> None:
     """docs/settings.md's console example, run: the same one line (its time aside)."""
     text = (PROJECT / "docs" / "settings.md").read_text(encoding="utf-8")
-    found = re.search(r"```console\n\$ (\S+)=(\S+) python (\S+)\n(.*)\n```", text)
+    found = re.search(r"```console\n\$ (\S+)=(\S+) python deploy/serve.py\n(.*)\n```", text)
     assert found, "docs/settings.md lost its console example"
-    name, value, script, shown = found.groups()
-    result = subprocess.run(
-        [sys.executable, PROJECT / script],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": os.defpath, name: value},
-        timeout=60,
-    )
+    name, value, shown = found.groups()
+    result = run_runner({"PATH": os.defpath, name: value})
     printed = json.loads(result.stdout)
     expected = json.loads(shown)
     assert result.returncode == 1
