@@ -1,6 +1,7 @@
 """Run the template's experiment grid against a baked project and write its report.
 
     python -m experiments --project BAKE [--quick] [--only EXPERIMENT ...] [--out DIR]
+    python -m experiments --project BAKE --cpu-share [--quick] [--out DIR]
 
 Run through `scripts/experiments`, which bakes the default project, installs it and puts this
 package and the bake on PYTHONPATH. Writes DIR/experiments.json, DIR/experiments.md (every
@@ -25,10 +26,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs, fewer configurations")
     parser.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="only these experiments")
     parser.add_argument("--out", type=Path, default=Path("build/experiments"))
+    parser.add_argument(
+        "--cpu-share",
+        action="store_true",
+        help="instead of the grid: CPU time per request of gunicorn, nginx and wrk",
+    )
     args = parser.parse_args(argv)
     project = args.project.resolve()
     # Before importing the bake's bench package: the servers inherit this environment.
     os.environ[VARIABLE] = discover(project)
+    if args.cpu_share:
+        from experiments.cpu_share import cpu_share
+
+        table = cpu_share(project, seconds=2 if args.quick else 8)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "cpu-share.md").write_text(table + "\n", encoding="utf-8")
+        print(table)
+        return 0
 
     from bench.budgets import load_budgets  # the bake's, on PYTHONPATH
     from bench.report import markdown

@@ -48,9 +48,12 @@ def middleware_names(bake: Bake, project_env: ProjectEnv) -> list[str]:
         f"from {bake.package_name}.main import create_app; "
         "print(' '.join(m.cls.__name__ for m in create_app().user_middleware))"
     )
+    env = project_env.environ(project)
+    # deploy/ too: the app's logging formats with the stack's formatter, deploy/stack_log.py.
+    env["PYTHONPATH"] += os.pathsep + str(project / "deploy")
     done = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-c", code],
-        env=project_env.environ(project), capture_output=True, text=True, check=True,
+        env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return done.stdout.split()
 

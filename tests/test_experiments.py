@@ -51,3 +51,28 @@ def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: P
     report = (out / "experiments.md").read_text(encoding="utf-8")
     assert "# The template's experiment grid" in report
     assert "| BaseHTTPMiddleware costs about half the throughput |" in report
+
+
+@pytest.mark.slow
+def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Path) -> None:
+    """--cpu-share measures CPU time per request of the app, nginx and wrk for both
+    endpoints, direct and through nginx, and the ratio a CPU-bound machine allows."""
+    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
+    done = subprocess.run(
+        [str(SCRIPT), "--cpu-share", "--quick", "--out", str(tmp_path)],
+        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = (tmp_path / "cpu-share.md").read_text(encoding="utf-8").splitlines()[2:]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        ["| small JSON", "gunicorn direct"],
+        ["| small JSON", "nginx -> socket -> gunicorn"],
+        ["| 1 MiB", "gunicorn direct"],
+        ["| 1 MiB", "nginx -> socket -> gunicorn"],
+    ]
+    for row in rows[1::2]:
+        app_us, nginx_us, wrk_us, bound = row.split(" | ")[3:7]
+        assert float(app_us) > 0
+        assert float(nginx_us) > 0
+        assert float(wrk_us) > 0
+        assert 0 < float(bound.removesuffix(" x |").removesuffix(" x")) < 1.5

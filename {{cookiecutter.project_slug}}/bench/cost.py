@@ -119,7 +119,7 @@ def measure(
     variants = ["bare", "default", *(["each"] if each else [])]
     env = dict(os.environ)
     # The project root for `bench`, src/ for the package when it is not installed, deploy/
-    # for the stack's log formatter (logs.py imports stack_log, as gunicorn.conf.py allows).
+    # for the stack's log formatter, which the app's logging set-up imports.
     paths = [
         str(project),
         str(project / "src"),

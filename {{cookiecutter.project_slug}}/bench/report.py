@@ -118,7 +118,7 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
         ),
         "",
         (
-            "Re-measure on your own machine: `make bench` (about 3 minutes on 2 CPUs) or "
+            "Re-measure on your own machine: `make bench` (about 4 minutes on 2 CPUs) or "
             "`make bench-quick` (short runs, under a minute); both need wrk and nginx "
             "(`apt-get install wrk nginx-light`), the chart `pip install --group bench`. These "
             "ratios are reported, not gated: `make bench-check` gates the middleware's cost "
