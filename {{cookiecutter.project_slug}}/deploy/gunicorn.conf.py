@@ -291,4 +291,5 @@ def child_exit(server: Any, worker: Any) -> None:
     # Imported here: the master must not import prometheus_client before on_starting.
     from prometheus_client import multiprocess  # noqa: PLC0415
 
-    multiprocess.mark_process_dead(worker.pid, str(_metrics_dir))
+    # prometheus_client leaves this function unannotated.
+    multiprocess.mark_process_dead(worker.pid, str(_metrics_dir))  # type: ignore[no-untyped-call]

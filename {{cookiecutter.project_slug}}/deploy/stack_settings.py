@@ -390,7 +390,7 @@ LOG_LEVEL = Choice(
 ACCESS_LOG = Flag(
     "ACCESS_LOG", "gunicorn's own access line (nginx already logs each request)", default=False
 )
-PROMETHEUS_MULTIPROC_DIR = OptionalSafePath(
+PROMETHEUS_MULTIPROC_DIR = SafePath(
     "PROMETHEUS_MULTIPROC_DIR",
     "every worker's metric files; serve.py sets it and cleans it at start (gunicorn alone:"
     " cleaned when gunicorn starts)",
