@@ -18,10 +18,13 @@ import pytest
 
 from .conftest import Bake, ProjectEnv
 
-QUICK_BUDGET_S = 60.0
-# What the cost gate must reproduce between two runs of the same command: the count is
-# deterministic up to the memory layout of the process, a few hundred instructions.
-REPEAT_TOLERANCE = 0.005
+# "About a minute": 18 one-second runs after as many warm-ups, and 4 stacks to start, on a
+# machine other test suites share (62 s measured under a load average of 7).
+QUICK_BUDGET_S = 90.0
+# What the cost gate must reproduce between two runs of the same command (measured: a few
+# dozen instructions). A different command, path or Python moves the counts by up to 1 % (the process's
+# memory layout changes which dict and set lookups collide): budgets keep that margin.
+REPEAT_TOLERANCE = 0.002
 
 
 def leftover_processes(project: Path) -> list[str]:
@@ -63,7 +66,7 @@ def test_bench_check_gates_the_default_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
     """make bench-check counts bare, each middleware of the app factory and the default stack,
-    passes on the default bake, and a second count agrees to within half a percent."""
+    passes on the default bake, and a second run agrees to within 0.2 %."""
     project = default_bake.project
     check = project_env.make(project, "bench-check", f"BENCH_OUT={tmp_path}")
     assert check.returncode == 0, check.stdout + check.stderr
@@ -77,17 +80,10 @@ def test_bench_check_gates_the_default_stack(
         assert f"| + {name} alone |" in check.stdout
         assert measured["per_request"][f"only:{index}"] > measured["per_request"]["bare"]
 
-    again = subprocess.run(
-        [
-            str(project_env.venv / "bin" / "python"), "-m", "bench", "check", "--no-breakdown",
-            "--out", str(tmp_path / "again"),
-        ],
-        cwd=project, env=project_env.environ(project), capture_output=True, text=True,
-        check=False,
-    )  # fmt: skip
+    again = project_env.make(project, "bench-check", f"BENCH_OUT={tmp_path / 'again'}")
     assert again.returncode == 0, again.stdout + again.stderr
     repeated = json.loads((tmp_path / "again" / "cost.json").read_text(encoding="utf-8"))
-    for variant in ("bare", "default"):
+    for variant in measured["per_request"]:
         first, second = measured["per_request"][variant], repeated["per_request"][variant]
         assert abs(second - first) / first < REPEAT_TOLERANCE, (variant, first, second)
 
@@ -96,7 +92,7 @@ def test_bench_check_gates_the_default_stack(
 def test_bench_quick_measures_the_services_own_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
-    """bench-quick measures the middleware and the nginx hop 3 times each in under a minute,
+    """bench-quick measures the middleware and the nginx hop 3 times each in about a minute,
     leaves no server running, and writes the JSON and the report with the budgets."""
     project = default_bake.project
     started = time.monotonic()

@@ -119,7 +119,7 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
         "",
         (
             "Re-measure on your own machine: `make bench` (about 4 minutes on 2 CPUs) or "
-            "`make bench-quick` (short runs, under a minute); both need wrk and nginx "
+            "`make bench-quick` (short runs, about a minute); both need wrk and nginx "
             "(`apt-get install wrk nginx-light`), the chart `pip install --group bench`. These "
             "ratios are reported, not gated: `make bench-check` gates the middleware's cost "
             "by instruction counts (valgrind), which a busy machine cannot move."

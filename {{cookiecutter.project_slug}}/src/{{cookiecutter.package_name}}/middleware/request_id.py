@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 # Re-exported (`as`): the middleware inside read the id from here.
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
 
-from .response import ResponseTracker, tracker
+from .response import ResponseTracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -65,7 +65,10 @@ class RequestIdMiddleware:
         # since this runs on every request.
         response = getattr(send, "__self__", None)
         if type(response) is not ResponseTracker:
-            response = tracker(send)
+            # What tracker(send) does, without a second call per request (outermost, this
+            # is the usual path).
+            response = ResponseTracker()
+            response.inner = send
         response.headers += ((wanted, value),)
 
         token = REQUEST_ID.set(request_id)
