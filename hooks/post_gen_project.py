@@ -20,6 +20,7 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 SERVICE_ONLY = (
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
     "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",

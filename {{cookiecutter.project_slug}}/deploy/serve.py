@@ -16,8 +16,12 @@ with one line naming it. nginx's timeouts are derived from the app's request dea
 rendered into nginx.conf (the timeout chain, docs/settings.md).
 The environment passes through to gunicorn.conf.py, which reads the same module.
 
-On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and reloaded,
-and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
+On SIGHUP: a new gunicorn generation starts on a socket of its own; once it answers, that
+socket atomically replaces $RUN_DIR/gunicorn.sock, the one path nginx ever connects to (nginx
+is not reloaded, so no client connection is closed); the old generation is stopped once
+nginx holds no connection to it (nginx's upstream keepalive_time ends each one). Any failure
+before the swap is abandoned with a log line; the old generation keeps serving.
+Children get SIGTERM if the runner dies (even by SIGKILL), and a busy port is one line.
 On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
 either process dies on its own, the other is stopped, and so are the workers the dead one
@@ -142,11 +146,20 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
         # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
     }
+
+
+def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
+    """The entries of nginx.conf's $host_allowed map (hostnames mode) for ALLOWED_HOSTS."""
+    if "*" in hosts:
+        return '"~." 1;   # ALLOWED_HOSTS=*: any Host'
+    # nginx's $host keeps an IPv6 address in brackets.
+    return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
 def write_nginx_conf(settings: Settings, upstream_socket: Path) -> Path:
@@ -320,9 +333,15 @@ class Stack:
         stderr: int | None = None,
     ) -> Child:
         # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
-        # nginx and gunicorn in order instead of both dying at once.
+        # nginx and gunicorn in order instead of both dying at once. The parent-death signal:
+        # if the runner dies (SIGKILL, OOM), they get SIGTERM instead of serving unsupervised.
         process = subprocess.Popen(
-            command, env=dict(env), stdout=stdout, stderr=stderr, process_group=0
+            command,
+            env=dict(env),
+            stdout=stdout,
+            stderr=stderr,
+            process_group=0,
+            preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
         )
         child = Child(name, process)
         self.children[process.pid] = child
@@ -330,7 +349,8 @@ class Stack:
         return child
 
     def start_gunicorn(self, generation: int) -> Child:
-        sock = self.settings.socket_path(generation)
+        """Start a generation on its own socket; publish() then makes it the one nginx uses."""
+        sock = generation_socket(self.settings, generation)
         sock.unlink(missing_ok=True)
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
@@ -442,57 +462,82 @@ class Stack:
         stopped = [self.stop(c, signal.SIGTERM, budget) for c in generations]
         return all([nginx_ok, metrics_ok, *stopped])
 
-    def reload(self) -> None:
-        """Flip to a new gunicorn generation without losing a request (SIGHUP).
+    def publish(self, generation: int) -> None:
+        """Make a generation's socket the one nginx connects to, atomically.
 
-        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529),
-        so instead: start generation N+1 on a new socket; point nginx at it (reload: new
-        nginx workers use the new socket, old ones finish what they hold); once the old
-        nginx workers are gone, nothing can reach generation N, which is stopped. Any
-        failure before the flip leaves generation N serving.
+        A hard link of the generation's socket replaces the stable path by rename(2): a
+        connect() finds either the old generation or the new one, never nothing. The
+        generation's own path stays, so gunicorn can unlink it when it stops without
+        touching the stable path, which by then belongs to its successor.
+        """
+        stable = self.settings.socket_path(0)
+        staged = stable.with_suffix(".sock.new")
+        staged.unlink(missing_ok=True)
+        os.link(generation_socket(self.settings, generation), staged)
+        staged.replace(stable)
+
+    def reload(self) -> None:
+        """Swap in a new gunicorn generation without closing a client connection (SIGHUP).
+
+        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529)
+        and an nginx reload closes idle client keep-alive connections. Instead: start
+        generation N+1 on its own socket; once it answers /livez, publish() swaps it in under
+        nginx's stable upstream path; nginx's existing upstream connections to generation N
+        end after their next request past keepalive_time (nginx.conf), so generation N is
+        stopped once it holds no connection (or after the upstream idle timeout). Any failure
+        before the swap (an app that does not start, an OS error) is abandoned with a log
+        line and generation N keeps serving.
         """
         old, generation = self.gunicorn, self.generation + 1
         if old is None or self.nginx is None:
             return
         try:
             new = self.start_gunicorn(generation)
-        except ServeError as exc:
-            log("error", f"reload abandoned, generation {self.generation} keeps serving: {exc}")
-            self._discard(generation)
+            # Bound is not enough: the new code must answer before it gets traffic.
+            sock = generation_socket(self.settings, generation)
+            answered = self.wait_until(
+                lambda: not new.running or _answers_health(sock), self.settings.startup_timeout
+            )
+            if self.requested is not None:
+                return  # stop_all() stops both generations
+            if answered and new.running:
+                self.publish(generation)
+        except (ServeError, OSError, subprocess.SubprocessError) as exc:
+            self._abandon(generation, str(exc))
             return
-        # Bound is not enough: the new code must answer before it gets traffic.
-        socket_path = self.settings.socket_path(generation)
-        answered = self.wait_until(
-            lambda: not new.running or _answers_health(socket_path), self.settings.startup_timeout
-        )
-        if self.requested is not None:
-            return  # stop_all() stops both generations
         if not answered or not new.running:
-            log("error", f"reload abandoned: generation {generation} does not answer {HEALTH}")
-            self._discard(generation)
+            self._abandon(generation, f"generation {generation} does not answer {HEALTH}")
             return
-        write_nginx_conf(self.settings, self.settings.socket_path(generation))
-        extra = ["-g", self.nginx_globals] if self.nginx_globals else []
-        test = nginx_command(self.settings, "-t", "-q", *extra)
-        checked = subprocess.run(test, capture_output=True, text=True, check=False)
-        if checked.returncode != 0:
-            log("error", "reload abandoned: nginx rejects the config", nginx=checked.stderr)
-            write_nginx_conf(self.settings, self.settings.socket_path(self.generation))
-            self._discard(generation)
-            return
-        nginx_pid = self.nginx.pid
-        old_workers = _children_of(nginx_pid)
-        self.nginx.signal(signal.SIGHUP)
-        drain = self.settings.chain.nginx_drain + STOP_MARGIN
-        retired = self.wait_until(
-            lambda: not _children_of(nginx_pid) & old_workers, drain, stop_on_signal=False
-        )
-        if not retired:
-            log("warning", "old nginx workers still running after their drain time")
+        old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
+        log("info", "new connections go to the new generation", generation=generation)
+        # Every connection nginx uses after the swap ends after its first request past
+        # keepalive_time. Those left after that (and a margin) sat idle in nginx's cache
+        # since the swap: the old generation closes them at once on TERM, and nginx drops
+        # them from its cache as it sees them close.
+        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
+        drained = self.wait_until(
+            lambda: _connections_to(old_socket) == 0,
+            _directive_seconds(conf, "keepalive_time") + STOP_MARGIN,
+        )
+        if not drained and self.requested is None:
+            log(
+                "info",
+                "stopping the old generation; nginx's idle connections to it will close",
+                connections=_connections_to(old_socket),
+            )
         self.stop(old, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
         self.children.pop(old.pid, None)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
+
+    def _abandon(self, generation: int, reason: str) -> None:
+        """Log why a reload stopped, and stop the generation it started."""
+        log(
+            "error",
+            f"reload abandoned, generation {self.generation} keeps serving: {reason}",
+            generation=generation,
+        )
+        self._discard(generation)
 
     def _discard(self, generation: int) -> None:
         """Stop a generation that failed to start."""
@@ -506,7 +551,9 @@ class Stack:
         self.install_signal_handlers()
         _become_subreaper()
         try:
+            _check_port_free(self.settings)
             self.gunicorn = self.start_gunicorn(self.generation)
+            self.publish(self.generation)
             if self.requested is None:
                 self.nginx = self.start_nginx()
             if self.requested is None:
@@ -518,7 +565,7 @@ class Stack:
                 if self.reload_requested and self.requested is None:
                     self.reload_requested = False
                     self.reload()
-        except ServeError as exc:
+        except (ServeError, OSError) as exc:
             log("error", str(exc))
             self.stop_all()
             return 1
@@ -535,6 +582,64 @@ class Stack:
             return 1
         log("info", "stopped cleanly")
         return 0
+
+
+def generation_socket(settings: Settings, generation: int) -> Path:
+    """The socket a gunicorn generation binds (publish() links it to nginx's stable path)."""
+    return settings.run_dir / f"gunicorn-{generation}.sock"
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: SIGTERM this child when the runner dies (Linux PR_SET_PDEATHSIG)."""
+
+    def arm() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the runner died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
+def _check_port_free(settings: Settings) -> None:
+    """Refuse to start when something already listens on PORT (an orphan would answer
+    our readiness check, and nginx would fail to bind after gunicorn started)."""
+    family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As nginx binds: a port in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((settings.listen_address, settings.port))
+        except OSError as exc:
+            raise ServeError(
+                f"port {settings.port} in use on {settings.listen_address}; set PORT"
+                f" ({exc.strerror})"
+            ) from None
+
+
+def _directive_seconds(conf_text: str, name: str) -> float:
+    """The value in seconds of an nginx directive ("5s", "5", "500ms"); 0 when absent."""
+    match = re.search(rf"^\s*{name}\s+(\d+)(ms|s)?\s*;", conf_text, re.MULTILINE)
+    if match is None:
+        return 0.0
+    return int(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
+
+
+def _connections_to(bound: Path) -> int:
+    """Open connections accepted on the socket bound at this path, from /proc/net/unix."""
+    target = str(bound)
+    count = 0
+    try:
+        with Path("/proc/net/unix").open(encoding="utf-8", errors="replace") as table:
+            next(table, None)  # the header
+            for line in table:
+                fields = line.split()
+                # Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
+                if len(fields) >= 8 and fields[5] == "03" and fields[7] == target:
+                    count += 1
+    except OSError:
+        return 0  # not Linux: nothing to wait for
+    return count
 
 
 def _become_subreaper() -> None:
@@ -559,16 +664,16 @@ def _group_alive(pgid: int) -> bool:
     return any(pgrp == pgid and state != "Z" for _, state, _, pgrp in _processes())
 
 
-def _children_of(pid: int) -> set[int]:
-    """The pids whose parent is pid (nginx's workers), from /proc."""
-    return {child for child, _, ppid, _ in _processes() if ppid == pid}
-
-
 def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez with 200."""
+    """Whether the app behind a gunicorn socket answers GET /livez with 200, within 0.2 s.
+
+    Short, and asked again by the caller's loop: while this waits, nobody reads nginx's
+    access-log pipe, and once that pipe is full every nginx worker stalls (measured: 2.5 s
+    stalls while a new generation's workers were still booting, with a 5 s timeout here).
+    """
     request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(5.0)
+        probe.settimeout(0.2)
         try:
             probe.connect(str(socket_path))
             probe.sendall(request.encode("ascii"))
@@ -601,35 +706,48 @@ def drop_privileges(settings: Settings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything.
 
     nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
-    them; the port is unprivileged, so nothing needs root. Returns extra global directives
-    for nginx: none, except in the fallback where the interpreter is private to root (a
-    pyenv under /root) and everything stays root, nginx's workers included (by default a
-    root nginx runs its workers as nobody, who could not reach root's 0660 socket).
+    them; the port is unprivileged, so nothing needs root. The default SERVE_USER is a
+    dedicated user (the image's `app`): with the shared `nobody`, any other process running
+    as nobody could connect to the socket and forge X-Forwarded-For. When the switch cannot
+    work (no such user, root itself, or an interpreter private to root such as a pyenv under
+    /root), the runner refuses in one line, unless SERVE_AS_ROOT=on: then everything stays
+    root, and nginx's workers too (returned as a global directive: by default a root nginx
+    runs its workers as nobody, who could not reach root's 0660 socket).
     """
     if os.geteuid() != 0:
         return ""
     try:
         user = pwd.getpwnam(settings.serve_user)
-    except KeyError as exc:
-        raise ServeError(
-            f"running as root, but SERVE_USER {settings.serve_user!r} does not exist"
-        ) from exc
-    try:  # fail now, in plain words, rather than with a traceback after the switch
-        subprocess.run(
-            [sys.executable, "-c", "import gunicorn"],
-            user=user.pw_uid,
-            group=user.pw_gid,
-            extra_groups=[],
-            check=True,
-            capture_output=True,
+        if user.pw_uid == 0:
+            problem = f"SERVE_USER {settings.serve_user} is root"
+        else:
+            # Fail now, in plain words, rather than with a traceback after the switch.
+            subprocess.run(
+                [sys.executable, "-c", "import gunicorn"],
+                user=user.pw_uid,
+                group=user.pw_gid,
+                extra_groups=[],
+                check=True,
+                capture_output=True,
+            )
+            problem = ""
+    except KeyError:
+        problem = (
+            f"SERVE_USER {settings.serve_user} does not exist (create it: useradd --system"
+            f" {settings.serve_user}; or set SERVE_USER)"
         )
     except (OSError, subprocess.CalledProcessError):
-        log(
-            "warning",
-            f"started as root, but SERVE_USER {user.pw_name} cannot run {sys.executable} with"
-            " gunicorn (a private directory such as /root?): everything runs as root; run as"
-            " an ordinary user, or install Python where SERVE_USER can run it",
+        problem = (
+            f"SERVE_USER {settings.serve_user} cannot run {sys.executable} with gunicorn (a"
+            " private directory such as /root?)"
         )
+    if problem:
+        if not settings.serve_as_root:
+            raise ServeError(
+                f"started as root, but {problem}: refusing to serve as root; run as an"
+                " ordinary user, fix SERVE_USER, or set SERVE_AS_ROOT=on"
+            )
+        log("warning", f"started as root, but {problem}: serving as root (SERVE_AS_ROOT=on)")
         return "user root root;"
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     for path in [settings.run_dir, *settings.run_dir.rglob("*")]:

@@ -248,6 +248,38 @@ class Networks(Variable[tuple[str, ...]]):
         return "CIDRs such as 10.0.0.0/8, separated by commas or spaces"
 
 
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+# A DNS name, lower case; ".example.com" is it and every name under it, "svc.*" every name
+# it begins (nginx's map hostnames masks).
+_HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
+
+
+@dataclass(frozen=True)
+class Hosts(Variable[tuple[str, ...]]):
+    """Host names (".example.com": it and every name under it), IP addresses, or "*"."""
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        hosts = []
+        for item in (item.lower() for item in re.split(r"[,\s]+", raw) if item):
+            if item == "*":
+                hosts.append(item)
+                continue
+            try:
+                hosts.append(str(ipaddress.ip_address(item.strip("[]"))))
+            except ValueError:
+                if not _HOST_NAME.fullmatch(item):
+                    raise
+                hosts.append(item)
+        return tuple(hosts)
+
+    @property
+    def rule(self) -> str:
+        return (
+            'host names (".example.com": it and every name under it; "name.*": every name'
+            ' beginning "name."), IP addresses, or * for any, separated by commas or spaces'
+        )
+
+
 # --- the variables ----------------------------------------------------------------------------
 
 # Where nginx listens, and where everything writes.
@@ -271,6 +303,12 @@ TRUSTED_PROXIES = Networks(
     "TRUSTED_PROXIES",
     "load balancers allowed to set X-Forwarded-For and X-Forwarded-Proto",
     (),
+)
+ALLOWED_HOSTS = Hosts(
+    "ALLOWED_HOSTS",
+    "the Host names nginx lets through to the app (others: 400); /livez and /readyz answer"
+    " any Host, for probes",
+    ("localhost", "127.0.0.1", "::1"),
 )
 NGINX_ACCESS_LOG = Flag("NGINX_ACCESS_LOG", "nginx's JSON access line per request", default=True)
 NGINX_WORKER_PROCESSES = Text(
@@ -297,10 +335,18 @@ STARTUP_TIMEOUT = Seconds(
 )
 SERVE_USER = Text(
     "SERVE_USER",
-    "when started as root: the user that runs nginx and gunicorn",
-    "nobody",
+    "when started as root: the user that runs nginx and gunicorn; a dedicated one (the"
+    " image's `app`), never the shared `nobody`, whose other processes could reach the socket",
+    "app",
     pattern=r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}",
     describe="a user name (letters, digits, _.-)",
+)
+
+SERVE_AS_ROOT = Flag(
+    "SERVE_AS_ROOT",
+    "when started as root and SERVE_USER cannot run the stack: serve as root anyway"
+    " (otherwise the runner refuses to start)",
+    default=False,
 )
 
 # The timeout chain (TimeoutChain below derives the rest).
@@ -410,6 +456,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     LISTEN_ADDRESS,
     RUN_DIR,
     TRUSTED_PROXIES,
+    ALLOWED_HOSTS,
     NGINX_ACCESS_LOG,
     NGINX_WORKER_PROCESSES,
     NGINX_BIN,
@@ -417,6 +464,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     GUNICORN_CONF,
     STARTUP_TIMEOUT,
     SERVE_USER,
+    SERVE_AS_ROOT,
     APP_DEADLINE,
     GRACEFUL_TIMEOUT,
     GUNICORN_TIMEOUT,
@@ -492,6 +540,7 @@ class StackSettings:
     listen_address: str
     run_dir: Path
     trusted_proxies: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     nginx_access_log: bool
     nginx_worker_processes: str
     nginx_bin: str | None
@@ -499,6 +548,7 @@ class StackSettings:
     gunicorn_conf: Path
     startup_timeout: float
     serve_user: str
+    serve_as_root: bool
     chain: TimeoutChain
     stop_grace_period: float | None
     app_module: str
@@ -627,6 +677,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         listen_address=LISTEN_ADDRESS.read(environ),
         run_dir=run_dir,
         trusted_proxies=TRUSTED_PROXIES.read(environ),
+        allowed_hosts=ALLOWED_HOSTS.read(environ),
         nginx_access_log=NGINX_ACCESS_LOG.read(environ),
         nginx_worker_processes=NGINX_WORKER_PROCESSES.read(environ),
         nginx_bin=NGINX_BIN.read(environ) or find_nginx(environ.get("PATH", os.defpath)),
@@ -634,6 +685,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         gunicorn_conf=GUNICORN_CONF.read(environ),
         startup_timeout=STARTUP_TIMEOUT.read(environ),
         serve_user=SERVE_USER.read(environ),
+        serve_as_root=SERVE_AS_ROOT.read(environ),
         chain=_chain(environ),
         stop_grace_period=STOP_GRACE_PERIOD.read(environ),
         app_module=APP_MODULE.read(environ),

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware import Middleware
 
@@ -30,6 +31,7 @@ from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
 from .tracing import telemetry_config
+from .validation import validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
 DESCRIPTION = {{ cookiecutter.description | string_literal }}
@@ -86,6 +88,8 @@ def create_app(
         lifespan=lifespan,
         middleware=middleware_stack(settings, metrics),
         telemetry={**telemetry_config(), **(telemetry or {})},
+        # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input.
+        exception_handlers={RequestValidationError: validation_error_handler},
     )
     application.state.settings = settings
     # The instruments, readable in this process (tests); under gunicorn, deploy/metrics.py

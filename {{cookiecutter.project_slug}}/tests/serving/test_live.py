@@ -303,12 +303,12 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveSt
     # Above client_body_buffer_size: nginx warns in its error log (buffered to a temp file).
     buffered, _, _ = fetch(f"{stack.base}/nope", data=b"y" * (64 * 1024))
     oversized = raw_request(
-        stack.port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+        stack.port, b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
     )
     # A Latin-1 User-Agent, and a path nginx percent-decodes into a non-UTF-8 $uri.
     latin1 = raw_request(
         stack.port,
-        b"GET /nope HTTP/1.1\r\nHost: x\r\nUser-Agent: Mozilla \xff\xfe\xe9\r\n"
+        b"GET /nope HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Mozilla \xff\xfe\xe9\r\n"
         b"Connection: close\r\n\r\n",
     )
     decoded = fetch(f"{stack.base}/caf%e9/%ff")[0]

@@ -34,6 +34,8 @@ def accepted(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per k
         return ["10.0.0.0/8", "10.0.0.0/8, 192.168.0.0/16 2001:db8::/32", "203.0.113.7"]
     if isinstance(variable, stack_settings.SafePath):
         return ["/srv/app", "relative/dir", "/run/app-2_x.y"]
+    if isinstance(variable, stack_settings.Hosts):
+        return ["*", ".example.com, API.test", "[::1] 10.0.0.1", "svc.*", f"{'a' * 63}.b"]
     samples = {
         "NGINX_WORKER_PROCESSES": ["auto", "1", "9999"],
         "SERVE_USER": ["app", "www-data", "_x.y"],
@@ -61,6 +63,8 @@ def refused(variable: Variable[Any]) -> list[str]:  # noqa: PLR0911 - one per ki
         return ["10.0.0.0/8; include /etc/passwd", "10.0.0.0/33", "evil"]
     if isinstance(variable, stack_settings.SafePath):
         return ["/run/a b", "/run/a;b", "/run/{x}", "/run/$x", "/run/'q'"]
+    if isinstance(variable, stack_settings.Hosts):
+        return ["a;b", "exa_mple.com", "-bad.com", "a..b", "*.*", f"{'a' * 64}.b", "x}"]
     samples = {
         "NGINX_WORKER_PROCESSES": ["0", "4; user root", "10000", "-1"],
         "SERVE_USER": ["a b", "x;y", "a" * 33],
@@ -109,13 +113,15 @@ NON_DEFAULT = [
     ("LISTEN_ADDRESS", "::1", "listen_address", "::1"),
     ("RUN_DIR", "/srv/run", "run_dir", Path("/srv/run")),
     ("TRUSTED_PROXIES", "10.1.0.0/16 10.2.0.1", "trusted_proxies", ("10.1.0.0/16", "10.2.0.1/32")),
+    ("ALLOWED_HOSTS", ".Example.com ::1", "allowed_hosts", (".example.com", "::1")),
+    ("SERVE_AS_ROOT", "on", "serve_as_root", True),
     ("NGINX_ACCESS_LOG", "off", "nginx_access_log", False),
     ("NGINX_WORKER_PROCESSES", "3", "nginx_worker_processes", "3"),
     ("NGINX_BIN", "/opt/nginx", "nginx_bin", "/opt/nginx"),
     ("NGINX_CONF", "/etc/x.conf", "nginx_conf", Path("/etc/x.conf")),
     ("GUNICORN_CONF", "/etc/g.py", "gunicorn_conf", Path("/etc/g.py")),
     ("STARTUP_TIMEOUT", "7.5", "startup_timeout", 7.5),
-    ("SERVE_USER", "app", "serve_user", "app"),
+    ("SERVE_USER", "www-data", "serve_user", "www-data"),
     ("STOP_GRACE_PERIOD", "120", "stop_grace_period", 120.0),
     ("APP_MODULE", "other.mod:application", "app_module", "other.mod:application"),
     ("GUNICORN_SOCKET", "/srv/g.sock", "gunicorn_socket", Path("/srv/g.sock")),
