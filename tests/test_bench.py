@@ -22,8 +22,8 @@ from .conftest import Bake, ProjectEnv
 # machine other test suites share (62 s measured under a load average of 7).
 QUICK_BUDGET_S = 90.0
 # What the cost gate must reproduce between two runs of the same command (measured: a few
-# dozen instructions). A different command, path or Python moves the counts by up to 1 % (the process's
-# memory layout changes which dict and set lookups collide): budgets keep that margin.
+# dozen instructions). A different command, path or Python moves the counts by up to 1 % (the
+# process's memory layout changes which dict and set lookups collide): budgets keep that margin.
 REPEAT_TOLERANCE = 0.002
 
 
