@@ -21,10 +21,10 @@ from .conftest import Bake, ProjectEnv
 # "About a minute": 18 one-second runs after as many warm-ups, and 4 stacks to start, on a
 # machine other test suites share (62 s measured under a load average of 7).
 QUICK_BUDGET_S = 90.0
-# What the cost gate must reproduce between two runs of the same command (measured: a few
-# dozen instructions). A different command, path or Python moves the counts by up to 1 % (the
-# process's memory layout changes which dict and set lookups collide): budgets keep that margin.
-REPEAT_TOLERANCE = 0.002
+# What the cost gate must reproduce between two runs of the same command (measured: 0.2-0.3 %;
+# the deadline's sweeper wakes by the clock, so a slower run counts a few more wake-ups). A
+# different path or Python moves the counts by up to 1 %: the budget keeps that margin.
+REPEAT_TOLERANCE = 0.005
 
 
 def leftover_processes(project: Path) -> list[str]:
@@ -66,7 +66,7 @@ def test_bench_check_gates_the_default_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
     """make bench-check counts bare, each middleware of the app factory and the default stack,
-    passes on the default bake, and a second run agrees to within 0.2 %."""
+    passes on the default bake, and a second run agrees to within half a percent."""
     project = default_bake.project
     check = project_env.make(project, "bench-check", f"BENCH_OUT={tmp_path}")
     assert check.returncode == 0, check.stdout + check.stderr

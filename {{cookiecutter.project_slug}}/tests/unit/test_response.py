@@ -4,9 +4,10 @@ import asyncio
 
 from starlette.types import Message
 
+from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 from {{ cookiecutter.package_name }}.middleware.response import ResponseTracker, tracker
 
-from .asgi import header
+from .asgi import header, http_scope, never_receive, ok_app
 
 START: Message = {"type": "http.response.start", "status": 201, "headers": [(b"a", b"1")]}
 BODY: Message = {"type": "http.response.body", "body": b"{}"}
@@ -89,3 +90,18 @@ def test_the_default_headers_are_never_shared_between_requests() -> None:
     first = tracker(send)
     first.headers += ((b"x-request-id", b"one"),)
     assert tracker(send).headers == ()
+
+
+def test_the_request_id_uses_a_tracker_made_outside_it() -> None:
+    """Behind another tracking middleware the request id adds its header to that tracker."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    outer = tracker(send)
+    app = RequestIdMiddleware(ok_app)
+    asyncio.run(app(http_scope(headers=[(b"x-request-id", b"abc")]), never_receive, outer.send))
+    assert outer.headers == ((b"x-request-id", b"abc"),)
+    assert header(sent[0], b"x-request-id") == b"abc"
+    assert outer.status == 200
