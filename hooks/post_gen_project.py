@@ -24,6 +24,8 @@ SERVICE_ONLY = (
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
     "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+    "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
+    "tests/serving/observed_app.py", "tests/serving/test_observability.py",
 )  # fmt: skip
 # The serving stack's own requirements, for a repository that is not this project.
 SERVING_ONLY = ("deploy/requirements.txt",)

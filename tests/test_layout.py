@@ -71,12 +71,16 @@ KEPT = [
     "tests/unit/test_request_id.py", "tests/unit/test_access_log.py",
     "tests/unit/test_deadline.py", "tests/unit/test_error_guard.py", "tests/unit/test_logs.py",
     "tests/serving/test_config.py", "tests/serving/test_cgroup.py",
+    "deploy/metrics.py", "src/{package}/middleware/metrics.py", "src/{package}/tracing.py",
+    "tests/serving/test_metrics_listener.py",
 ]  # fmt: skip
 DROPPED = [
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+    "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
+    "tests/serving/observed_app.py", "tests/serving/test_observability.py",
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
 

@@ -258,8 +258,43 @@ logger_class = JsonLogger
 
 
 def on_starting(server: Any) -> None:
-    """Log the worker-count decision and its inputs once, from the master."""
+    """Log the worker-count decision and its inputs once, from the master; ready the metrics."""
+    _prepare_metrics_dir()
     server.log.info(
         "worker count decided",
         extra={"workers": workers, "source": _workers_source, "cpus": _cpus, **_cpu_facts},
     )
+
+
+# --- metrics (deploy/metrics.py, docs/observability.md) ---------------------------------
+
+# Each worker writes its Prometheus values to files here, and the metrics listener adds
+# them up. Set in on_starting, before any worker imports prometheus_client (it reads the
+# variable at import), rather than at this file's import: tools import this file too.
+# PROMETHEUS_MULTIPROC_DIR set: deploy/serve.py owns the directory (and cleaned it).
+_metrics_from_runner = _settings.prometheus_multiproc_dir is not None
+_metrics_dir = _settings.metrics_dir
+
+
+def _prepare_metrics_dir() -> None:
+    """Point the workers at the metric files' directory; clean it when we own it."""
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir)
+    if _metrics_from_runner:
+        # The runner cleaned it at its start; a reload's new gunicorn must keep the counts.
+        _metrics_dir.mkdir(parents=True, exist_ok=True)
+        return
+    # Started on its own: a previous run's files would be added to this run's counts.
+    if _metrics_dir.is_dir():
+        for stale in _metrics_dir.glob("*.db"):
+            stale.unlink()
+    _metrics_dir.mkdir(parents=True, exist_ok=True)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker died (recycled, killed, crashed): drop its in-flight gauge, keep its counts."""
+    del server  # gunicorn's hook signature
+    # Imported here: the master must not import prometheus_client before on_starting.
+    from prometheus_client import multiprocess  # noqa: PLC0415
+
+    # prometheus_client leaves this function unannotated.
+    multiprocess.mark_process_dead(worker.pid, str(_metrics_dir))  # type: ignore[no-untyped-call]

@@ -6,7 +6,7 @@ PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/ngin
 (a template rendered at start into $RUN_DIR/nginx.conf), deploy/gunicorn.conf.py, and the
 modules beside this file: stack_settings.py (the variables) and stack_log.py (the log lines).
 
-    python deploy/serve.py            start the stack in the foreground
+    python deploy/serve.py            start the stack (and the metrics listener) in the foreground
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
     python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
 
@@ -38,6 +38,7 @@ import os
 import pwd
 import re
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -142,6 +143,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         if ":" in settings.listen_address
         else f"{settings.listen_address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
+        "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
         "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
@@ -230,6 +232,7 @@ class Stack:
         self.children: dict[int, Child] = {}
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
+        self.metrics: Child | None = None
         self.generation = 0
         self.requested: signal.Signals | None = None
         self.reload_requested = False
@@ -351,6 +354,9 @@ class Stack:
         sock.unlink(missing_ok=True)
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
+        # Every generation writes into the one directory the runner cleaned at start, so a
+        # reload keeps the counts (gunicorn.conf.py cleans only when started on its own).
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(self.settings.metrics_dir)
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
         name = f"gunicorn[{generation}]" if generation else "gunicorn"
         # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
@@ -397,6 +403,21 @@ class Stack:
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
 
+    def start_metrics(self) -> Child:
+        """The metrics listener (deploy/metrics.py) on METRICS_PORT; its own process, so a
+        scrape is answered while the workers are busy, blocked or being replaced."""
+        env = dict(os.environ)
+        # The same variables as the runner's, already checked; the directory made explicit.
+        env.update(
+            RUN_DIR=str(self.settings.run_dir),
+            PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
+        )
+        command = [sys.executable, str(Path(__file__).resolve().with_name("metrics.py"))]
+        child = self.spawn("metrics", command, env)
+        address = (self.settings.local_address, self.settings.metrics_port)
+        self.wait_until(lambda: not child.running or _accepts(address), 10.0)
+        return child
+
     # -- stopping --
 
     def stop(self, child: Child | None, signum: signal.Signals, budget: float) -> bool:
@@ -433,10 +454,13 @@ class Stack:
     def stop_all(self) -> bool:
         drain = self.settings.chain.nginx_drain
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
+        # Last scrapes may still come while nginx drains: the listener stops after it.
+        metrics_ok = self.stop(self.metrics, signal.SIGTERM, STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
         budget = self.settings.graceful_timeout + STOP_MARGIN
-        return all([nginx_ok, *[self.stop(c, signal.SIGTERM, budget) for c in generations]])
+        stopped = [self.stop(c, signal.SIGTERM, budget) for c in generations]
+        return all([nginx_ok, metrics_ok, *stopped])
 
     def publish(self, generation: int) -> None:
         """Make a generation's socket the one nginx connects to, atomically.
@@ -532,8 +556,10 @@ class Stack:
             self.publish(self.generation)
             if self.requested is None:
                 self.nginx = self.start_nginx()
+            if self.requested is None:
+                self.metrics = self.start_metrics()
             while self.requested is None and all(
-                c.running for c in (self.nginx, self.gunicorn) if c
+                c.running for c in (self.nginx, self.gunicorn, self.metrics) if c
             ):
                 self.pump(1.0)
                 if self.reload_requested and self.requested is None:
@@ -543,7 +569,9 @@ class Stack:
             log("error", str(exc))
             self.stop_all()
             return 1
-        dead = [c for c in (self.nginx, self.gunicorn) if c is not None and not c.running]
+        dead = [
+            c for c in (self.nginx, self.gunicorn, self.metrics) if c is not None and not c.running
+        ]
         clean = self.stop_all()
         if dead:
             names = ", ".join(f"{c.name} (exit status {c.status})" for c in dead)
@@ -750,6 +778,12 @@ def serve(settings: Settings) -> int:
         return 1
     nginx_globals = drop_privileges(settings)
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # Metrics start from zero with the stack: a previous run's files (a restarted container
+    # keeps its tmpfs) would be added to this run's counts.
+    shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+    settings.metrics_dir.mkdir(mode=0o700)
+    # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
+    settings.status_socket.unlink(missing_ok=True)
     conf = write_nginx_conf(settings, settings.socket_path(0))
     # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
     test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))

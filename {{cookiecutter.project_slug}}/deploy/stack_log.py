@@ -2,8 +2,9 @@
 
 The contract: one JSON object per line, printable ASCII only (so valid UTF-8 whatever a
 client sent), keys in the order ``time`` (UTC, RFC 3339 with milliseconds and ``Z``),
-``level`` (lowercase), ``logger``, ``message``, ``request_id`` when known, the record's extra
-fields, then ``exception``. An extra field named like one of those keys is written as
+``level`` (lowercase), ``logger``, ``message``, ``request_id`` when known, ``trace_id`` and
+``span_id`` inside a traced request (the app's tracing.py), the record's extra fields, then
+``exception``. An extra field named like one of those keys is written as
 ``extra_<name>``, never over it; a value JSON cannot hold (NaN, bytes, any object, a cycle)
 is written as a string, never as invalid JSON.
 
@@ -41,7 +42,9 @@ _RECORD_ATTRS = len(_BLANK_RECORD.__dict__)
 # ANSI-coloured duplicate of the message.
 _STANDARD = frozenset({*_BLANK_RECORD.__dict__, "message", "asctime", "taskName", "color_message"})
 # Extra fields with these names would repeat a key of the contract: they get a prefix.
-CONTRACT_KEYS = frozenset({"time", "level", "logger", "message", "request_id", "exception"})
+CONTRACT_KEYS = frozenset(
+    {"time", "level", "logger", "message", "request_id", "trace_id", "span_id", "exception"}
+)
 LEVELS = {
     logging.DEBUG: "debug",
     logging.INFO: "info",
@@ -123,12 +126,19 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record, keys in the contract's order (see the module docstring).
 
     ``request_id``: a context variable holding the current request's id (the app passes its
-    own); a record's own ``request_id`` attribute wins over it.
+    own); a record's own ``request_id`` attribute wins over it. ``trace_ids``: a function
+    giving the current span's (trace id, span id) in hex, or None outside a traced request
+    (the app passes its tracing.current_trace_ids).
     """
 
-    def __init__(self, request_id: ContextVar[str | None] | None = None) -> None:
+    def __init__(
+        self,
+        request_id: ContextVar[str | None] | None = None,
+        trace_ids: Callable[[], tuple[str, str] | None] | None = None,
+    ) -> None:
         super().__init__()
         self._request_id = request_id
+        self._trace_ids = trace_ids
         # Key prefixes ``,"name":`` rendered once per field name.
         self._keys: dict[str, str] = {}
         # ('{"time":"2026-01-01T00:00:00', that second): one strftime per second, one
@@ -152,7 +162,8 @@ class JsonFormatter(logging.Formatter):
                 level,
                 _quote(record.name),
                 _quote(record.getMessage()),
-                "" if request_id is None else ',"request_id":' + _quote(request_id),
+                ("" if request_id is None else ',"request_id":' + _quote(request_id))
+                + self._trace(),
                 _quote(fields["method"]),
                 _quote(fields["path"]),
                 fields["status"],
@@ -174,6 +185,7 @@ class JsonFormatter(logging.Formatter):
         ]
         if request_id is not None:
             parts += (',"request_id":', render_value(request_id))
+        parts.append(self._trace())
         items: Iterable[tuple[str, Any]] = fields.items()
         if type(record) is logging.LogRecord:
             # LogRecord.__init__ sets its attributes first: extras are the tail.
@@ -188,6 +200,12 @@ class JsonFormatter(logging.Formatter):
             parts += (',"exception":', _quote(str(record.exc_text)))
         parts.append("}")
         return "".join(parts)
+
+    def _trace(self) -> str:
+        # Formatters run in the logging caller's context: inside a request, the request's
+        # span is current. The ids are hex digits: nothing to escape.
+        ids = None if self._trace_ids is None else self._trace_ids()
+        return "" if ids is None else f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"'
 
     def _key(self, key: object) -> str:
         # Extras named like a contract key would repeat it: prefix them instead.

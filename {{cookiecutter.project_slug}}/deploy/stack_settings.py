@@ -295,6 +295,13 @@ LISTEN_ADDRESS = Address(
     "address nginx listens on; `make serve` uses 127.0.0.1",
     "0.0.0.0",  # noqa: S104 - a container listens on all interfaces
 )
+METRICS_PORT = Int(
+    "METRICS_PORT",
+    "TCP port of the metrics listener (deploy/metrics.py) on LISTEN_ADDRESS; never on PORT",
+    9464,
+    low=1,
+    high=65535,
+)
 RUN_DIR = SafePath(
     "RUN_DIR", "socket, pid, rendered nginx.conf and nginx temp files", Path("/run/app")
 )
@@ -435,6 +442,13 @@ LOG_LEVEL = Choice(
 ACCESS_LOG = Flag(
     "ACCESS_LOG", "gunicorn's own access line (nginx already logs each request)", default=False
 )
+PROMETHEUS_MULTIPROC_DIR = SafePath(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "every worker's metric files; serve.py sets it and cleans it at start (gunicorn alone:"
+    " cleaned when gunicorn starts)",
+    None,
+    derived="$RUN_DIR/metrics",
+)
 WORKER_TMP_DIR = Text(
     "WORKER_TMP_DIR",
     "directory of the workers' heartbeat files",
@@ -444,6 +458,7 @@ WORKER_TMP_DIR = Text(
 
 VARIABLES: tuple[Variable[Any], ...] = (
     PORT,
+    METRICS_PORT,
     LISTEN_ADDRESS,
     RUN_DIR,
     TRUSTED_PROXIES,
@@ -474,6 +489,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     FORWARDED_ALLOW_IPS,
     LOG_LEVEL,
     ACCESS_LOG,
+    PROMETHEUS_MULTIPROC_DIR,
     WORKER_TMP_DIR,
 )
 
@@ -526,6 +542,7 @@ class StackSettings:
     """Every serving-stack variable, parsed and checked; see ``VARIABLES`` for each meaning."""
 
     port: int
+    metrics_port: int
     listen_address: str
     run_dir: Path
     trusted_proxies: tuple[str, ...]
@@ -554,6 +571,8 @@ class StackSettings:
     forwarded_allow_ips: str
     log_level: str
     gunicorn_access_log: bool
+    # As set: None means serve.py did not set it (gunicorn then owns and cleans the directory).
+    prometheus_multiproc_dir: Path | None
     worker_tmp_dir: str | None
 
     @property
@@ -585,6 +604,17 @@ class StackSettings:
     @property
     def rendered_conf(self) -> Path:
         return self.run_dir / "nginx.conf"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Every worker's Prometheus files (gunicorn.conf.py), read by deploy/metrics.py."""
+        given = self.prometheus_multiproc_dir
+        return self.run_dir / "metrics" if given is None else given
+
+    @property
+    def status_socket(self) -> Path:
+        """nginx's stub_status, for the metrics listener only (nginx.conf)."""
+        return self.run_dir / "nginx-status.sock"
 
     def socket_path(self, generation: int = 0) -> Path:
         """gunicorn's socket; each reload starts generation N+1 on a new path."""
@@ -630,6 +660,11 @@ def _check_pairs(settings: StackSettings) -> None:
             f" GRACEFUL_TIMEOUT={settings.chain.graceful:g} s, each + {STOP_MARGIN:g} s):"
             " the platform would kill requests in flight"
         )
+    if settings.metrics_port == settings.port:
+        raise SettingError(
+            f"METRICS_PORT={settings.metrics_port} is PORT too: the metrics need a port of"
+            " their own, never reachable through the public one"
+        )
     if settings.min_workers > settings.max_workers:
         raise SettingError(
             f"MIN_WORKERS={settings.min_workers} is above MAX_WORKERS={settings.max_workers}"
@@ -644,6 +679,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
     socket = GUNICORN_SOCKET.read(environ)
     settings = StackSettings(
         port=PORT.read(environ),
+        metrics_port=METRICS_PORT.read(environ),
         listen_address=LISTEN_ADDRESS.read(environ),
         run_dir=run_dir,
         trusted_proxies=TRUSTED_PROXIES.read(environ),
@@ -672,6 +708,7 @@ def load(environ: Mapping[str, str]) -> StackSettings:
         forwarded_allow_ips=FORWARDED_ALLOW_IPS.read(environ),
         log_level=LOG_LEVEL.read(environ),
         gunicorn_access_log=ACCESS_LOG.read(environ),
+        prometheus_multiproc_dir=PROMETHEUS_MULTIPROC_DIR.read(environ),
         worker_tmp_dir=WORKER_TMP_DIR.read(environ),
     )
     _check_pairs(settings)

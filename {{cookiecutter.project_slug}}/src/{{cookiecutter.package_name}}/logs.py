@@ -2,9 +2,10 @@
 
 Inputs: the level and the format, passed by the application at start (main.py reads them
 from settings). Output: standard output, one line per record. Depends on the standard
-library, on ``REQUEST_ID`` (request_context.py) and on deploy/stack_log.py, the one JSON
-formatter of the whole stack (gunicorn's, uvicorn's and the runner's lines too): a
-top-level module, installed beside this package (pyproject.toml's force-include) and found
+library, on ``REQUEST_ID`` (request_context.py), on tracing.py (trace ids) and on
+deploy/stack_log.py, the one JSON formatter of the whole stack (gunicorn's, uvicorn's and
+the runner's lines too): a top-level module, installed beside this package
+(pyproject.toml's force-include) and found
 first in deploy/ wherever deploy/ is on the path (gunicorn.conf.py puts it there; so do
 pytest's ``pythonpath``, mypy's ``mypy_path`` and ``make run``). Named ``logs`` so it never
 shadows the standard library's ``logging``.
@@ -28,6 +29,7 @@ from stack_log import AccessRecord, extra_fields
 from stack_log import JsonFormatter as StackJsonFormatter
 
 from .request_context import REQUEST_ID
+from .tracing import current_trace_ids
 
 __all__ = [
     "AccessRecord",
@@ -77,10 +79,10 @@ def access_record(  # noqa: PLR0913, PLR0917 (six contract fields, positional: h
 
 
 class JsonFormatter(StackJsonFormatter):
-    """The stack's one JSON formatter, reading the app's request id for each record."""
+    """The stack's one JSON formatter, reading the app's request id and trace ids per record."""
 
     def __init__(self) -> None:
-        super().__init__(request_id=REQUEST_ID)
+        super().__init__(request_id=REQUEST_ID, trace_ids=current_trace_ids)
 
 
 class HumanFormatter(logging.Formatter):

@@ -4,7 +4,9 @@ Inputs: the environment variables settings.py reads (``{{ cookiecutter.package_n
 load ``{{ cookiecutter.package_name }}.main:app``; tests call ``create_app(Settings(...))``.
 
 Middleware order, outermost first, and why:
-request id (so everything inside, the 500 and the 504 included, carries it) -> access log
+request id (so everything inside, the 500 and the 504 included, carries it) -> metrics (when
+on: every answer counted once, with the status the client got, the 500 and the 504 included;
+docs/observability.md) -> access log
 (when on: so every answer, errors included, is logged once) -> deadline (cancels everything inside,
 the error guard too) -> error guard (turns exceptions into a JSON 500 before Starlette's own
 handler, which sits outside all of these, could answer without the request id).
@@ -16,6 +18,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.telemetry import TelemetryConfig
 from starlette.middleware import Middleware
 
 {% if cookiecutter.database == "postgresql" -%}
@@ -31,8 +34,10 @@ from .logs import configure_logging
 from .middleware.access_log import AccessLogMiddleware
 from .middleware.deadline import DeadlineMiddleware
 from .middleware.error_guard import ErrorGuardMiddleware
+from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
+from .tracing import telemetry_config
 from .validation import validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
@@ -42,23 +47,34 @@ ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}
 logger = logging.getLogger(__name__)
 
 
-def middleware_stack(settings: Settings) -> list[Middleware]:
+def middleware_stack(settings: Settings, metrics: RequestMetrics | None = None) -> list[Middleware]:
     """The pure-ASGI middleware, outermost first (see the module docstring for the order).
 
-    The access log is left out entirely when off, rather than muted, so it costs nothing.
+    The access log and the metrics are left out entirely when off, rather than muted, so
+    they cost nothing.
     """
     access_log = [Middleware(AccessLogMiddleware, logger=ACCESS_LOGGER)]
+    metrics = metrics or RequestMetrics(deadline_seconds=settings.request_timeout_seconds)
+    measured = [Middleware(MetricsMiddleware, metrics=metrics)]
     return [
         Middleware(RequestIdMiddleware),
+        *(measured if settings.metrics else []),
         *(access_log if settings.access_log else []),
         Middleware(DeadlineMiddleware, timeout_seconds=settings.request_timeout_seconds),
         Middleware(ErrorGuardMiddleware, debug=settings.debug),
     ]
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the application from ``settings`` (by default, from the environment)."""
+def create_app(
+    settings: Settings | None = None, *, telemetry: TelemetryConfig | None = None
+) -> FastAPI:
+    """Build the application from ``settings`` (by default, from the environment).
+
+    ``telemetry`` overrides FastAPI's OpenTelemetry options (tracing.py sets the defaults);
+    tests pass their own tracer provider there.
+    """
     settings = settings or Settings()
+    metrics = RequestMetrics(deadline_seconds=settings.request_timeout_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,11 +102,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         debug=settings.debug,
         lifespan=lifespan,
-        middleware=middleware_stack(settings),
+        middleware=middleware_stack(settings, metrics),
+        telemetry={**telemetry_config(), **(telemetry or {})},
         # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input.
         exception_handlers={RequestValidationError: validation_error_handler},
     )
     application.state.settings = settings
+    # The instruments, readable in this process (tests); under gunicorn, deploy/metrics.py
+    # serves every worker's values.
+    application.state.metrics = metrics
     application.state.readiness = ReadinessChecks()
 {%- if cookiecutter.database == "postgresql" %}
     for error in UNAVAILABLE_ERRORS:

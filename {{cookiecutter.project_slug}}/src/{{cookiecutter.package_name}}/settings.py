@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     # app's line costs about 15 % of a small request's throughput (`make bench`). On for
     # `make run`, or when serving without nginx.
     access_log: bool = False
+    # Prometheus request metrics (middleware/metrics.py, docs/observability.md). Off only to
+    # measure what they cost, or when something else already counts requests.
+    metrics: bool = True
 {%- if cookiecutter.database == "postgresql" %}
     # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (postgres:// and
     # postgresql:// are accepted and mean the same). Unprefixed: the name compose, platforms

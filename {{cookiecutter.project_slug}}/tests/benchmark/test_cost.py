@@ -47,10 +47,10 @@ def cost(default: float, bare: float = 400_000.0) -> Cost:
 
 
 def test_the_budget_file_sets_the_gate() -> None:
-    """bench/budgets.toml holds the gate's endpoint and a ratio above 1 and below 1.1."""
+    """bench/budgets.toml holds the gate's endpoint and a ratio above 1 and below 1.2."""
     budget = load_budget()
     assert budget.path == "/livez"
-    assert 1.0 < budget.max_ratio < 1.1
+    assert 1.0 < budget.max_ratio < 1.2
     assert budget.why
 
 

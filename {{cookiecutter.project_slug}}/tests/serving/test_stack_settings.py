@@ -109,6 +109,7 @@ def test_unset_or_blank_means_the_default(name: str) -> None:
 
 NON_DEFAULT = [
     ("PORT", "8081", "port", 8081),
+    ("METRICS_PORT", "9465", "metrics_port", 9465),
     ("LISTEN_ADDRESS", "::1", "listen_address", "::1"),
     ("RUN_DIR", "/srv/run", "run_dir", Path("/srv/run")),
     ("TRUSTED_PROXIES", "10.1.0.0/16 10.2.0.1", "trusted_proxies", ("10.1.0.0/16", "10.2.0.1/32")),
@@ -136,6 +137,7 @@ NON_DEFAULT = [
     ("FORWARDED_ALLOW_IPS", "127.0.0.1", "forwarded_allow_ips", "127.0.0.1"),
     ("LOG_LEVEL", "WARNING", "log_level", "warning"),
     ("ACCESS_LOG", "yes", "gunicorn_access_log", True),
+    ("PROMETHEUS_MULTIPROC_DIR", "/srv/m", "prometheus_multiproc_dir", Path("/srv/m")),
     ("WORKER_TMP_DIR", "/srv/tmp", "worker_tmp_dir", "/srv/tmp"),
 ]
 CHAIN = {
@@ -171,7 +173,16 @@ def test_derived_defaults() -> None:
     settings = stack_settings.load({"MAX_REQUESTS": "1000", "RUN_DIR": "/srv/r", "PATH": "/none"})
     assert settings.max_requests_jitter == 100
     assert settings.gunicorn_socket == Path("/srv/r/gunicorn.sock")
+    assert settings.metrics_dir == Path("/srv/r/metrics")
+    assert stack_settings.load({"PROMETHEUS_MULTIPROC_DIR": "/m"}).metrics_dir == Path("/m")
     assert settings.nginx_bin in {None, "/usr/sbin/nginx"}  # /usr/sbin is searched too
+
+
+def test_metrics_port_equal_to_port_is_refused() -> None:
+    """The metrics listener never shares the public port: the pair is refused in one line."""
+    with pytest.raises(SettingError, match=r"^METRICS_PORT=9000 is PORT too: .*public one$"):
+        stack_settings.load({"PORT": "9000", "METRICS_PORT": "9000"})
+    assert stack_settings.load({"PORT": "9464", "METRICS_PORT": "9465"}).metrics_port == 9465
 
 
 def test_min_workers_above_max_is_refused() -> None:

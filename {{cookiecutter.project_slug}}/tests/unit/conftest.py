@@ -7,9 +7,9 @@ leak handlers or levels into the next one.
 {%- else -%}
 """Unit-test fixtures: a clean environment and logging state for each test, and an app.
 
-The settings read ``<PACKAGE>_*`` variables, so any set in the developer's shell are removed
-for each test; the application configures the root logger at start, so each test gets the
-root logger it started with back.
+The settings read ``<PACKAGE>_*`` variables (and tracing ``OTEL_*``), so any set in the
+developer's shell are removed for each test; the application configures the root logger at
+start, so each test gets the root logger it started with back.
 """
 {%- endif %}
 
@@ -38,7 +38,8 @@ from .logcapture import JsonLines
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.upper().startswith(ENV_PREFIX):
+        # OTEL_*: an exporter endpoint in the shell would make every test app export spans.
+        if name.upper().startswith((ENV_PREFIX, "OTEL_")):
             monkeypatch.delenv(name)
 {%- endif %}
 

@@ -6,7 +6,8 @@ middleware (so does the access log, which then records the 500).
 
 Starlette's own last-resort handler sits outside every user middleware, so its 500 would
 lack the headers our middleware add (the request id). This guard answers itself instead. The
-traceback goes to the log with the request id; the body never holds it, unless ``debug`` is
+traceback goes to the log with the request id, and to the request's span when tracing is on
+(tracing.py; without it the call does nothing); the body never holds it, unless ``debug`` is
 on, which settings.py refuses in production.
 """
 
@@ -16,6 +17,8 @@ import json
 import logging
 import traceback
 from typing import TYPE_CHECKING
+
+from opentelemetry import trace
 
 from .request_id import REQUEST_ID
 from .response import ResponseTracker, tracker
@@ -50,6 +53,9 @@ class ErrorGuardMiddleware:
             self.logger.exception(
                 "unhandled exception", extra={"method": scope["method"], "path": scope["path"]}
             )
+            # FastAPI's telemetry sees exceptions only outside all user middleware, where this
+            # guard has already answered: the span gets the exception (type, stack) from here.
+            trace.get_current_span().record_exception(exc)
             if response.status is not None:
                 # Too late for a 500: re-raise so the server closes the connection and the
                 # client sees a truncated response rather than a complete-looking one.

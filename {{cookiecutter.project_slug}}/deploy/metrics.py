@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
+
+deploy/serve.py runs this as a child process beside nginx and gunicorn. Needs
+prometheus_client (deploy/requirements.txt) and, beside this file, deploy/stack_settings.py
+(the variables) and deploy/stack_log.py (the JSON log lines); nothing from the app, so it
+also serves a stack whose app this template did not generate.
+
+    python deploy/metrics.py     serve GET /metrics until SIGTERM
+
+Environment (deploy/stack_settings.py defines and checks them; docs/settings.md):
+    METRICS_PORT, LISTEN_ADDRESS   where this listens [9464 on 0.0.0.0]
+    PROMETHEUS_MULTIPROC_DIR       the workers' metric files [$RUN_DIR/metrics]
+    and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
+
+Why a process of its own, not a route in the app: a scrape answered by a worker would see
+that worker alone, queue behind the requests it is serving, and fail while it is blocked;
+this one adds up the files of all workers, killed ones included (their counts stay; their
+in-flight gauges are dropped by gunicorn.conf.py's child_exit), and answers while the
+workers are busy. It listens on its own port, so the public port never exposes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
+from stack_log import json_line
+from stack_settings import SettingError, load
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from prometheus_client.metrics_core import Metric
+
+LOGGER = "metrics"
+# A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
+STATUS_TIMEOUT = 2.0
+
+
+def log(level: str, message: str, **fields: Any) -> None:
+    """Write one log line in the stack's JSON shape (deploy/stack_log.py)."""
+    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
+    sys.stdout.flush()
+
+
+def parse_stub_status(text: str) -> dict[str, int]:
+    """nginx's stub_status page as numbers; ValueError when it is not one.
+
+    Active connections: 2
+    server accepts handled requests
+     16 16 31
+    Reading: 0 Writing: 1 Waiting: 1
+    """
+    lines = text.strip().splitlines()
+    if len(lines) != 4 or not lines[0].startswith("Active connections:"):
+        raise ValueError(f"not a stub_status page: {text[:200]!r}")
+    accepted, handled, requests = (int(n) for n in lines[2].split())
+    words = lines[3].split()
+    return {
+        "active": int(lines[0].split(":", 1)[1]),
+        "accepted": accepted,
+        "handled": handled,
+        "requests": requests,
+        "reading": int(words[1]),
+        "writing": int(words[3]),
+        "waiting": int(words[5]),
+    }
+
+
+def fetch_stub_status(socket_path: str) -> str:
+    """GET /stub_status from nginx over its unix socket (HTTP/1.0: nginx closes after)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(STATUS_TIMEOUT)
+        connection.connect(socket_path)
+        connection.sendall(b"GET /stub_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        chunks = []
+        while chunk := connection.recv(4096):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+        raise ValueError(f"stub_status answered {head[:40]!r}")
+    return body.decode("ascii")
+
+
+class NginxCollector:
+    """nginx's connection and request counters, read at each scrape.
+
+    The names are those of nginx-prometheus-exporter, so its dashboards work. nginx counts
+    every request, also those it answered itself (413, 499, 502): compare with the app's
+    ``http_server_request_duration_seconds_count``.
+    """
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            status = parse_stub_status(fetch_stub_status(self.socket_path))
+        except (OSError, ValueError) as exc:
+            log("warning", "nginx stub_status unavailable", error=str(exc))
+            yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", 0)
+            return
+        yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", 1)
+        for name in ("accepted", "handled"):
+            yield CounterMetricFamily(
+                f"nginx_connections_{name}", f"Client connections {name}.", status[name]
+            )
+        yield CounterMetricFamily(
+            "nginx_http_requests",
+            "Client requests, those nginx answered itself included.",
+            status["requests"],
+        )
+        for name in ("active", "reading", "writing", "waiting"):
+            yield GaugeMetricFamily(
+                f"nginx_connections_{name}", f"Client connections {name} now.", status[name]
+            )
+
+
+def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:
+    """The registry a scrape renders: the workers' files, then nginx's counters."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=metrics_dir)
+    registry.register(NginxCollector(status_socket))
+    return registry
+
+
+def make_handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+            # A line per scrape (every 15 s, forever) would drown the service's own logs.
+            pass
+
+    return Handler
+
+
+def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
+    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+
+    class Server(ThreadingHTTPServer):
+        address_family = family
+        daemon_threads = True
+
+    return Server((address, port), make_handler(registry))
+
+
+def main(environ: Mapping[str, str]) -> int:
+    try:
+        settings = load(environ)
+    except SettingError as exc:
+        log("error", str(exc))  # one line naming the variable, the value and what is allowed
+        return 1
+    metrics_dir, address = settings.metrics_dir, settings.listen_address
+    if not metrics_dir.is_dir():
+        log("error", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a directory")
+        return 1
+    try:
+        registry = build_registry(str(metrics_dir), str(settings.status_socket))
+        server = make_server(address, settings.metrics_port, registry)
+    except OSError as exc:
+        log("error", f"cannot listen on {address}:{settings.metrics_port} (METRICS_PORT): {exc}")
+        return 1
+    # shutdown() waits for serve_forever() to return: it cannot run on serve_forever's
+    # thread, where this handler runs.
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    log("info", "serving metrics", address=address, port=settings.metrics_port)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(os.environ))

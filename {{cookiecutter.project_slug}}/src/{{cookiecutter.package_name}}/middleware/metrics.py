@@ -1,0 +1,121 @@
+"""Count every HTTP request for Prometheus: duration by method, route and status; in flight.
+
+Outputs: ``http_server_request_duration_seconds`` (a histogram; its ``_count`` is the
+request counter) labelled ``method``, ``route``, ``status``, and
+``http_server_active_requests``. Depends on prometheus_client, Starlette's ASGI types and
+response.py (the request's one send wrapper, shared with the other middleware).
+
+Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
+import this module: each worker then writes its values to memory-mapped files there, and the
+metrics listener (deploy/metrics.py) adds up every worker's files, dead ones included, so a
+scrape sees every request once whichever worker served it. Without the variable (tests,
+``make run``) the values live in this process.
+
+The route label is the route's template (``/items/{item_id}``), never the raw path: a flood
+of 404s to random paths adds no series. This runs on every request: the label children are
+looked up in a dict of our own, not through ``labels()`` (which validates and locks), and the
+status comes from the shared ``ResponseTracker`` instead of a send wrapper of our own.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from .response import tracker
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+# Requests that matched no route (404, or a 405 on no route at all) share one label value;
+# route templates start with "/", so it cannot collide with one.
+UNMATCHED = "unmatched"
+# Methods outside this set share one label value, so an invented method adds no series
+# (OpenTelemetry's HTTP conventions do the same).
+KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "QUERY"}
+)
+OTHER_METHOD = "_OTHER"
+# Latency buckets below the request deadline; the deadline itself is always a bucket, so
+# ``le="<deadline>"`` counts the requests that finished in time and ``+Inf`` minus it the
+# ones the deadline cut (they end just past it).
+_LADDER = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0)
+
+
+def buckets_for(deadline_seconds: float) -> tuple[float, ...]:
+    """The histogram's upper bounds for a request deadline: the ladder below it, then it."""
+    return (*(bound for bound in _LADDER if bound < deadline_seconds), deadline_seconds)
+
+
+class RequestMetrics:
+    """The instruments, made once per application; ``registry`` lets a test read them."""
+
+    def __init__(
+        self, *, deadline_seconds: float, registry: CollectorRegistry | None = None
+    ) -> None:
+        # A registry of the app's own by default: the process-wide one would refuse a second
+        # application in the same process (tests build many). Under gunicorn no registry is
+        # read at all: the listener reads the workers' files.
+        self.registry = CollectorRegistry() if registry is None else registry
+        self.duration = Histogram(
+            "http_server_request_duration_seconds",
+            "Time from the request's arrival in the app to the end of its response.",
+            ("method", "route", "status"),
+            buckets=buckets_for(deadline_seconds),
+            registry=self.registry,
+        )
+        # livesum: the listener adds up live workers only (gunicorn.conf.py's child_exit
+        # marks a dead worker's gauge file dead), so a killed worker's requests stop counting.
+        self.active = Gauge(
+            "http_server_active_requests",
+            "Requests the app's workers are handling now.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+
+
+class MetricsMiddleware:
+    """Observe each request's duration under its route template, and count it in flight."""
+
+    def __init__(self, app: ASGIApp, *, metrics: RequestMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._active = metrics.active
+        # (method, route, status) -> the histogram child's observe. Bounded: known methods
+        # (others are folded first), the app's routes, the status codes.
+        self._observers: dict[tuple[str, str, int], Callable[[float], None]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        tracked = tracker(send)
+        active = self._active
+        start = perf_counter()
+        active.inc()
+        try:
+            await self.app(scope, receive, tracked.send)
+        finally:
+            active.dec()
+            # The router stores the matched route in the scope it shares with us.
+            route = scope.get("route")
+            method = scope["method"]
+            if method not in KNOWN_METHODS:
+                method = OTHER_METHOD
+            # No status: the app raised before answering; the server will answer 500.
+            key = (method, getattr(route, "path", None) or UNMATCHED, tracked.status or 500)
+            observe = self._observers.get(key) or self._observer(key)
+            observe(perf_counter() - start)
+
+    def _observer(self, key: tuple[str, str, int]) -> Callable[[float], None]:
+        method, route, status = key
+        observe: Callable[[float], None] = self.metrics.duration.labels(
+            method, route, str(status)
+        ).observe
+        self._observers[key] = observe
+        return observe
