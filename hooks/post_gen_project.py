@@ -19,9 +19,10 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
+    "tests/unit/test_docs.py", "tests/unit/test_index.py",
     "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
 )  # fmt: skip
 # The serving stack's own requirements, for a repository that is not this project.

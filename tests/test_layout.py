@@ -72,7 +72,7 @@ KEPT = [
 ]  # fmt: skip
 DROPPED = [
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")

@@ -1,47 +1,81 @@
-"""The example items router: pydantic models in and out, visible in OpenAPI."""
+"""The example items router: pydantic models in and out, no state kept in a worker."""
 
+import base64
+
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from {{ cookiecutter.package_name }}.api.items import ItemIn, ItemStore
+from {{ cookiecutter.package_name }}.api.items import MAX_ID_LENGTH, ItemIn, decode, encode
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 
 
 def test_post_creates_an_item(client: TestClient) -> None:
-    """POST /items with a JSON body answers 201 with the stored item and its id."""
+    """POST /items with a JSON body answers 201 with the item and its id."""
     response = client.post("/items", json=NEW)
     assert response.status_code == 201
-    assert response.json() == {**NEW, "id": 1}
+    body = response.json()
+    assert {key: body[key] for key in NEW} == NEW
+    assert body["id"]
 
 
 def test_get_returns_a_created_item(client: TestClient) -> None:
-    """GET /items/{id} returns what POST stored."""
+    """GET /items/{id} returns what POST answered."""
     created = client.post("/items", json=NEW).json()
     response = client.get(f"/items/{created['id']}")
     assert response.status_code == 200
     assert response.json() == created
 
 
-def test_get_of_an_unknown_item_is_404(client: TestClient) -> None:
-    """A missing item is a JSON 404, not a 500."""
-    response = client.get("/items/999")
+def test_another_app_answers_the_same(client: TestClient) -> None:
+    """A second app, as a second worker is, finds the item: nothing lives in one process."""
+    created = client.post("/items", json=NEW).json()
+    from {{ cookiecutter.package_name }}.main import create_app  # noqa: PLC0415 - a fresh app on purpose
+
+    with TestClient(create_app()) as other_worker:
+        assert other_worker.get(f"/items/{created['id']}").json() == created
+
+
+def test_the_same_item_has_the_same_id() -> None:
+    """The id is a function of the item, so retries and replicas agree."""
+    assert encode(ItemIn.model_validate(NEW)).id == encode(ItemIn.model_validate(NEW)).id
+
+
+@pytest.mark.parametrize(
+    "item_id",
+    [
+        "999",
+        "not base64 !",
+        base64.urlsafe_b64encode(b"not json").decode(),
+        base64.urlsafe_b64encode(b'{"name": "", "price_cents": 1}').decode(),
+        base64.urlsafe_b64encode(b'{"name": "x", "price_cents": 1, "admin": true}').decode(),
+        base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode()[:MAX_ID_LENGTH],
+        # A valid item, but spelled with padding and spaces: not its canonical id.
+        base64.urlsafe_b64encode(b'{"name": "lamp", "price_cents": 1999, "tags": []}').decode(),
+        "\u00e9\u00e9\u00e9",
+    ],
+)
+def test_ids_that_name_no_item_are_404(client: TestClient, item_id: str) -> None:
+    """Garbage, hostile or non-canonical ids are a JSON 404, never a 500."""
+    response = client.get(f"/items/{item_id}")
     assert response.status_code == 404
-    assert response.json() == {"detail": "no item 999"}
+    assert response.json() == {"detail": "no such item"}
+    assert decode(item_id) is None
 
 
-def test_list_pages_through_items(client: TestClient) -> None:
-    """GET /items returns items oldest first, ``limit`` at a time from ``offset``."""
-    for n in range(3):
-        client.post("/items", json={**NEW, "name": f"item {n}"})
-    names = [item["name"] for item in client.get("/items", params={"offset": 1, "limit": 1}).json()]
-    assert names == ["item 1"]
-    assert len(client.get("/items").json()) == 3
+def test_an_overlong_id_is_422(client: TestClient) -> None:
+    """An id longer than any item's is refused before decoding."""
+    assert client.get("/items/" + "A" * (MAX_ID_LENGTH + 1)).status_code == 422
 
 
-def test_list_refuses_an_oversized_page(client: TestClient) -> None:
-    """``limit`` is bounded, so one request cannot ask for everything."""
-    assert client.get("/items", params={"limit": 101}).status_code == 422
+def test_the_largest_item_round_trips(client: TestClient) -> None:
+    """The biggest valid item, every character a JSON escape, fits its id's limit."""
+    largest = {"name": "\u0001" * 100, "price_cents": 100_000_000, "tags": ["\u0002" * 30] * 10}
+    created = client.post("/items", json=largest)
+    assert created.status_code == 201
+    assert len(created.json()["id"]) <= MAX_ID_LENGTH
+    assert client.get(f"/items/{created.json()['id']}").json() == created.json()
 
 
 def test_invalid_bodies_are_422(client: TestClient) -> None:
@@ -53,24 +87,39 @@ def test_invalid_bodies_are_422(client: TestClient) -> None:
         {**NEW, "price_cents": False},
         {**NEW, "price_cents": "12"},
         {**NEW, "tags": "home"},
+        {**NEW, "tags": ["x"] * 11},
         {"name": "no price"},
     ]:
         assert client.post("/items", json=body).status_code == 422, body
+
+
+# FastAPI's 422 handler echoes the refused input and json.dumps cannot write inf or nan: a
+# 500 today. The validation handler is being replaced (issue 10); drop the mark with it.
+NON_FINITE = pytest.mark.xfail(reason="FastAPI's 422 handler cannot serialise inf/nan")
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        pytest.param(b"Infinity", marks=NON_FINITE),
+        pytest.param(b"NaN", marks=NON_FINITE),
+        pytest.param(b"1e999", marks=NON_FINITE),
+        b"-0.5",
+        b"1.5",
+        b"9" * 5000,
+    ],
+)
+def test_non_finite_and_huge_numbers_are_refused(client: TestClient, number: bytes) -> None:
+    """Numbers no price can be are a 4xx, never stored, never a 500."""
+    body = b'{"name": "x", "price_cents": ' + number + b"}"
+    response = client.post("/items", content=body, headers={"content-type": "application/json"})
+    assert response.status_code in {400, 422}, response.text
 
 
 def test_a_body_without_json_content_type_is_refused(client: TestClient) -> None:
     """FastAPI's strict content type: a JSON body sent as text/plain is not parsed."""
     response = client.post("/items", content=b'{"name": "x", "price_cents": 1}')
     assert response.status_code == 422
-
-
-def test_the_store_is_bounded(app: FastAPI, client: TestClient) -> None:
-    """When the example store is full, POST answers 409 instead of growing memory."""
-    app.state.items = ItemStore(capacity=1)
-    assert client.post("/items", json=NEW).status_code == 201
-    response = client.post("/items", json=NEW)
-    assert response.status_code == 409
-    assert "at most 1" in response.json()["detail"]
 
 
 def test_the_models_are_in_openapi(app: FastAPI) -> None:
