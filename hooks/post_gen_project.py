@@ -24,6 +24,8 @@ SERVICE_ONLY = (
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
     "tests/unit/test_docs.py", "tests/unit/test_index.py",
     "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+    "tests/serving/test_docs_browser.py", "tests/serving/test_example_consistency.py",
+    "tests/serving/test_cors.py",
 )  # fmt: skip
 # The serving stack's own requirements, for a repository that is not this project.
 SERVING_ONLY = ("deploy/requirements.txt",)

@@ -1,14 +1,17 @@
-"""The API documentation pages, /docs (Swagger UI) and /redoc (ReDoc), served offline.
+"""The API documentation page, /docs (Swagger UI), served offline.
 
-Depends on FastAPI and fastapi-offline, whose only use here is the Swagger UI and ReDoc
-bundles it ships (``fastapi_offline/static``): no CDN, no Google Fonts, so the pages work on
-a machine without internet and load no third-party script on the service's origin.
-main.py calls ``add_api_docs(app)`` when the ``api_docs`` setting is on.
+Depends on FastAPI and fastapi-offline, whose only use here is the Swagger UI bundle it
+ships (``fastapi_offline/static``): no CDN, no Google Fonts, so the page works on a machine
+without internet and runs no third-party script on the service's origin. main.py calls
+``add_api_docs(app)`` when the ``api_docs`` setting is on.
 
-Each page carries a Content-Security-Policy that its own assets satisfy: scripts only from
-this origin (the Swagger UI start-up code is a file, not an inline script), nothing fetched
-from elsewhere, never framed. ``tests/serving/test_docs_browser.py`` renders both pages in
-headless Chromium under these headers and fails on any CSP violation.
+The page carries a Content-Security-Policy that its own assets satisfy: scripts and styles
+only from this origin (the start-up code is a file, not an inline script), nothing fetched
+from elsewhere, never framed. ``tests/serving/test_docs_browser.py`` renders it in headless
+Chromium under that header and fails on any CSP violation.
+
+No ReDoc page (FastAPI's /redoc): its bundle always fetches a logo from cdn.redoc.ly and
+writes inline styles, so it cannot run under this policy.
 """
 
 from html import escape
@@ -22,16 +25,13 @@ from fastapi.staticfiles import StaticFiles
 ASSETS_URL = "/docs/assets"
 ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 
-# Shared by both pages: nothing from another origin, no <base>, no form posts, no framing.
-_COMMON_CSP = (
-    "default-src 'none'; connect-src 'self'; img-src 'self' data:; font-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+# Scripts and styles from this origin only, no inline script, no eval; the schema fetched
+# from here; Swagger UI's icons are data: URIs in its stylesheet; no <base>, no form posts,
+# never inside a frame.
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-# Swagger UI: its bundle, the start-up file below and its stylesheet, all from here.
-SWAGGER_CSP = f"{_COMMON_CSP}; script-src 'self'; style-src 'self'"
-# ReDoc renders with styled-components, which writes <style> elements at run time (hence
-# 'unsafe-inline' for styles only, never scripts), and searches in a blob: web worker.
-REDOC_CSP = f"{_COMMON_CSP}; script-src 'self'; style-src 'self' 'unsafe-inline'; worker-src blob:"
 
 # Swagger UI's start-up, as FastAPI's own page configures it, reading the schema's URL from
 # the page, so the page needs no inline script.
@@ -69,25 +69,8 @@ def _swagger_page(title: str, root: str, openapi_url: str) -> str:
 """
 
 
-def _redoc_page(title: str, root: str, openapi_url: str) -> str:
-    assets = escape(root + ASSETS_URL)
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{escape(title)} - ReDoc</title>
-<link rel="icon" href="{assets}/favicon.png">
-</head>
-<body>
-<redoc spec-url="{escape(root + openapi_url)}"></redoc>
-<script src="{assets}/redoc.standalone.js"></script>
-</body>
-</html>
-"""
-
-
 def add_api_docs(app: FastAPI) -> None:
-    """Serve /docs, /redoc and their assets for ``app``, whose ``openapi_url`` must be set."""
+    """Serve /docs and its assets for ``app``, whose ``openapi_url`` must be set."""
     openapi_url = app.openapi_url
     if openapi_url is None:
         raise ValueError("the API docs need the OpenAPI schema: create the app with openapi_url")
@@ -99,17 +82,9 @@ def add_api_docs(app: FastAPI) -> None:
         root = request.scope.get("root_path", "")
         return HTMLResponse(
             _swagger_page(title, root, openapi_url),
-            headers={"Content-Security-Policy": SWAGGER_CSP},
+            headers={"Content-Security-Policy": DOCS_CSP},
         )
 
     @app.get("/docs/swagger-init.js", include_in_schema=False)
     async def swagger_init() -> Response:
         return Response(SWAGGER_INIT_JS, media_type="text/javascript")
-
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        return HTMLResponse(
-            _redoc_page(title, root, openapi_url),
-            headers={"Content-Security-Policy": REDOC_CSP},
-        )
