@@ -78,7 +78,7 @@ def test_request_longer_than_the_budget_is_cut(stacks: Stacks) -> None:
     """SIGTERM: a request longer than the drain budget is cut there, not waited for."""
     graceful = 2
     # The stop budget: nginx drains for worker_shutdown_timeout, then gunicorn for
-    # GRACEFUL_TIMEOUT (README, "The timeout chain"); both shortened here.
+    # GRACEFUL_TIMEOUT (docs/serving.md, "The timeout chain"); both shortened here.
     stack = stacks.start(
         GRACEFUL_TIMEOUT=str(graceful),
         nginx_directives={"worker_shutdown_timeout": f"{graceful}s"},

@@ -93,9 +93,10 @@ def test_invalid_bodies_are_422(client: TestClient) -> None:
         assert client.post("/items", json=body).status_code == 422, body
 
 
-# FastAPI's 422 handler echoes the refused input and json.dumps cannot write inf or nan: a
-# 500 today. The validation handler is being replaced (issue 10); drop the mark with it.
-NON_FINITE = pytest.mark.xfail(reason="FastAPI's 422 handler cannot serialise inf/nan")
+# FastAPI's own 422 handler echoes the refused input, and json.dumps cannot write inf or
+# nan: a 500 with it. Not strict: the bounded validation handler (issue 10) answers 4xx;
+# remove the mark once it is merged.
+NON_FINITE = pytest.mark.xfail(reason="FastAPI's 422 handler cannot write inf/nan", strict=False)
 
 
 @pytest.mark.parametrize(
