@@ -26,8 +26,9 @@ router = APIRouter(prefix="/items", tags=["items"])
 Tag = Annotated[str, Field(min_length=1, max_length=30)]
 # The longest item (a 100-character name and 10 tags of 30, each character at worst a 6-byte
 # JSON escape) encodes to about 3,300 characters: under this, and under nginx's 8 KB
-# request line.
+# request line. Ids are base64url, so the URL needs no escaping and stays that short.
 MAX_ID_LENGTH = 4096
+ItemId = Annotated[str, Field(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
 class ItemIn(BaseModel):
@@ -54,7 +55,7 @@ class ItemIn(BaseModel):
 class Item(ItemIn):
     """An item with its id: the item itself, encoded."""
 
-    id: Annotated[str, Field(max_length=MAX_ID_LENGTH)]
+    id: ItemId
 
 
 def encode(new: ItemIn) -> Item:
@@ -79,7 +80,9 @@ def decode(item_id: str) -> Item | None:
 
 
 @router.get("/{item_id}", responses={404: {"description": "No such item"}})
-async def get_item(item_id: Annotated[str, Path(max_length=MAX_ID_LENGTH)]) -> Item:
+async def get_item(
+    item_id: Annotated[str, Path(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")],
+) -> Item:
     """Return one item."""
     item = decode(item_id)
     if item is None:
