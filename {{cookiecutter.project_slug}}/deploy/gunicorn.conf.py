@@ -172,7 +172,7 @@ _cpus, _cpu_facts = usable_cpus()
 workers, _workers_source = worker_count(dict(os.environ), _cpus)
 
 
-# --- timeouts (docs/serving.md's "timeout chain" table; tests check the ordering) ---
+# --- timeouts (the generated README's "timeout chain" table; tests check the ordering) ---
 
 # Heartbeat watchdog, NOT a request deadline: an async worker whose event loop is blocked
 # this long is killed and replaced. A slow `await` is bounded by the app's deadline instead.

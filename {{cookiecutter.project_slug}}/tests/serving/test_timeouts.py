@@ -1,7 +1,7 @@
 """The timeout chain, read from the real files: client -> nginx -> gunicorn -> app -> stop.
 
 Each assertion names the two numbers it relates and what breaks when their order flips, so
-whoever edits one number learns which other one to move (docs/serving.md: "The timeout chain").
+whoever edits one number learns which other one to move (README: "The timeout chain").
 """
 
 from __future__ import annotations
