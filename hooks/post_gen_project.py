@@ -20,6 +20,7 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 SERVICE_ONLY = (
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
+    "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
     "tests/unit/test_docs.py", "tests/unit/test_index.py",

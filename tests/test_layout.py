@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -62,6 +63,7 @@ SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 # What serving-only keeps (with its package's name) and what belongs to the service only.
 KEPT = [
     "deploy/serve.py", "deploy/nginx.conf", "deploy/gunicorn.conf.py", "deploy/requirements.txt",
+    "deploy/stack_settings.py", "deploy/stack_log.py", "src/{package}/request_context.py",
     "Dockerfile", ".dockerignore", "compose.yaml", "Makefile", "README.md", "pyproject.toml",
     "src/{package}/__init__.py", "src/{package}/logs.py", "src/{package}/py.typed",
     "src/{package}/middleware/request_id.py", "src/{package}/middleware/access_log.py",
@@ -73,6 +75,7 @@ KEPT = [
 DROPPED = [
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
+    "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
@@ -110,11 +113,17 @@ def test_serving_only_keeps_the_stack_and_drops_the_service(serving_bake: Bake) 
 
 
 def test_the_answer_is_what_gunicorn_serves(serving_bake: Bake) -> None:
-    """APP_MODULE defaults to the answer in gunicorn.conf.py and is set in compose.yaml."""
-    conf = (serving_bake.project / "deploy" / "gunicorn.conf.py").read_text(encoding="utf-8")
+    """APP_MODULE defaults to the answer (stack_settings.py) and is set in compose.yaml."""
+    default = subprocess.run(
+        [sys.executable, "-c", "import stack_settings; print(stack_settings.load({}).app_module)"],
+        cwd=serving_bake.project / "deploy",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     compose = (serving_bake.project / "compose.yaml").read_text(encoding="utf-8")
 
-    assert f'wsgi_app = os.environ.get("APP_MODULE", "{APP_MODULE}")' in conf
+    assert default == APP_MODULE
     assert re.search(rf"^\s+APP_MODULE: {re.escape(APP_MODULE)}\s", compose, re.MULTILINE)
 
 
@@ -354,7 +363,9 @@ def test_middleware_snippet_works_on_the_tutorial_app(
         "    reply = client.get('/items/7', headers={'X-Request-ID': 'abc-123'})\n"
         "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # deploy/ too: logs.py formats with the stack's one formatter, deploy/stack_log.py.
+    deploy = serving_bake.project / "deploy"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(deploy)])}
     result = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-W", "error", "-c", script],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,

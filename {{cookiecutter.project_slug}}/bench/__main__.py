@@ -3,13 +3,16 @@
     python -m bench run [--quick] [--only EXPERIMENT ...] [--out DIR]
         measure; write DIR/benchmark.json, DIR/benchmark.md and (with matplotlib)
         DIR/benchmark.png; print the tables. `make bench` / `make bench-quick`.
-    python -m bench check [RESULTS]
-        exit 1 when a budget in bench/budgets.toml falls short in RESULTS. `make bench-check`.
+    python -m bench check [--factory MODULE:FUNCTION] [--out DIR] [--no-breakdown]
+        count instructions per request with valgrind (bench/cost.py): bare app, each
+        middleware, default stack; write DIR/cost.json; exit 1 when the default stack
+        exceeds its budget in bench/budgets.toml. `make bench-check`, blocking in CI.
     python -m bench report [RESULTS] [--out DIR]
         redraw the tables and the chart from a results file, without measuring.
 
-Needs wrk (`apt-get install wrk`) and nginx (`apt-get install nginx-light`) on PATH or in
-/usr/sbin, and the project's dependencies in the running Python. The chart needs matplotlib
+`run` needs wrk (`apt-get install wrk`) and nginx (`apt-get install nginx-light`) on PATH
+or in /usr/sbin; `check` needs valgrind (`apt-get install valgrind`); both need the
+project's dependencies in the running Python. The chart needs matplotlib
 (`pip install --group bench`).
 """
 
@@ -22,7 +25,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.budgets import BUDGETS_FILE, check_budgets, load_budgets
+from bench import cost
+from bench.budgets import load_budgets
+from bench.drive import DEFAULT_FACTORY
 from bench.experiments import experiments
 from bench.nginx import NginxConfigError, nginx_binary
 from bench.report import markdown
@@ -53,6 +58,14 @@ def _write_outputs(results: Results, out: Path) -> Path:
     else:
         draw(results, out / "benchmark.png")
     report = markdown(results, load_budgets(), chart)
+    counted = out / "cost.json"
+    if counted.is_file():
+        # `make bench-check` wrote it into the same directory: show the gate's figures too.
+        report += (
+            "\n## Instructions per request (`make bench-check`, the gate)\n\n"
+            + cost.table(cost.Cost.from_json(counted.read_text(encoding="utf-8")))
+            + "\n"
+        )
     (out / "benchmark.md").write_text(report, encoding="utf-8")
     print(report)
     print(f"wrote {path}, {out / 'benchmark.md'}" + (f", {out / chart}" if chart else ""))
@@ -112,25 +125,19 @@ def _cpus() -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    path: Path = args.results
-    if not path.is_file():
-        print(
-            f"error: no results at {path}: run `make bench-quick` (or `make bench`) first",
-            file=sys.stderr,
-        )
-        return 2
-    results = Results.read(path)
-    budgets = load_budgets(args.budgets)
-    outcomes = check_budgets(results, budgets)
-    print(f"budgets ({args.budgets}) against the {results.mode} run of {results.started} ({path}):")
-    for outcome in outcomes:
-        mark = "pass" if outcome.passed else "FAIL"
-        print(f"  {mark}  {outcome.budget.name}: {outcome.message}")
-        if not outcome.passed:
-            print(f"        why this budget: {outcome.budget.why}")
-    failed = sum(not o.passed for o in outcomes)
-    print(f"{len(outcomes) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    budget = cost.load_budget(args.budgets)
+    print(f"counting instructions per request under valgrind ({args.factory}, GET {budget.path})")
+    measured = cost.measure(
+        PROJECT, factory=args.factory, path=budget.path, each=not args.no_breakdown
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cost.json").write_text(measured.to_json() + "\n", encoding="utf-8")
+    print(cost.table(measured))
+    passed, line = cost.check(measured, budget)
+    print(f"{'pass' if passed else 'FAIL'}  {line}")
+    if not passed:
+        print(f"      why this budget: {budget.why}")
+    return 0 if passed else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -156,9 +163,19 @@ def parser() -> argparse.ArgumentParser:
         "--warmup", type=int, help="seconds of warm-up before each run [quick 1, full 2]"
     )
     run.add_argument("--connections", type=int, help="wrk keep-alive connections [64]")
-    check = sub.add_parser("check", help="exit 1 when a budget falls short")
-    check.add_argument("results", type=Path, nargs="?", default=DEFAULT_OUT / RESULTS_NAME)
-    check.add_argument("--budgets", type=Path, default=BUDGETS_FILE)
+    check = sub.add_parser(
+        "check", help="count instructions per request; exit 1 when the stack is over budget"
+    )
+    check.add_argument("--factory", default=DEFAULT_FACTORY, help="the app factory [%(default)s]")
+    check.add_argument("--budgets", type=Path, default=cost.BUDGETS_FILE)
+    check.add_argument(
+        "--no-breakdown",
+        action="store_true",
+        help="count only the bare app and the default stack, not each middleware (faster)",
+    )
+    check.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"where cost.json goes [{DEFAULT_OUT}]"
+    )
     report = sub.add_parser("report", help="redraw tables and chart from a results file")
     report.add_argument("results", type=Path, nargs="?", default=DEFAULT_OUT / RESULTS_NAME)
     report.add_argument("--out", type=Path)
@@ -173,7 +190,7 @@ def main(argv: list[str]) -> int:
         if args.command == "check":
             return cmd_check(args)
         return cmd_report(args)
-    except (WrkError, ServerError, NginxConfigError) as exc:
+    except (WrkError, ServerError, NginxConfigError, cost.CostError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

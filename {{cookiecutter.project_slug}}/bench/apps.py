@@ -3,22 +3,16 @@
 - shipped: the real application from `{{ cookiecutter.package_name }}.main.create_app()`, with its
   middleware stack, plus the benchmark's endpoints.
 - bare: the same app with no middleware at all: the baseline.
-- basehttp: bare plus the shipped middlewares rewritten as BaseHTTPMiddleware
-  (bench/basehttp.py), the anti-pattern, to show its cost.
-- asgi_passthrough, basehttp_passthrough: bare plus ONE middleware that does nothing, pure
-  ASGI or BaseHTTPMiddleware: the seed's own experiment, to compare with its figures.
+
+The template's experiments (scripts/experiments in the template repository) build their
+variants, such as BaseHTTPMiddleware twins, on `build_bare()`.
 
 Each variant is built only when a server imports it (module `__getattr__`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import APIRouter, FastAPI, Response
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 ONE_MIB = 1024 * 1024
 # Built once: the 1 MiB experiment measures moving bytes through the stack, not encoding JSON.
@@ -65,46 +59,7 @@ def build_bare() -> FastAPI:
     return application
 
 
-def build_basehttp() -> FastAPI:
-    """The endpoints behind the shipped middlewares' BaseHTTPMiddleware twins."""
-    from bench.basehttp import add_twins  # noqa: PLC0415 - see module docstring
-
-    application = build_bare()
-    add_twins(application)
-    return application
-
-
-class _Passthrough:
-    """A pure-ASGI middleware that does nothing: the cost of one layer."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
-
-
-def build_asgi_passthrough() -> FastAPI:
-    application = build_bare()
-    application.add_middleware(_Passthrough)
-    return application
-
-
-def build_basehttp_passthrough() -> FastAPI:
-    from bench.basehttp import add_passthrough  # noqa: PLC0415 - see module docstring
-
-    application = build_bare()
-    add_passthrough(application)
-    return application
-
-
-_BUILDERS = {
-    "bare": build_bare,
-    "shipped": build_shipped,
-    "basehttp": build_basehttp,
-    "asgi_passthrough": build_asgi_passthrough,
-    "basehttp_passthrough": build_basehttp_passthrough,
-}
+_BUILDERS = {"bare": build_bare, "shipped": build_shipped}
 
 
 def __getattr__(name: str) -> FastAPI:

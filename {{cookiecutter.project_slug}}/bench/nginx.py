@@ -15,7 +15,6 @@ benchmark stops with an error instead of silently measuring something else.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pwd
 import re
@@ -25,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from types import ModuleType
+# deploy/ is no package (its files are copied alone): its modules are imported by name.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+import serve
+import stack_settings
 
+if TYPE_CHECKING:
     from bench.experiments import Front
 
 
@@ -35,23 +37,9 @@ class NginxConfigError(RuntimeError):
     """The shipped nginx.conf no longer has a line an experiment needs to change."""
 
 
-def load_serve(project: Path) -> ModuleType:
-    """Import deploy/serve.py (a standalone script, not a package) as a module."""
-    path = project / "deploy" / "serve.py"
-    spec = importlib.util.spec_from_file_location("_bench_deploy_serve", path)
-    if spec is None or spec.loader is None:
-        raise NginxConfigError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    # Registered first: its dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def nginx_binary(project: Path) -> str:
+def nginx_binary(project: Path) -> str:  # noqa: ARG001 - the signature callers use
     """nginx as deploy/serve.py finds it (PATH, then /usr/sbin); NginxConfigError if absent."""
-    serve = load_serve(project)
-    found: str | None = serve.find_nginx(os.environ.get("PATH", os.defpath))
+    found = stack_settings.find_nginx(os.environ.get("PATH", os.defpath))
     if found is None:
         raise NginxConfigError(serve.APT_HINT)
     return found
@@ -117,15 +105,15 @@ def prepare(
     """
     socket_path = upstream if isinstance(upstream, Path) else run_dir / "unused.sock"
     tcp_upstream = None if isinstance(upstream, Path) else upstream
-    serve = load_serve(project)
     environ = {
         "PORT": str(port),
         "LISTEN_ADDRESS": "127.0.0.1",
         "RUN_DIR": str(run_dir),
         "NGINX_ACCESS_LOG": "off",
+        "NGINX_CONF": str(project / "deploy" / "nginx.conf"),
         "PATH": os.environ.get("PATH", os.defpath),
     }
-    settings = serve.Settings.from_env(environ)
+    settings = stack_settings.load(environ)
     if settings.nginx_bin is None:
         raise NginxConfigError(serve.APT_HINT)
     template = settings.nginx_conf.read_text(encoding="utf-8")
@@ -140,5 +128,5 @@ def prepare(
     )
     if checked.returncode != 0:
         raise NginxConfigError(f"nginx -t rejected {config}:\n{checked.stderr}")
-    command: list[str] = serve.nginx_command(settings, "-g", "daemon off;")
+    command = serve.nginx_command(settings, "-g", "daemon off;")
     return NginxSite(command=command, config=config, port=port)

@@ -181,8 +181,10 @@ class Launcher:
         self.processes = processes
         self.count = 0
         self.env = dict(os.environ)
-        # The project root for `bench`, src/ for the package when it is not installed.
-        paths = [str(project), str(project / "src"), self.env.get("PYTHONPATH", "")]
+        # The project root for `bench`, src/ for the package when it is not installed,
+        # deploy/ for the stack's formatter (deploy/stack_log.py), which logs.py imports.
+        paths = [str(project), str(project / "src"), str(project / "deploy")]
+        paths.append(self.env.get("PYTHONPATH", ""))
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
 
     def start(self, stack: Stack, ready_path: str) -> str:
@@ -207,7 +209,7 @@ class Launcher:
         return f"http://127.0.0.1:{site.port}"
 
     def _start_app(self, stack: Stack, run_dir: Path, address: Path | tuple[str, int]) -> Process:
-        module = f"bench.apps:{stack.app}"
+        module = stack.app if ":" in stack.app else f"bench.apps:{stack.app}"
         env = dict(self.env, **dict(stack.env))
         if stack.server == "uvicorn":
             if not isinstance(address, tuple) or stack.workers is None:

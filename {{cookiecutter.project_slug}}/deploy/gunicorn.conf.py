@@ -1,71 +1,58 @@
 # gunicorn configuration: uvicorn workers serving the ASGI app on a unix socket that only
-# nginx (same user or group) may reach. Standalone: needs gunicorn >= 25.1 and uvicorn-worker.
+# nginx (same user or group) may reach. Needs gunicorn >= 25.1, uvicorn-worker, and beside this
+# file deploy/stack_settings.py (every variable) and deploy/stack_log.py (the JSON log lines).
 # Run: gunicorn -c deploy/gunicorn.conf.py   (deploy/serve.py does this for you)
 #
-# Inputs (environment variables, all optional; defaults in brackets):
-#   APP_MODULE          ASGI app to serve                [{{ cookiecutter.app_module }}]
-#   RUN_DIR             directory of the socket          [/run/app]
-#   GUNICORN_SOCKET     socket path                      [$RUN_DIR/gunicorn.sock]
-#   WEB_CONCURRENCY     worker count; when unset it is computed from the CPUs this process may
-#                       use (cgroup v2 cpu.max, cgroup v1 cfs quota, CPU affinity), times
-#   WORKERS_PER_CORE    [1], at least MIN_WORKERS [2], at most MAX_WORKERS [8]
-#   GUNICORN_TIMEOUT    blocked-event-loop watchdog, s   [60]
-#   GRACEFUL_TIMEOUT    drain time after SIGTERM, s      [30]
-#   KEEPALIVE           idle keep-alive of nginx's upstream connections, s [75]
-#   LIMIT_CONCURRENCY   connections + tasks per worker before it answers 503 [1000]
-#   MAX_REQUESTS        recycle a worker after N requests, 0 = never [0]
-#   MAX_REQUESTS_JITTER random extra requests so workers do not recycle together [MAX_REQUESTS/10]
-#   BACKLOG             listen backlog of the socket     [2048]
-#   FORWARDED_ALLOW_IPS peers whose X-Forwarded-* headers are trusted [*]
-#   LOG_LEVEL           gunicorn and uvicorn log level   [info]
-#   ACCESS_LOG          1 = also log each request here (nginx already does) [0]
-#   WORKER_TMP_DIR      heartbeat files' directory       [/dev/shm when present]
-# Logs: one JSON object per line on stdout (time, level, logger, message, then extra fields).
+# Inputs: the environment variables of deploy/stack_settings.py (APP_MODULE, RUN_DIR,
+# WEB_CONCURRENCY, GRACEFUL_TIMEOUT, KEEPALIVE, LOG_LEVEL, ...), defined, bounded and documented
+# there once (docs/settings.md lists them); a wrong value stops gunicorn with one line.
+# Logs: one JSON object per line on stdout, by deploy/stack_log.py (the stack's one formatter).
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
 import math
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 from gunicorn.glogging import Logger
 from uvicorn_worker import UvicornWorker
 
-_TRUE = {"1", "true", "yes", "on"}
+# deploy/ is not a package (its files are copied alone): gunicorn loads this file by path, so
+# its siblings become importable once its directory is on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from stack_log import JsonFormatter
+from stack_settings import SettingError, load
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    return int(value) if value else default
+try:
+    _settings = load(os.environ)
+except SettingError as exc:
+    raise SystemExit(str(exc)) from None  # one line, not gunicorn's traceback
 
 
 # --- where ------------------------------------------------------------------------------
 
-wsgi_app = os.environ.get("APP_MODULE", "{{ cookiecutter.app_module }}")
-_run_dir = os.environ.get("RUN_DIR", "/run/app")
-bind = [f"unix:{os.environ.get('GUNICORN_SOCKET', f'{_run_dir}/gunicorn.sock')}"]
+wsgi_app = _settings.app_module
+bind = [f"unix:{_settings.gunicorn_socket}"]
 # 0660: the app's user and nginx (same user, or in the app's group) may connect; nobody else.
 # Not the seeds' "717": as decimal that is 0o1315 (socket 0462), as 0o717 socket 0060.
 umask = 0o117
 # nginx queues at most this many connections per nginx worker beyond what gunicorn has
 # accepted; a larger kernel queue absorbs bursts instead of answering 502.
-backlog = _env_int("BACKLOG", 2048)
+backlog = _settings.backlog
 # Since 25.1 gunicorn opens a control socket under $HOME or $XDG_RUNTIME_DIR: pointless in a
 # container and impossible on a read-only root filesystem.
 control_socket_disable = True
 # Workers touch a heartbeat file every few seconds; on tmpfs that costs no disk I/O and works
 # with a read-only root filesystem.
 _SHM = "/dev/shm"  # noqa: S108 - tmpfs on purpose: only gunicorn's heartbeat files go there
-worker_tmp_dir = os.environ.get("WORKER_TMP_DIR") or (_SHM if Path(_SHM).is_dir() else None)
+worker_tmp_dir = _settings.worker_tmp_dir or (_SHM if Path(_SHM).is_dir() else None)
 # Only nginx can reach the 0660 socket, and nginx overwrites X-Forwarded-For/-Proto, so the
 # headers are trusted from any socket peer (over a unix socket the peer has no address).
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "*")
+forwarded_allow_ips = _settings.forwarded_allow_ips
 proc_name = wsgi_app.partition(":")[0].partition(".")[0]
 
 
@@ -156,44 +143,47 @@ def usable_cpus(
 
 
 def worker_count(environ: dict[str, str], cpus: int) -> tuple[int, str]:
-    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS."""
-    explicit = environ.get("WEB_CONCURRENCY", "").strip()
-    if explicit:
-        return max(1, int(explicit)), "WEB_CONCURRENCY"
-    per_core = float(environ.get("WORKERS_PER_CORE", "").strip() or 1)
-    # Two at least: while one worker is recycled or killed by the watchdog the other serves.
-    floor = int(environ.get("MIN_WORKERS", "").strip() or 2)
-    # Each worker holds a whole copy of the app; past a handful, more replicas scale better.
-    cap = int(environ.get("MAX_WORKERS", "").strip() or 8)
-    return max(1, min(cap, max(floor, round(cpus * per_core)))), "cpus"
+    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS.
+
+    MIN_WORKERS defaults to two: while one worker is recycled or killed by the watchdog the
+    other serves. MAX_WORKERS to eight: each worker holds a whole copy of the app; past a
+    handful, more replicas scale better.
+    """
+    settings = load(environ)
+    if settings.web_concurrency is not None:
+        return settings.web_concurrency, "WEB_CONCURRENCY"
+    computed = round(cpus * settings.workers_per_core)
+    return max(1, min(settings.max_workers, max(settings.min_workers, computed))), "cpus"
 
 
 _cpus, _cpu_facts = usable_cpus()
 workers, _workers_source = worker_count(dict(os.environ), _cpus)
 
 
-# --- timeouts (the generated README's "timeout chain" table; tests check the ordering) ---
+# --- timeouts: one chain, derived from the app's deadline (stack_settings.TimeoutChain) ---
 
 # Heartbeat watchdog, NOT a request deadline: an async worker whose event loop is blocked
 # this long is killed and replaced. A slow `await` is bounded by the app's deadline instead.
-timeout = _env_int("GUNICORN_TIMEOUT", 60)
-# After SIGTERM, workers finish what they hold for this long, then are killed. At least the
-# app's request deadline (30 s), below the stop grace period (compose.yaml) minus nginx's
-# drain, which deploy/serve.py waits for first.
-graceful_timeout = _env_int("GRACEFUL_TIMEOUT", 30)
-# nginx keeps idle upstream connections 60 s (upstream keepalive_timeout); we must keep
-# them longer, or nginx may reuse a connection we just closed and answer 502.
-keepalive = _env_int("KEEPALIVE", 75)
+# gunicorn takes whole seconds: rounded up, so it never undercuts the chain.
+timeout = math.ceil(_settings.chain.watchdog)
+# After SIGTERM, workers finish what they hold for this long, then are killed: at least the
+# app's request deadline. gunicorn takes whole seconds (rounded up); uvicorn gets the exact
+# value (Worker below), so uvicorn finishes first and gunicorn's kill never cuts a response.
+graceful_timeout = math.ceil(_settings.chain.graceful)
+# nginx keeps idle upstream connections 15 s less (its upstream keepalive_timeout, rendered
+# from this value): we must keep them longer, or nginx may reuse a connection we just
+# closed and answer 502.
+keepalive = _settings.keepalive
 # Recycling is off by default: a recycled uvicorn worker resets connections holding unread
 # requests (gunicorn issues 2409, 2529), which nginx retries only for idempotent methods.
-max_requests = _env_int("MAX_REQUESTS", 0)
-max_requests_jitter = _env_int("MAX_REQUESTS_JITTER", max_requests // 10)
+max_requests = _settings.max_requests
+max_requests_jitter = _settings.max_requests_jitter
 
 
 # --- the worker -------------------------------------------------------------------------
 
 
-class Worker(UvicornWorker):
+class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
     """UvicornWorker plus what it does not map from gunicorn's settings.
 
     graceful_timeout becomes uvicorn's timeout_graceful_shutdown (otherwise uvicorn waits for
@@ -203,8 +193,12 @@ class Worker(UvicornWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.config.timeout_graceful_shutdown = self.cfg.graceful_timeout
-        self.config.limit_concurrency = _env_int("LIMIT_CONCURRENCY", 1000) or None
+        settings = load(os.environ)
+        # The exact (possibly fractional) drain; gunicorn's own value is rounded up.
+        self.config.timeout_graceful_shutdown = min(
+            settings.chain.graceful, float(self.cfg.graceful_timeout)
+        )
+        self.config.limit_concurrency = settings.limit_concurrency or None
 
 
 worker_class = Worker
@@ -212,46 +206,38 @@ worker_class = Worker
 
 # --- logs -------------------------------------------------------------------------------
 
-loglevel = os.environ.get("LOG_LEVEL", "info")
+loglevel = _settings.log_level
 errorlog = "-"
 # nginx's access log already records every request with its id and timings; this one is
 # for debugging gunicorn directly.
-accesslog = "-" if os.environ.get("ACCESS_LOG", "0").strip().lower() in _TRUE else None
-# Standard LogRecord attributes, plus uvicorn's ANSI-coloured duplicate of the message.
-_RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {
-    "message",
-    "asctime",
-    "taskName",
-    "color_message",
-}
+accesslog = "-" if _settings.gunicorn_access_log else None
+# Said at info level on every start or stop, and of no use to an operator: the worker class
+# (fixed in this file), and gunicorn 27 closing an already-closed listener socket on exit
+# ("Error while closing socket [Errno 9] Bad file descriptor"). Kept at debug level.
+_NOISE = ("Using worker: %s", "Error while closing socket %s")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, extra fields."""
+class OperatorFilter(logging.Filter):
+    """Move gunicorn's noise (``_NOISE``) to debug level; shape uvicorn's access records.
 
-    def format(self, record: logging.LogRecord) -> str:
-        moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
-        line: dict[str, Any] = {
-            "time": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+    uvicorn's access record carries (client, method, path, HTTP version, status) as %-args:
+    they become the access-log contract's fields, so its line reads like the app's.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _NOISE and record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         args = record.args
         if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
             client, method, path, _, status = args
-            line.update(method=method, path=path, status=status, client=client)
-        extra = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS}
-        if "request_id" in extra:
-            line["request_id"] = extra.pop("request_id")
-        line.update(extra)
-        if record.exc_info:
-            line["exception"] = "".join(traceback.format_exception(*record.exc_info))
-        return json.dumps(line, default=str, separators=(",", ":"))
+            record.__dict__.update(method=method, path=path, status=status, client=client)
+        return True
 
 
-class JsonLogger(Logger):
-    """gunicorn's logger with JSON lines on stdout, for gunicorn's and uvicorn's records."""
+class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logger is Any
+    """gunicorn's logger with the stack's JSON lines on stdout, for gunicorn's and uvicorn's
+    records (uvicorn's worker reuses these handlers)."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -260,6 +246,7 @@ class JsonLogger(Logger):
                 if isinstance(handler, logging.StreamHandler):
                     handler.setStream(sys.stdout)
                 handler.setFormatter(JsonFormatter())
+                handler.addFilter(OperatorFilter())
 
 
 logger_class = JsonLogger

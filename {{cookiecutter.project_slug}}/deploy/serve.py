@@ -3,48 +3,41 @@
 
 The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
 PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
-(a template rendered at start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py.
+(a template rendered at start into $RUN_DIR/nginx.conf), deploy/gunicorn.conf.py, and the
+modules beside this file: stack_settings.py (the variables) and stack_log.py (the log lines).
 
     python deploy/serve.py            start the stack in the foreground
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
     python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
 
-Environment (defaults in brackets):
-    PORT                    TCP port nginx listens on [8080]
-    LISTEN_ADDRESS          address nginx listens on [0.0.0.0]; `make serve` uses 127.0.0.1
-    RUN_DIR                 socket, pid, rendered config and nginx temp files [/run/app]
-    TRUSTED_PROXIES         CIDRs of load balancers allowed to set X-Forwarded-For and
-                            X-Forwarded-Proto, comma- or space-separated [none]
-    NGINX_ACCESS_LOG        on | off (benchmarks) [on]
-    NGINX_WORKER_PROCESSES  [auto]
-    NGINX_BIN               nginx executable [nginx on PATH, else /usr/sbin/nginx]
-    NGINX_CONF, GUNICORN_CONF  templates [beside this file]
-    GRACEFUL_TIMEOUT        gunicorn's drain after TERM, s; also read by gunicorn.conf.py [30]
-    STARTUP_TIMEOUT         how long gunicorn may take to bind its socket, s [60]
-    SERVE_USER              when started as root: the user that runs everything [nobody]
-Every other variable (WEB_CONCURRENCY, ...) passes through to gunicorn.conf.py.
+Environment: every variable is defined, bounded and documented once in deploy/stack_settings.py
+(docs/settings.md lists them); all are checked here at start, and a wrong value stops the runner
+with one line naming it. nginx's timeouts are derived from the app's request deadline and
+rendered into nginx.conf (the timeout chain, docs/settings.md).
+The environment passes through to gunicorn.conf.py, which reads the same module.
 
-On SIGHUP: a new gunicorn starts on a new socket, nginx is pointed at it and reloaded,
-and the old gunicorn is stopped once nothing can reach it: new code, no request lost.
+On SIGHUP: a new gunicorn generation starts on a socket of its own; once it answers, that
+socket atomically replaces $RUN_DIR/gunicorn.sock, the one path nginx ever connects to (nginx
+is not reloaded, so no client connection is closed); the old generation is stopped once
+nginx holds no connection to it (nginx's upstream keepalive_time ends each one). Any failure
+before the swap is abandoned with a log line; the old generation keeps serving.
+Children get SIGTERM if the runner dies (even by SIGKILL), and a busy port is one line.
 On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
 either process dies on its own, the other is stopped, and so are the workers the dead one
-left behind; the exit status is 1. Logs: one JSON
-object per line on stdout, the app's shape (time, level, logger, message, extra fields).
+left behind; the exit status is 1. Logs: one JSON object per line on stdout, from every
+process, by deploy/stack_log.py's formatter: this runner's, gunicorn's and the app's own,
+nginx's error log (text, turned into JSON here), nginx's access log (JSON, checked here).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import datetime
-import ipaddress
-import json
 import os
 import pwd
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
@@ -56,134 +49,63 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stack_log import access_lines, json_line, nginx_error_line, stderr_line
+from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-HERE = Path(__file__).resolve().parent
 LOGGER = "serve"
-# Extra seconds granted beyond each process's own shutdown timeout before it is killed.
-STOP_MARGIN = 5.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
-# Characters that would end an nginx directive or block if they came from the environment.
-_UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
 
 
-def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the app's JSON shape."""
-    now = datetime.datetime.now(tz=datetime.UTC)
-    line = {
-        "time": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
-        "level": level,
-        "logger": LOGGER,
-        "message": message,
-        **fields,
-    }
-    sys.stdout.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+def log(level: str, message: str, /, **fields: Any) -> None:
+    """Write one log line, by the stack's one formatter (deploy/stack_log.py)."""
+    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
+
+
+def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
+    """A block converter that makes each non-blank line one JSON line."""
+    return lambda block: b"".join(
+        (convert(line) + "\n").encode("ascii") for line in block.split(b"\n") if line.strip()
+    )
+
+
+class LineRelay:
+    """Cuts a child's output into whole lines and converts them (to valid JSON lines).
+
+    ``convert`` takes complete lines without the final newline and returns what to write.
+    """
+
+    # A line longer than this is passed on in pieces rather than held without bound.
+    LIMIT = 1 << 16
+
+    def __init__(self, convert: Callable[[bytes], bytes]) -> None:
+        self.convert = convert
+        self.pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What to write for this chunk; b"" at the end of the stream flushes the rest."""
+        if not data:
+            rest, self.pending = self.pending, b""
+            return self.convert(rest) if rest.strip() else b""
+        data = self.pending + data
+        complete, newline, self.pending = data.rpartition(b"\n")
+        if len(self.pending) > self.LIMIT:
+            complete, newline, self.pending = data, b"\n", b""
+        return self.convert(complete) if newline else b""
 
 
 class ServeError(Exception):
     """A problem the runner explains in one line and exits on."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything the runner reads from the environment, validated."""
-
-    port: int
-    listen_address: str
-    run_dir: Path
-    trusted_proxies: tuple[str, ...]
-    access_log: bool
-    worker_processes: str
-    nginx_conf: Path
-    gunicorn_conf: Path
-    graceful_timeout: float
-    startup_timeout: float
-    serve_user: str
-    nginx_bin: str | None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        def get(name: str, default: str) -> str:
-            return environ.get(name, "").strip() or default
-
-        try:
-            port = int(get("PORT", "8080"))
-            graceful = float(get("GRACEFUL_TIMEOUT", "30"))
-            startup = float(get("STARTUP_TIMEOUT", "60"))
-        except ValueError as exc:
-            raise ServeError(f"PORT and the timeouts must be numbers: {exc}") from exc
-        if not 1 <= port <= 65535:
-            raise ServeError(f"PORT must be 1..65535, not {port}")
-        address = get("LISTEN_ADDRESS", "0.0.0.0")  # noqa: S104 - a container listens on all
-        try:
-            ipaddress.ip_address(address)
-        except ValueError as exc:
-            raise ServeError(f"LISTEN_ADDRESS must be an IP address: {exc}") from exc
-        proxies = []
-        for item in re.split(r"[,\s]+", get("TRUSTED_PROXIES", "")):
-            if item:
-                try:
-                    proxies.append(str(ipaddress.ip_network(item, strict=False)))
-                except ValueError as exc:
-                    raise ServeError(f"TRUSTED_PROXIES: {exc}") from exc
-        access_log = get("NGINX_ACCESS_LOG", "on").lower()
-        if access_log not in {"on", "off"}:
-            raise ServeError(f"NGINX_ACCESS_LOG must be on or off, not {access_log!r}")
-        workers = get("NGINX_WORKER_PROCESSES", "auto")
-        if workers != "auto" and not workers.isdigit():
-            raise ServeError(f"NGINX_WORKER_PROCESSES must be auto or a number, not {workers!r}")
-        run_dir = Path(get("RUN_DIR", "/run/app")).absolute()
-        if _UNSAFE.search(str(run_dir)):
-            raise ServeError(f"RUN_DIR must not contain spaces, quotes, braces or ;#$\\: {run_dir}")
-        return cls(
-            port=port,
-            listen_address=address,
-            run_dir=run_dir,
-            trusted_proxies=tuple(proxies),
-            access_log=access_log == "on",
-            worker_processes=workers,
-            nginx_conf=Path(get("NGINX_CONF", str(HERE / "nginx.conf"))),
-            gunicorn_conf=Path(get("GUNICORN_CONF", str(HERE / "gunicorn.conf.py"))),
-            graceful_timeout=graceful,
-            startup_timeout=startup,
-            serve_user=get("SERVE_USER", "nobody"),
-            nginx_bin=environ.get("NGINX_BIN") or find_nginx(environ.get("PATH", os.defpath)),
-        )
-
-    @property
-    def local_address(self) -> str:
-        """Where a local client reaches nginx (a wildcard address is not connectable)."""
-        wildcards = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - compared, not bound
-        return wildcards.get(self.listen_address, self.listen_address)
-
-    @property
-    def local_url(self) -> str:
-        host = self.local_address
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-
-    @property
-    def temp_dir(self) -> Path:
-        return self.run_dir / "nginx-temp"
-
-    @property
-    def rendered_conf(self) -> Path:
-        return self.run_dir / "nginx.conf"
-
-    def socket_path(self, generation: int = 0) -> Path:
-        """gunicorn's socket; each reload starts generation N+1 on a new path."""
-        return self.run_dir / (
-            "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
-        )
-
-
-def find_nginx(path: str) -> str | None:
-    """nginx on PATH, else Debian's /usr/sbin (often missing from an ordinary user's PATH)."""
-    return shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
+# The runner's name for the settings (bench/ and the tests use it too).
+Settings = StackSettings
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -213,7 +135,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         + ["}"]
     )
     return {
-        "WORKER_PROCESSES": settings.worker_processes,
+        "WORKER_PROCESSES": settings.nginx_worker_processes,
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"[{settings.listen_address}]:{settings.port}"
@@ -221,8 +143,21 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         else f"{settings.listen_address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
-        "ACCESS_LOG": "/dev/stdout json" if settings.access_log else "off",
+        "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
+        # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
+        "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
+        "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
     }
+
+
+def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
+    """The entries of nginx.conf's $host_allowed map (hostnames mode) for ALLOWED_HOSTS."""
+    if "*" in hosts:
+        return '"~." 1;   # ALLOWED_HOSTS=*: any Host'
+    # nginx's $host keeps an IPv6 address in brackets.
+    return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
 def write_nginx_conf(settings: Settings, upstream_socket: Path) -> Path:
@@ -254,12 +189,6 @@ def nginx_command(settings: Settings, *extra: str) -> list[str]:
     ]
 
 
-def nginx_shutdown_timeout(conf_text: str) -> float:
-    """worker_shutdown_timeout of the rendered config (how long a graceful stop may take)."""
-    match = re.search(r"^\s*worker_shutdown_timeout\s+(\d+)s?\s*;", conf_text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
-
-
 # --- processes ----------------------------------------------------------------------------
 
 
@@ -289,8 +218,9 @@ class Stack:
     """nginx and one gunicorn generation, driven by one select() loop on this thread.
 
     Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
-    when this is PID 1 in a container), and nginx's access log is relayed from a pipe this
-    process owns (a non-root nginx cannot open a /dev/stdout pipe owned by someone else).
+    when this is PID 1 in a container), and nginx's logs and gunicorn's stderr are relayed
+    from pipes this process owns (a non-root nginx cannot open a /dev/stdout pipe owned by
+    someone else), each line made a valid JSON line on the way.
     SIGHUP replaces gunicorn by a new generation on a new socket (see reload()).
     """
 
@@ -349,14 +279,25 @@ class Stack:
                 log("info", "received SIGHUP: reloading")
                 self.reload_requested = True
 
-    def _relay(self, fileobj: Any) -> None:
+    def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
+        """The write end of a pipe whose lines the loop converts and writes to stdout.
+
+        The caller passes it to one child and closes it; the relay ends with the last writer.
+        """
+        read_end, write_end = os.pipe()
+        relay = LineRelay(convert)
+        self.selector.register(read_end, selectors.EVENT_READ, lambda fd: self._relay(fd, relay))
+        return write_end
+
+    def _relay(self, fileobj: Any, relay: LineRelay) -> None:
         data = os.read(fileobj, 65536)
+        out = relay.feed(data)
+        if out:
+            sys.stdout.buffer.write(out)
+            sys.stdout.buffer.flush()
         if not data:
             self.selector.unregister(fileobj)
             os.close(fileobj)
-            return
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
 
     def _reap(self) -> None:
         while True:
@@ -381,24 +322,42 @@ class Stack:
     # -- starting --
 
     def spawn(
-        self, name: str, command: list[str], env: Mapping[str, str], stdout: int | None = None
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str],
+        stdout: int | None = None,
+        stderr: int | None = None,
     ) -> Child:
         # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
-        # nginx and gunicorn in order instead of both dying at once.
-        process = subprocess.Popen(command, env=dict(env), stdout=stdout, process_group=0)
+        # nginx and gunicorn in order instead of both dying at once. The parent-death signal:
+        # if the runner dies (SIGKILL, OOM), they get SIGTERM instead of serving unsupervised.
+        process = subprocess.Popen(
+            command,
+            env=dict(env),
+            stdout=stdout,
+            stderr=stderr,
+            process_group=0,
+            preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
+        )
         child = Child(name, process)
         self.children[process.pid] = child
         log("info", f"started {name}", pid=process.pid, command=command)
         return child
 
     def start_gunicorn(self, generation: int) -> Child:
-        sock = self.settings.socket_path(generation)
+        """Start a generation on its own socket; publish() then makes it the one nginx uses."""
+        sock = generation_socket(self.settings, generation)
         sock.unlink(missing_ok=True)
         env = dict(os.environ)
         env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
-        env["GRACEFUL_TIMEOUT"] = f"{self.settings.graceful_timeout:g}"
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        child = self.spawn(f"gunicorn[{generation}]" if generation else "gunicorn", command, env)
+        name = f"gunicorn[{generation}]" if generation else "gunicorn"
+        # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
+        # before logging is set up) is made JSON lines too.
+        stderr = self.relayed_pipe(_each_line(lambda line: stderr_line("gunicorn.stderr", line)))
+        child = self.spawn(name, command, env, stderr=stderr)
+        os.close(stderr)
         if not self.wait_until(
             lambda: not child.running or _accepts(sock), self.settings.startup_timeout
         ):
@@ -418,16 +377,20 @@ class Stack:
         return child
 
     def start_nginx(self) -> Child:
-        read_end, write_end = os.pipe()
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
+        # (stderr) is nginx's text, made the stack's JSON lines here.
+        stdout = self.relayed_pipe(access_lines)
+        stderr = self.relayed_pipe(_each_line(nginx_error_line))
         child = self.spawn(
             "nginx",
             nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),
             env,
-            stdout=write_end,
+            stdout=stdout,
+            stderr=stderr,
         )
-        os.close(write_end)
-        self.selector.register(read_end, selectors.EVENT_READ, self._relay)
+        os.close(stdout)
+        os.close(stderr)
         address = (self.settings.local_address, self.settings.port)
         ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
         if ready and child.running:
@@ -468,66 +431,89 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
-        conf = self.settings.rendered_conf
-        drain = nginx_shutdown_timeout(conf.read_text(encoding="utf-8")) if conf.exists() else 0.0
+        drain = self.settings.chain.nginx_drain
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
         budget = self.settings.graceful_timeout + STOP_MARGIN
         return all([nginx_ok, *[self.stop(c, signal.SIGTERM, budget) for c in generations]])
 
-    def reload(self) -> None:
-        """Flip to a new gunicorn generation without losing a request (SIGHUP).
+    def publish(self, generation: int) -> None:
+        """Make a generation's socket the one nginx connects to, atomically.
 
-        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529),
-        so instead: start generation N+1 on a new socket; point nginx at it (reload: new
-        nginx workers use the new socket, old ones finish what they hold); once the old
-        nginx workers are gone, nothing can reach generation N, which is stopped. Any
-        failure before the flip leaves generation N serving.
+        A hard link of the generation's socket replaces the stable path by rename(2): a
+        connect() finds either the old generation or the new one, never nothing. The
+        generation's own path stays, so gunicorn can unlink it when it stops without
+        touching the stable path, which by then belongs to its successor.
+        """
+        stable = self.settings.socket_path(0)
+        staged = stable.with_suffix(".sock.new")
+        staged.unlink(missing_ok=True)
+        os.link(generation_socket(self.settings, generation), staged)
+        staged.replace(stable)
+
+    def reload(self) -> None:
+        """Swap in a new gunicorn generation without closing a client connection (SIGHUP).
+
+        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529)
+        and an nginx reload closes idle client keep-alive connections. Instead: start
+        generation N+1 on its own socket; once it answers /livez, publish() swaps it in under
+        nginx's stable upstream path; nginx's existing upstream connections to generation N
+        end after their next request past keepalive_time (nginx.conf), so generation N is
+        stopped once it holds no connection (or after the upstream idle timeout). Any failure
+        before the swap (an app that does not start, an OS error) is abandoned with a log
+        line and generation N keeps serving.
         """
         old, generation = self.gunicorn, self.generation + 1
         if old is None or self.nginx is None:
             return
         try:
             new = self.start_gunicorn(generation)
-        except ServeError as exc:
-            log("error", f"reload abandoned, generation {self.generation} keeps serving: {exc}")
-            self._discard(generation)
+            # Bound is not enough: the new code must answer before it gets traffic.
+            sock = generation_socket(self.settings, generation)
+            answered = self.wait_until(
+                lambda: not new.running or _answers_health(sock), self.settings.startup_timeout
+            )
+            if self.requested is not None:
+                return  # stop_all() stops both generations
+            if answered and new.running:
+                self.publish(generation)
+        except (ServeError, OSError, subprocess.SubprocessError) as exc:
+            self._abandon(generation, str(exc))
             return
-        # Bound is not enough: the new code must answer before it gets traffic.
-        socket_path = self.settings.socket_path(generation)
-        answered = self.wait_until(
-            lambda: not new.running or _answers_health(socket_path), self.settings.startup_timeout
-        )
-        if self.requested is not None:
-            return  # stop_all() stops both generations
         if not answered or not new.running:
-            log("error", f"reload abandoned: generation {generation} does not answer {HEALTH}")
-            self._discard(generation)
+            self._abandon(generation, f"generation {generation} does not answer {HEALTH}")
             return
-        write_nginx_conf(self.settings, self.settings.socket_path(generation))
-        extra = ["-g", self.nginx_globals] if self.nginx_globals else []
-        test = nginx_command(self.settings, "-t", "-q", *extra)
-        checked = subprocess.run(test, capture_output=True, text=True, check=False)
-        if checked.returncode != 0:
-            log("error", "reload abandoned: nginx rejects the config", nginx=checked.stderr)
-            write_nginx_conf(self.settings, self.settings.socket_path(self.generation))
-            self._discard(generation)
-            return
-        nginx_pid = self.nginx.pid
-        old_workers = _children_of(nginx_pid)
-        self.nginx.signal(signal.SIGHUP)
-        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
-        drain = nginx_shutdown_timeout(conf) + STOP_MARGIN
-        retired = self.wait_until(
-            lambda: not _children_of(nginx_pid) & old_workers, drain, stop_on_signal=False
-        )
-        if not retired:
-            log("warning", "old nginx workers still running after their drain time")
+        old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
+        log("info", "new connections go to the new generation", generation=generation)
+        # Every connection nginx uses after the swap ends after its first request past
+        # keepalive_time. Those left after that (and a margin) sat idle in nginx's cache
+        # since the swap: the old generation closes them at once on TERM, and nginx drops
+        # them from its cache as it sees them close.
+        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
+        drained = self.wait_until(
+            lambda: _connections_to(old_socket) == 0,
+            _directive_seconds(conf, "keepalive_time") + STOP_MARGIN,
+        )
+        if not drained and self.requested is None:
+            log(
+                "info",
+                "stopping the old generation; nginx's idle connections to it will close",
+                connections=_connections_to(old_socket),
+            )
         self.stop(old, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
         self.children.pop(old.pid, None)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
+
+    def _abandon(self, generation: int, reason: str) -> None:
+        """Log why a reload stopped, and stop the generation it started."""
+        log(
+            "error",
+            f"reload abandoned, generation {self.generation} keeps serving: {reason}",
+            generation=generation,
+        )
+        self._discard(generation)
 
     def _discard(self, generation: int) -> None:
         """Stop a generation that failed to start."""
@@ -541,7 +527,9 @@ class Stack:
         self.install_signal_handlers()
         _become_subreaper()
         try:
+            _check_port_free(self.settings)
             self.gunicorn = self.start_gunicorn(self.generation)
+            self.publish(self.generation)
             if self.requested is None:
                 self.nginx = self.start_nginx()
             while self.requested is None and all(
@@ -551,7 +539,7 @@ class Stack:
                 if self.reload_requested and self.requested is None:
                     self.reload_requested = False
                     self.reload()
-        except ServeError as exc:
+        except (ServeError, OSError) as exc:
             log("error", str(exc))
             self.stop_all()
             return 1
@@ -566,6 +554,64 @@ class Stack:
             return 1
         log("info", "stopped cleanly")
         return 0
+
+
+def generation_socket(settings: Settings, generation: int) -> Path:
+    """The socket a gunicorn generation binds (publish() links it to nginx's stable path)."""
+    return settings.run_dir / f"gunicorn-{generation}.sock"
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: SIGTERM this child when the runner dies (Linux PR_SET_PDEATHSIG)."""
+
+    def arm() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the runner died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
+def _check_port_free(settings: Settings) -> None:
+    """Refuse to start when something already listens on PORT (an orphan would answer
+    our readiness check, and nginx would fail to bind after gunicorn started)."""
+    family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As nginx binds: a port in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((settings.listen_address, settings.port))
+        except OSError as exc:
+            raise ServeError(
+                f"port {settings.port} in use on {settings.listen_address}; set PORT"
+                f" ({exc.strerror})"
+            ) from None
+
+
+def _directive_seconds(conf_text: str, name: str) -> float:
+    """The value in seconds of an nginx directive ("5s", "5", "500ms"); 0 when absent."""
+    match = re.search(rf"^\s*{name}\s+(\d+)(ms|s)?\s*;", conf_text, re.MULTILINE)
+    if match is None:
+        return 0.0
+    return int(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
+
+
+def _connections_to(bound: Path) -> int:
+    """Open connections accepted on the socket bound at this path, from /proc/net/unix."""
+    target = str(bound)
+    count = 0
+    try:
+        with Path("/proc/net/unix").open(encoding="utf-8", errors="replace") as table:
+            next(table, None)  # the header
+            for line in table:
+                fields = line.split()
+                # Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
+                if len(fields) >= 8 and fields[5] == "03" and fields[7] == target:
+                    count += 1
+    except OSError:
+        return 0  # not Linux: nothing to wait for
+    return count
 
 
 def _become_subreaper() -> None:
@@ -590,16 +636,16 @@ def _group_alive(pgid: int) -> bool:
     return any(pgrp == pgid and state != "Z" for _, state, _, pgrp in _processes())
 
 
-def _children_of(pid: int) -> set[int]:
-    """The pids whose parent is pid (nginx's workers), from /proc."""
-    return {child for child, _, ppid, _ in _processes() if ppid == pid}
-
-
 def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez with 200."""
+    """Whether the app behind a gunicorn socket answers GET /livez with 200, within 0.2 s.
+
+    Short, and asked again by the caller's loop: while this waits, nobody reads nginx's
+    access-log pipe, and once that pipe is full every nginx worker stalls (measured: 2.5 s
+    stalls while a new generation's workers were still booting, with a 5 s timeout here).
+    """
     request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(5.0)
+        probe.settimeout(0.2)
         try:
             probe.connect(str(socket_path))
             probe.sendall(request.encode("ascii"))
@@ -632,35 +678,48 @@ def drop_privileges(settings: Settings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything.
 
     nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
-    them; the port is unprivileged, so nothing needs root. Returns extra global directives
-    for nginx: none, except in the fallback where the interpreter is private to root (a
-    pyenv under /root) and everything stays root, nginx's workers included (by default a
-    root nginx runs its workers as nobody, who could not reach root's 0660 socket).
+    them; the port is unprivileged, so nothing needs root. The default SERVE_USER is a
+    dedicated user (the image's `app`): with the shared `nobody`, any other process running
+    as nobody could connect to the socket and forge X-Forwarded-For. When the switch cannot
+    work (no such user, root itself, or an interpreter private to root such as a pyenv under
+    /root), the runner refuses in one line, unless SERVE_AS_ROOT=on: then everything stays
+    root, and nginx's workers too (returned as a global directive: by default a root nginx
+    runs its workers as nobody, who could not reach root's 0660 socket).
     """
     if os.geteuid() != 0:
         return ""
     try:
         user = pwd.getpwnam(settings.serve_user)
-    except KeyError as exc:
-        raise ServeError(
-            f"running as root, but SERVE_USER {settings.serve_user!r} does not exist"
-        ) from exc
-    try:  # fail now, in plain words, rather than with a traceback after the switch
-        subprocess.run(
-            [sys.executable, "-c", "import gunicorn"],
-            user=user.pw_uid,
-            group=user.pw_gid,
-            extra_groups=[],
-            check=True,
-            capture_output=True,
+        if user.pw_uid == 0:
+            problem = f"SERVE_USER {settings.serve_user} is root"
+        else:
+            # Fail now, in plain words, rather than with a traceback after the switch.
+            subprocess.run(
+                [sys.executable, "-c", "import gunicorn"],
+                user=user.pw_uid,
+                group=user.pw_gid,
+                extra_groups=[],
+                check=True,
+                capture_output=True,
+            )
+            problem = ""
+    except KeyError:
+        problem = (
+            f"SERVE_USER {settings.serve_user} does not exist (create it: useradd --system"
+            f" {settings.serve_user}; or set SERVE_USER)"
         )
     except (OSError, subprocess.CalledProcessError):
-        log(
-            "warning",
-            f"started as root, but SERVE_USER {user.pw_name} cannot run {sys.executable} with"
-            " gunicorn (a private directory such as /root?): everything runs as root; run as"
-            " an ordinary user, or install Python where SERVE_USER can run it",
+        problem = (
+            f"SERVE_USER {settings.serve_user} cannot run {sys.executable} with gunicorn (a"
+            " private directory such as /root?)"
         )
+    if problem:
+        if not settings.serve_as_root:
+            raise ServeError(
+                f"started as root, but {problem}: refusing to serve as root; run as an"
+                " ordinary user, fix SERVE_USER, or set SERVE_AS_ROOT=on"
+            )
+        log("warning", f"started as root, but {problem}: serving as root (SERVE_AS_ROOT=on)")
         return "user root root;"
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     for path in [settings.run_dir, *settings.run_dir.rglob("*")]:
@@ -703,7 +762,18 @@ def serve(settings: Settings) -> int:
             nginx=checked.stderr.strip(),
         )
         return 1
-    log("info", "rendered nginx config", config=str(conf))
+    chain = settings.chain
+    log(
+        "info",
+        "rendered nginx config",
+        config=str(conf),
+        # The timeout chain derived from the app's deadline (docs/settings.md), in seconds.
+        app_deadline=chain.app_deadline,
+        nginx_proxy_timeout=chain.proxy,
+        nginx_drain=chain.nginx_drain,
+        graceful_timeout=chain.graceful,
+        stop_needs=chain.stop_budget,
+    )
     return Stack(settings, nginx_globals).run()
 
 
@@ -729,7 +799,7 @@ def main(argv: list[str]) -> int:
             return 0
         if command == "check":
             return check(settings)
-    except ServeError as exc:
+    except (ServeError, SettingError) as exc:
         log("error", str(exc))
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)

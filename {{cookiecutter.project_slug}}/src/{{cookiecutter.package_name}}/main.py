@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
@@ -28,6 +29,7 @@ from .middleware.deadline import DeadlineMiddleware
 from .middleware.error_guard import ErrorGuardMiddleware
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
+from .validation import validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
 DESCRIPTION = {{ cookiecutter.description | string_literal }}
@@ -90,6 +92,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url="/openapi.json" if settings.api_docs else None,
         docs_url=None,
         redoc_url=None,
+        # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input.
+        exception_handlers={RequestValidationError: validation_error_handler},
     )
     application.state.settings = settings
     application.state.readiness = ReadinessChecks()

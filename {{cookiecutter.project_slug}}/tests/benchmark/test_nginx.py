@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+import serve
+import stack_settings
 from bench.experiments import Front
-from bench.nginx import NginxConfigError, load_serve, vary
+from bench.nginx import NginxConfigError, vary
 
 PROJECT = Path(__file__).resolve().parents[2]
 RUN_DIR = "/srv/bench-x"  # never created: the config is only rendered
@@ -17,12 +19,10 @@ SOCKET = Path(RUN_DIR) / "gunicorn.sock"
 @pytest.fixture(scope="module")
 def rendered() -> str:
     """deploy/nginx.conf rendered by deploy/serve.py's own functions."""
-    serve = load_serve(PROJECT)
-    settings = serve.Settings.from_env({"RUN_DIR": RUN_DIR, "NGINX_ACCESS_LOG": "off"})
-    text: str = serve.render(
+    settings = stack_settings.load({"RUN_DIR": RUN_DIR, "NGINX_ACCESS_LOG": "off"})
+    return serve.render(
         settings.nginx_conf.read_text(encoding="utf-8"), serve.nginx_values(settings, SOCKET)
     )
-    return text
 
 
 def changed_lines(before: str, after: str) -> set[str]:

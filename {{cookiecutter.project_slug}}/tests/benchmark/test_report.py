@@ -1,9 +1,9 @@
-"""The Markdown report: tables like the seeds', findings and the recommendation."""
+"""The Markdown report: one table per experiment, the budgets, a warning on noisy runs."""
 
 from __future__ import annotations
 
 from bench.budgets import load_budgets
-from bench.report import markdown, recommendation
+from bench.report import advice, markdown
 from bench.results import ConfigResult, ExperimentResult, Results
 from bench.wrk import WrkResult
 
@@ -24,50 +24,41 @@ def config(config_id: str, *rates: float) -> ConfigResult:
     )
 
 
-def workers_results() -> Results:
-    workers = ExperimentResult(
-        "workers",
-        "Workers",
-        "q",
-        "workers-1",
-        [
-            config("workers-1", 5000, 5100, 4900),
-            config("workers-2", 9000, 9100, 8900),
-            config("workers-3", 9100, 9200, 9000),
-            config("threads", 9000, 9050, 8950),
-        ],
-        line=True,
-        x_values={"workers-1": 1, "workers-2": 2, "workers-3": 3},
-    )
+def run_results(bare_spread: float = 10.0) -> Results:
     middleware = ExperimentResult(
         "middleware",
         "Middleware",
         "q",
         "bare",
         [
-            config("bare", 1000, 1010, 990),
+            config("bare", 1000, 1000 + bare_spread, 1000 - bare_spread),
             config("default", 980, 985, 975),
-            config("basehttp-1", 500, 510, 490),
+            config("default-access-log", 500, 510, 490),
         ],
     )
-    return Results(
-        "full", "python -m bench run", "s", "f", MACHINE, SETTINGS, [middleware, workers]
-    )
+    return Results("full", "python -m bench run", "s", "f", MACHINE, SETTINGS, [middleware])
 
 
-def test_recommends_fewest_workers_near_the_best() -> None:
-    """3 workers beat 2 by about 1 %: within the tolerance, so 2 is recommended."""
-    (line,) = recommendation(workers_results())
-    assert "`WEB_CONCURRENCY=2`" in line
+def test_a_quiet_run_needs_no_note() -> None:
+    """Runs that agree within 20 % leave nothing to warn about."""
+    assert advice(run_results()) == []
 
 
-def test_report_has_tables_findings_and_budgets() -> None:
+def test_a_noisy_run_is_flagged() -> None:
+    """A configuration whose runs spread by 40 % makes the report say so."""
+    (note,) = advice(run_results(bare_spread=200.0))
+    assert "varied by up to 40%" in note
+
+
+def test_report_has_tables_and_budgets() -> None:
     """Each experiment gets a table with the baseline marked and the change to it."""
-    text = markdown(workers_results(), load_budgets(), chart="benchmark.png")
+    text = markdown(run_results(), load_budgets(), chart="benchmark.png")
     assert "| bare | 1,000 | 990 - 1,010 |" in text
-    assert "| basehttp-1 | 500 | 490 - 510 | 1.00 | 9.00 | 0 | -50.0 % (0.50 x, slower) |" in text
-    assert "BaseHTTPMiddleware costs about half the throughput" in text
+    assert (
+        "| default-access-log | 500 | 490 - 510 | 1.00 | 9.00 | 0 | -50.0 % (0.50 x, slower) |"
+        in text
+    )
     assert "| default middleware stack | 0.980 x | 0.95 x | pass |" in text
-    # The transport budget's configurations were not measured: said so, not hidden.
-    assert "| unix socket + upstream keepalive | - | 1.30 x | not measured in this run |" in text
+    # The nginx hop's configurations were not measured: said so, not hidden.
+    assert "| nginx hop, small JSON | - | 0.85 x | not measured in this run |" in text
     assert "![benchmark chart](benchmark.png)" in text

@@ -9,7 +9,10 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     GET  /fault/crash             raises: the app's JSON 500
     GET  /fault/whoami            the client address and scheme the app was given
     GET  /fault/pid               the pid of the worker that answered
+    GET  /fault/headers           the request headers and URL the app was given
+    GET  /fault/unready           the app's own 503, with its own Retry-After (7)
     POST /fault/echo              reads a JSON body and returns it (201)
+    POST /fault/model             validates a JSON body against a strict model, no size limit
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
 
 Inputs: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way;
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from {{ cookiecutter.package_name }}.main import create_app
 
@@ -91,6 +96,18 @@ async def whoami(request: Request) -> dict[str, str | None]:
     return {"client": request.client.host if request.client else None, "scheme": request.url.scheme}
 
 
+@app.get("/fault/headers")
+async def headers(request: Request) -> dict[str, Any]:
+    """The headers (names lower case) and the URL the app sees, after nginx and uvicorn."""
+    return {"headers": dict(request.headers), "url": str(request.url)}
+
+
+@app.get("/fault/unready")
+async def unready() -> JSONResponse:
+    """A 503 the app itself answers, as a readiness endpoint does."""
+    return JSONResponse({"detail": "not ready on purpose"}, 503, {"Retry-After": "7"})
+
+
 @app.get("/fault/pid")
 async def pid() -> dict[str, int]:
     """The pid of the worker that answered."""
@@ -102,6 +119,21 @@ async def echo(request: Request) -> dict[str, Any]:
     """Read the whole JSON body and send it back: a non-idempotent request for reload tests."""
     body: dict[str, Any] = await request.json()
     return body
+
+
+class Strict(BaseModel):
+    """A model that turns each unknown key and each wrong list item into an error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    numbers: list[int] = []
+
+
+@app.post("/fault/model")
+async def model(body: Strict) -> dict[str, int]:
+    """Validate a body of any size (up to nginx's limit): validation.py's worst case."""
+    return {"numbers": len(body.numbers)}
 
 
 @app.post("/fault/exit")

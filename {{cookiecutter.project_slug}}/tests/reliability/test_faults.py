@@ -51,7 +51,8 @@ def gunicorn_workers(stack: LiveStack) -> set[int]:
 def test_sigterm_lets_requests_in_flight_finish(stacks: Stacks) -> None:
     """SIGTERM: four slow requests in flight complete with 200; the runner exits 0 in budget."""
     graceful = 5
-    stack = stacks.start(GRACEFUL_TIMEOUT=str(graceful))
+    # The drain may not be shorter than the app's deadline (the runner refuses it): both 5 s.
+    stack = stacks.start(GRACEFUL_TIMEOUT=str(graceful), extra_env={DEADLINE_VARIABLE: "5"})
     results: list[int] = []
 
     def slow() -> None:
@@ -82,6 +83,7 @@ def test_request_longer_than_the_budget_is_cut(stacks: Stacks) -> None:
     stack = stacks.start(
         GRACEFUL_TIMEOUT=str(graceful),
         nginx_directives={"worker_shutdown_timeout": f"{graceful}s"},
+        extra_env={DEADLINE_VARIABLE: "2"},  # the drain may not be shorter than the deadline
     )
     results: list[int] = []
     thread = threading.Thread(
@@ -132,7 +134,8 @@ def test_sigkill_of_one_worker_loses_at_most_its_requests(stacks: Stacks) -> Non
 def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
     """A handler blocking its event loop: the worker is killed and replaced; others serve."""
     timeout = 2
-    stack = stacks.start(GUNICORN_TIMEOUT=str(timeout))
+    # The watchdog may not be shorter than the app's deadline (the runner refuses it).
+    stack = stacks.start(GUNICORN_TIMEOUT=str(timeout), extra_env={DEADLINE_VARIABLE: "2"})
     workers = gunicorn_workers(stack)
     blocked: list[tuple[int, float]] = []
 

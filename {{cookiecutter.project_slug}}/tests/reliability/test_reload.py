@@ -4,10 +4,13 @@ The clients are keep-alive GET and POST connections sending back to back. A fail
 answer other than 200/201, any broken connection, or any 5xx/499 in nginx's access log. A
 POST must be applied exactly once: nginx logged as many 201s as the clients received.
 
-One exception is counted, printed and allowed: a reused keep-alive connection that an
-exiting nginx worker closes just as the client sends on it. No byte of an answer came back
-and the request never reached nginx (its access log shows none); clients resend such a
-request on a new connection (RFC 9112, 9.3.1), and so do these.
+The runner's reload (class 7 of docs/security.md) never reloads nginx, so no client
+connection is closed at all: not even a stale keep-alive connection is allowed. nginx's own
+reload does close idle client connections; there one exception is counted, printed and
+allowed: a reused keep-alive connection that an exiting nginx worker closes just as the
+client sends on it. No byte of an answer came back and the request never reached nginx (its
+access log shows none); clients resend such a request on a new connection (RFC 9112,
+9.3.1), and so do these.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .conftest import (
     get,
     mixed_load,
     nginx_access,
+    runner_children,
     server_errors,
     wait_for_line,
 )
@@ -96,6 +100,9 @@ def test_runner_reload_under_mixed_load_loses_nothing(stacks: Stacks) -> None:
 
     assert not thread.is_alive()
     assert_nothing_lost(stack, report, "runner reload x3")
+    assert report.stale_retries == 0, "a client connection was closed: nginx was reloaded?"
+    assert stack.child_pid("nginx") in runner_children(stack)
+    assert not [line for line in stack.log_lines() if "sending SIGHUP to nginx" in str(line)]
     # Each old generation was stopped cleanly once nginx no longer used it.
     exits = [
         line

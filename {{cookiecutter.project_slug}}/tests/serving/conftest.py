@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import ModuleType
 {%- else -%}
 import contextlib
@@ -58,7 +59,10 @@ SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import a standalone file (deploy/serve.py, deploy/gunicorn.conf.py) by its path."""
+    """Import deploy/gunicorn.conf.py by its path (its name is no module name).
+
+    The other deploy/ files are imported by name: pytest's ``pythonpath`` holds deploy/.
+    """
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
@@ -66,12 +70,6 @@ def load_module(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="session")
-def serve_module() -> ModuleType:
-    """deploy/serve.py, the process runner, imported as a module."""
-    return load_module(DEPLOY / "serve.py", "serve_under_test")
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +85,18 @@ def nginx_bin() -> str:
     if found is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     return found
+
+
+def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """deploy/serve.py run to its end with only env (a refusal, a missing nginx...)."""
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "serve.py"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(env),
+        timeout=60,
+    )
 
 
 def tool(name: str) -> str:
@@ -154,7 +164,8 @@ def find_identity(uid: int, source: Path) -> Identity:
     As root, this interpreter may live where others cannot enter (a pyenv under /root):
     then the system's interpreter of the same version runs the same installed packages.
     """
-    pythonpath = [str(source), *_site_packages()]
+    # deploy/ too: the app's logs.py imports the stack's formatter (deploy/stack_log.py).
+    pythonpath = [str(source), str(source.parent / "deploy"), *_site_packages()]
     if os.geteuid() != 0:
         return Identity(os.getuid(), os.getgid(), sys.executable, pythonpath)
     if shutil.which("setpriv") is None:

@@ -2,7 +2,9 @@
 
 The live tests serve it through the real stack (APP_MODULE=slow_app:app) to hold requests
 in flight while the stack is stopped. It logs one JSON line when a slow request starts, so
-a test can wait for "all in flight" by reading the log instead of sleeping.
+a test can wait for "all in flight" by reading the log instead of sleeping. /slow bypasses
+the app's middleware; /app-slow?seconds=N is the same pause as a route of the real app,
+inside its middleware (its request deadline included).
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from {{ cookiecutter.package_name }}.main import app as real_app
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
+
+
+async def _app_slow(seconds: float) -> dict[str, str]:
+    await asyncio.sleep(seconds)
+    return {"status": "done"}
+
+
+real_app.add_api_route("/app-slow", _app_slow, methods=["GET"])
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:

@@ -14,8 +14,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import serve
+import stack_settings
+from stack_settings import SettingError
 
-from .conftest import DEPLOY, PROJECT, tool
+from .conftest import DEPLOY, PROJECT, run_runner, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,18 +34,15 @@ VARIANTS = {
 }
 
 
-def render(serve_module: ModuleType, run_dir: Path, **env: str) -> Path:
-    settings = serve_module.Settings.from_env({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
-    path: Path = serve_module.write_nginx_conf(settings, settings.socket_path(0))
-    return path
+def render(run_dir: Path, **env: str) -> Path:
+    settings = stack_settings.load({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
+    return serve.write_nginx_conf(settings, settings.socket_path(0))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_nginx_accepts_the_rendered_config(
-    serve_module: ModuleType, nginx_bin: str, tmp_path: Path, variant: str
-) -> None:
+def test_nginx_accepts_the_rendered_config(nginx_bin: str, tmp_path: Path, variant: str) -> None:
     """nginx -t accepts the config as rendered, with no placeholder left."""
-    conf = render(serve_module, tmp_path, **VARIANTS[variant])
+    conf = render(tmp_path, **VARIANTS[variant])
     text = conf.read_text(encoding="utf-8")
 
     result = subprocess.run(
@@ -56,11 +56,11 @@ def test_nginx_accepts_the_rendered_config(
     assert not re.search(r"@[A-Z_]+@", text), "a placeholder was left unrendered"
 
 
-def test_rendering_follows_the_environment(serve_module: ModuleType, tmp_path: Path) -> None:
+def test_rendering_follows_the_environment(tmp_path: Path) -> None:
     """Trusted proxies become set_real_ip_from lines; the access log can be switched off."""
-    default = render(serve_module, tmp_path / "a").read_text(encoding="utf-8")
+    default = render(tmp_path / "a").read_text(encoding="utf-8")
     behind = VARIANTS["behind a load balancer, no access log"]
-    behind_lb = render(serve_module, tmp_path / "b", **behind).read_text(encoding="utf-8")
+    behind_lb = render(tmp_path / "b", **behind).read_text(encoding="utf-8")
 
     assert not re.search(r"^\s*set_real_ip_from", default, re.MULTILINE)
     assert "access_log /dev/stdout json;" in default
@@ -81,24 +81,22 @@ def test_rendering_follows_the_environment(serve_module: ModuleType, tmp_path: P
         ("RUN_DIR", "/run/a b"),
     ],
 )
-def test_environment_cannot_inject_nginx_directives(
-    serve_module: ModuleType, name: str, value: str
-) -> None:
+def test_environment_cannot_inject_nginx_directives(name: str, value: str) -> None:
     """Values that would alter nginx's config are refused, naming the variable."""
-    with pytest.raises(serve_module.ServeError, match=name):
-        serve_module.Settings.from_env({name: value})
+    with pytest.raises(SettingError, match=name):
+        stack_settings.load({name: value})
 
 
-def test_render_refuses_an_unknown_placeholder(serve_module: ModuleType) -> None:
+def test_render_refuses_an_unknown_placeholder() -> None:
     """A placeholder without a value is an error, never left in the config."""
-    with pytest.raises(serve_module.ServeError, match="MISSING"):
-        serve_module.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
+    with pytest.raises(serve.ServeError, match="MISSING"):
+        serve.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_gixy_finds_nothing(serve_module: ModuleType, tmp_path: Path, variant: str) -> None:
+def test_gixy_finds_nothing(tmp_path: Path, variant: str) -> None:
     """gixy (the maintained fork) reports no issue in the rendered config."""
-    conf = render(serve_module, tmp_path, **VARIANTS[variant])
+    conf = render(tmp_path, **VARIANTS[variant])
 
     result = subprocess.run([tool("gixy"), str(conf)], capture_output=True, text=True, check=False)
 
@@ -188,33 +186,39 @@ def test_image_runs_the_runner_as_a_fixed_non_root_user() -> None:
 
 
 @pytest.mark.parametrize("name", ["serve.py", "gunicorn.conf.py"])
-def test_every_variable_is_documented(name: str) -> None:
-    """Each environment variable a deploy file reads is in its first lines and in the docs."""
+def test_only_stack_settings_reads_the_environment(name: str) -> None:
+    """The deploy files read no variable themselves: deploy/stack_settings.py is the one place."""
     source = (DEPLOY / name).read_text(encoding="utf-8")
-    read = set(re.findall(r"(?:get|_env_int)\(\s*\"([A-Z][A-Z0-9_]+)\"", source)) - {"PATH"}
-    header = source.split("\nfrom __future__", 1)[0]
-    # README.md, or a page it links under docs/ (docs/serving.md holds the stack's table).
-    pages = [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]
-    readme = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    read = set(re.findall(r"environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]*)\"", source))
+    read -= {"PATH", "HOME"}  # PATH finds nginx; HOME is written (for gunicorn), not read
 
-    assert read, f"found no environment variable in deploy/{name}: the pattern is stale"
-    assert not [v for v in sorted(read) if v not in header], f"undocumented in deploy/{name}"
-    assert not [v for v in sorted(read) if f"`{v}`" not in readme], "undocumented in the docs"
+    assert not read, f"deploy/{name} reads {sorted(read)}: define them in stack_settings.py"
 
 
 def test_runner_explains_a_missing_nginx(tmp_path: Path) -> None:
     """Without nginx the runner exits 1 with one log line naming the package to install."""
     env = {"PATH": os.defpath, "NGINX_BIN": str(tmp_path / "nginx"), "RUN_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, DEPLOY / "serve.py"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    result = run_runner(env)
 
     assert result.returncode == 1
     (line,) = [json.loads(raw) for raw in result.stdout.splitlines()]
     assert line["level"] == "error"
     assert "apt-get install -y nginx-light" in line["message"]
+
+
+def test_the_relay_writes_whole_lines_only() -> None:
+    """Output cut anywhere by the pipe is written line by line; the end flushes the rest."""
+    relay = serve.LineRelay(lambda block: block.upper() + b"\n")
+    assert relay.feed(b"ab") == b""
+    assert relay.feed(b"c\nde") == b"ABC\n"
+    assert relay.feed(b"f\ngh\n") == b"DEF\nGH\n"
+    assert relay.feed(b"tail") == b""
+    assert relay.feed(b"") == b"TAIL\n"
+
+
+def test_the_relay_bounds_a_line_without_end() -> None:
+    """A line longer than the limit is passed on in pieces, never held without bound."""
+    relay = serve.LineRelay(lambda block: block + b"\n")
+    chunk = b"x" * (serve.LineRelay.LIMIT + 1)
+    assert relay.feed(chunk) == chunk + b"\n"
+    assert relay.pending == b""

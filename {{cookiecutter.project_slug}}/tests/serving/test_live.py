@@ -6,9 +6,11 @@ real nginx and gunicorn processes. Skipped, with the reason, where nginx is miss
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -37,12 +39,15 @@ REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def fetch(
-    url: str, data: bytes | None = None, headers: dict[str, str] | None = None
+    url: str,
+    data: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
 ) -> tuple[int, dict[str, str], bytes]:
     """One request; an HTTP error status is returned, not raised."""
     request = urllib.request.Request(url, data=data, headers=headers or {})  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
@@ -236,3 +241,114 @@ def test_failed_reload_keeps_the_old_generation_serving(
     os.kill(old_gunicorn, 0)  # still there: raises if the old generation was stopped
     stack.process.send_signal(signal.SIGTERM)
     assert stack.wait_exit(60) == 0, stack.log_text()
+
+
+# --- the settings and the log lines, live -----------------------------------------------------
+
+APP_DEADLINE = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
+
+
+def raw_request(port: int, request: bytes) -> bytes:
+    """Send request bytes as they are (what urllib would refuse to send); return the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+        client.sendall(request)
+        chunks = []
+        while chunk := client.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_longer_fractional_deadline_gets_the_apps_504(
+    start_stack: Callable[..., LiveStack],
+) -> None:
+    """A deadline above the old fixed nginx timeout (35 s): the app's JSON 504, not nginx's.
+
+    Fractional, non-default values all along the chain; nginx's proxy timeouts follow the
+    deadline, so the slow request ends in the app's 504 with its request id.
+    """
+    stack = start_stack(
+        app_module="slow_app:app",
+        **{
+            APP_DEADLINE: "36.5",
+            "GRACEFUL_TIMEOUT": "40.5",
+            "GUNICORN_TIMEOUT": "45.25",
+            "KEEPALIVE": "80",
+        },
+    )
+    conf = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
+    assert "proxy_read_timeout 41500ms;" in conf
+    assert "worker_shutdown_timeout 46500ms;" in conf
+    (rendered,) = [line for line in stack.log_lines() if line["message"] == "rendered nginx config"]
+    assert (rendered["nginx_proxy_timeout"], rendered["graceful_timeout"]) == (41.5, 40.5)
+
+    status, headers, body = fetch(f"{stack.base}/app-slow?seconds=60", timeout=90)
+
+    assert status == 504, body
+    answer = json.loads(body)
+    assert answer["detail"] == "Gateway Timeout: request deadline exceeded"
+    assert answer["request_id"] == headers["X-Request-ID"], "the app's 504 carries the id"
+    assert headers["Content-Type"] == "application/json"
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.wait_exit(90) == 0, stack.log_text()
+
+
+CONTRACT = ["time", "level", "logger", "message"]
+
+
+def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveStack]) -> None:
+    """After a 413, a 404, an oversized header and non-UTF-8 bytes, every line is JSON."""
+    stack = start_stack()
+    too_large, _, _ = fetch(f"{stack.base}/livez", data=b"x" * (2 * 1024 * 1024))
+    missing, _, _ = fetch(f"{stack.base}/nope")
+    # Above client_body_buffer_size: nginx warns in its error log (buffered to a temp file).
+    buffered, _, _ = fetch(f"{stack.base}/nope", data=b"y" * (64 * 1024))
+    oversized = raw_request(
+        stack.port, b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+    )
+    # A Latin-1 User-Agent, and a path nginx percent-decodes into a non-UTF-8 $uri.
+    latin1 = raw_request(
+        stack.port,
+        b"GET /nope HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Mozilla \xff\xfe\xe9\r\n"
+        b"Connection: close\r\n\r\n",
+    )
+    decoded = fetch(f"{stack.base}/caf%e9/%ff")[0]
+    assert (too_large, missing, buffered, decoded) == (413, 404, 404, 404)
+    assert oversized.startswith(b"HTTP/1.1 400 "), oversized[:80]
+    assert latin1.startswith(b"HTTP/1.1 404 "), latin1[:80]
+    wait_for(
+        lambda: (
+            sum('"logger":"nginx.access"' in line for line in stack.log_text().splitlines()) >= 6
+        ),
+        10,
+        "nginx's access lines of the six requests",
+    )
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.wait_exit(60) == 0, stack.log_text()
+
+    raw = stack.log_path.read_bytes()
+    lines = [json.loads(line.decode("utf-8")) for line in raw.splitlines()]
+    for line in lines:
+        assert list(line)[:4] == CONTRACT, line
+    loggers = {line["logger"] for line in lines}
+    assert {"serve", "gunicorn.error", "uvicorn.error", "nginx.access", "nginx.error"} <= loggers
+    agents = [line.get("user_agent") for line in lines if line["logger"] == "nginx.access"]
+    # The client's bytes survive, as \udcXX escapes: nothing is dropped or invented.
+    assert "Mozilla \udcff\udcfe\udce9" in agents, agents
+    paths = [line.get("path") for line in lines if line["logger"] == "nginx.access"]
+    assert "/caf\udce9/\udcff" in paths, paths
+
+
+def test_a_clean_start_and_stop_says_only_what_an_operator_needs(
+    start_stack: Callable[..., LiveStack],
+) -> None:
+    """At info level, no gunicorn chatter (worker class, closing a closed socket)."""
+    stack = start_stack()
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.wait_exit(60) == 0, stack.log_text()
+    text = stack.log_text()
+
+    assert "Using worker" not in text
+    assert "Error while closing socket" not in text
+    assert "Traceback" not in text
+    levels = {json.loads(line)["level"] for line in text.splitlines()}
+    assert levels == {"info"}, text

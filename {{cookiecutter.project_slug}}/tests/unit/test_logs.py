@@ -7,6 +7,7 @@ import re
 import sys
 
 import pytest
+import stack_log
 
 from {{ cookiecutter.package_name }} import logs
 from {{ cookiecutter.package_name }}.logs import (
@@ -16,7 +17,7 @@ from {{ cookiecutter.package_name }}.logs import (
     configure_logging,
     extra_fields,
 )
-from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID
+from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 
 RFC3339_UTC_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
@@ -284,3 +285,120 @@ def test_access_templates_are_rebuilt_after_fork(monkeypatch: pytest.MonkeyPatch
     logs._access_templates.clear()
     assert before.process != -2
     assert access_record("svc.fork", *ACCESS).process == -2
+
+
+# --- hostile values: every line stays one valid JSON object -----------------------------------
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_json_survives_values_json_cannot_hold() -> None:
+    """NaN anywhere, bytes, cycles, odd keys and objects that refuse str() still give JSON."""
+    cycle: list[object] = []
+    cycle.append(cycle)
+    fields = as_json(
+        make_record(
+            extra={
+                "inf": float("-inf"),
+                "nested_nan": [1.0, float("nan")],
+                "raw": b"\xff\x00ok",
+                "cycle": cycle,
+                "tuple_keys": {(1, 2): "x"},
+                "broken": Unprintable(),
+            }
+        )
+    )
+    assert fields["inf"] == "-inf"
+    assert fields["nested_nan"] == "[1.0, nan]"
+    assert fields["raw"] == "b'\\xff\\x00ok'"
+    assert fields["cycle"] == "[[...]]"
+    assert fields["tuple_keys"] == "{(1, 2): 'x'}"
+    assert fields["broken"] == "<unprintable Unprintable>"
+
+
+def test_json_survives_a_bad_format_and_odd_names() -> None:
+    """Arguments that do not fit the message, and non-ASCII or lone-surrogate text."""
+    logger = logging.getLogger("t")
+    record = logger.makeRecord("t\udcff", logging.INFO, "", 0, "%d items", ("many",), None)
+    record.__dict__["naïve\n"] = "\udcfe"
+    line = JsonFormatter().format(record)
+    assert line.isascii()
+    fields = json.loads(line)
+    assert fields["message"] == "%d items ('many',)"
+    assert fields["logger"] == "t\udcff"
+    assert fields["naïve\n"] == "\udcfe"
+
+
+def test_every_contract_key_is_protected() -> None:
+    """No extra field can overwrite a key of the contract: each is written with a prefix."""
+    extra: dict[str, object] = dict.fromkeys(stack_log.CONTRACT_KEYS, "spoofed")
+    token = REQUEST_ID.set("real-id")
+    try:
+        del extra["request_id"]  # a record's own request_id is the access log's: it wins
+        del extra["message"]  # the logging module itself refuses this one
+        record = make_record("real message", extra=extra)
+        fields = as_json(record)
+    finally:
+        REQUEST_ID.reset(token)
+    assert fields["message"] == "real message"
+    assert fields["request_id"] == "real-id"
+    assert fields["level"] == "info"
+    assert fields["extra_time"] == fields["extra_logger"] == fields["extra_exception"] == "spoofed"
+    assert fields["extra_level"] == "spoofed"
+    assert "spoofed" not in (fields["time"], fields["logger"])
+
+
+def test_the_runner_and_gunicorn_write_the_same_shape() -> None:
+    """The runner's lines come from the same formatter, protected keys included."""
+    line = json.loads(stack_log.json_line("serve", "warning", "hi", level="x", name="n", pid=3))
+    assert list(line) == ["time", "level", "logger", "message", "extra_level", "extra_name", "pid"]
+    assert (line["level"], line["logger"], line["message"]) == ("warning", "serve", "hi")
+
+
+def test_nginx_error_lines_become_json() -> None:
+    """nginx's error log line: its time, level, pid, connection and context become fields."""
+    raw = (
+        b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a temporary"
+        b' file /run/x, client: 127.0.0.1, server: _, request: "POST /a\xff HTTP/1.1", host: "h"\n'
+    )
+    line = stack_log.nginx_error_line(raw)
+    assert line.isascii()
+    fields = json.loads(line)
+    assert fields["time"] == "2026-01-02T03:04:05.000Z"
+    assert (fields["level"], fields["logger"]) == ("warning", "nginx.error")
+    assert fields["message"] == "a client request body is buffered to a temporary file /run/x"
+    assert (fields["pid"], fields["connection"]) == (12, 7)
+    assert fields["client"] == "127.0.0.1"
+    assert fields["request"] == "POST /a\\xff HTTP/1.1"
+    assert fields["host"] == "h"
+
+
+@pytest.mark.parametrize(
+    ("raw", "level", "message"),
+    [
+        (b'nginx: [emerg] unknown directive "x" in /c', "critical", 'unknown directive "x" in /c'),
+        (b"something else \xfe", "error", "something else \\xfe"),
+    ],
+)
+def test_nginx_lines_of_other_shapes_become_json(raw: bytes, level: str, message: str) -> None:
+    """nginx's early messages and any unexpected text still give one JSON line."""
+    fields = json.loads(stack_log.nginx_error_line(raw))
+    assert (fields["level"], fields["logger"], fields["message"]) == (level, "nginx.error", message)
+
+
+def test_access_lines_are_made_valid_utf8() -> None:
+    """Valid lines pass untouched; a non-UTF-8 byte becomes a \\udcXX escape, nothing lost."""
+    good = b'{"a":"\xc3\xa9"}\n{"b":1}'
+    assert stack_log.access_lines(good) == good + b"\n"
+    bad = b'{"ua":"Mozilla \xff"}\n{"b":1}\nnot json \xfe'
+    out = stack_log.access_lines(bad).decode("utf-8").splitlines()
+    assert json.loads(out[0]) == {"ua": "Mozilla \udcff"}
+    assert json.loads(out[1]) == {"b": 1}
+    assert json.loads(out[2])["message"] == "not json \\xfe"
+    assert json.loads(out[0])["ua"].encode("utf-8", "surrogateescape") == b"Mozilla \xff"

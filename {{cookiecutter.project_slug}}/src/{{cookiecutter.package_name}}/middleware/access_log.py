@@ -2,8 +2,8 @@
 
 Fields (the project's access-log contract): ``method``, ``path``, ``status``,
 ``duration_ms``, ``request_id``, ``client``. Depends on Starlette's ASGI types, on
-``access_record()`` from logs.py, and on ``REQUEST_ID`` from request_id.py, which must run
-outside this middleware.
+``access_record()`` from logs.py, on response.py (the shared send wrapper, which records the
+status) and on ``REQUEST_ID`` from request_id.py, which must run outside this middleware.
 
 The path is logged without the query string, which often carries tokens. This runs on
 every request, so the record comes from ``access_record()``, which skips what ``Logger.info``
@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from {{ cookiecutter.package_name }}.logs import access_record
 
 from .request_id import REQUEST_ID
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class AccessLogMiddleware:
@@ -38,16 +39,13 @@ class AccessLogMiddleware:
             return
 
         start = time.perf_counter()
-        # A one-item list so the closure can set it; 500 if the app dies before answering.
-        status = [500]
-
-        async def send_with_status(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
         try:
-            await self.app(scope, receive, send_with_status)
+            await self.app(scope, receive, response.send)
         finally:
             logger = self.logger
             # isEnabledFor is cached by the logging module: cheap when the level hides us.
@@ -58,7 +56,8 @@ class AccessLogMiddleware:
                         logger.name,
                         scope["method"],
                         scope["path"],
-                        status[0],
+                        # 500 if the app died before answering.
+                        500 if response.status is None else response.status,
                         round((time.perf_counter() - start) * 1000.0, 2),
                         REQUEST_ID.get(),
                         # None over a unix socket unless the server trusts X-Forwarded-For.

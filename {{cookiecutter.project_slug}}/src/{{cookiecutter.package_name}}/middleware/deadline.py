@@ -2,7 +2,8 @@
 
 Input: ``timeout_seconds`` (settings.py reads it from ``..._REQUEST_TIMEOUT_SECONDS``).
 Depends on Starlette's ASGI types, asyncio (uvicorn and gunicorn's workers run asyncio),
-and ``REQUEST_ID`` from request_id.py, which must run outside this middleware.
+response.py (the shared send wrapper, which tells whether the response has started) and
+``REQUEST_ID`` from request_id.py, which must run outside this middleware.
 
 Nothing else bounds an async request: gunicorn's ``timeout`` only watches for a blocked
 event loop, and nginx's ``proxy_read_timeout`` restarts at every read. Keep nginx's timeout
@@ -28,12 +29,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from asyncio import CancelledError, current_task, get_running_loop
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 _HEADERS = [(b"content-type", b"application/json")]
 
@@ -48,24 +52,26 @@ class _Sweeper:
     def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
         self.loop = loop
         self.tick = tick
-        # task -> [deadline, expired]; insertion order is deadline order (one shared timeout).
-        self.inflight: dict[asyncio.Task[object], list[float | bool]] = {}
+        # task -> deadline; insertion order is deadline order (one shared timeout). Deadlines
+        # are time.monotonic() values, not loop.time(): the same clock on every loop, and a C
+        # call where asyncio's loop.time() is a Python method.
+        self.inflight: dict[asyncio.Task[object], float] = {}
+        # The tasks this sweeper cancelled, until their request ends: rare, so the common
+        # path only tests that the set is empty.
+        self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
-    def add(self, task: asyncio.Task[object], deadline: float) -> list[float | bool]:
-        entry: list[float | bool] = [deadline, False]
-        self.inflight[task] = entry
-        if self.handle is None:
-            self.handle = self.loop.call_later(self.tick, self._sweep)
-        return entry
+    def start(self) -> None:
+        self.handle = self.loop.call_later(self.tick, self._sweep)
 
     def _sweep(self) -> None:
-        now = self.loop.time()
-        for task, entry in self.inflight.items():
-            if entry[0] > now:
+        now = monotonic()
+        for task, deadline in self.inflight.items():
+            if deadline > now:
                 break
-            if not entry[1]:
-                entry[1] = True
+            # A task someone else is already cancelling (a server shutdown) is theirs.
+            if task not in self.expired and not task.cancelling():
+                self.expired.add(task)
                 task.cancel()
         self.handle = self.loop.call_later(self.tick, self._sweep) if self.inflight else None
 
@@ -87,37 +93,39 @@ class DeadlineMiddleware:
             await self.app(scope, receive, send)
             return
 
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        loop = asyncio.get_running_loop()
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
+        loop = get_running_loop()
         sweeper = self._sweeper
         if sweeper is None or sweeper.loop is not loop:
             # One per event loop: tests run each client in a loop of its own.
             sweeper = self._sweeper = _Sweeper(loop, self.tick)
-        task: asyncio.Task[object] = asyncio.current_task()  # type: ignore[assignment]
-        cancelling = task.cancelling()
-        entry = sweeper.add(task, loop.time() + self.timeout_seconds)
+        task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
+        inflight, expired = sweeper.inflight, sweeper.expired
+        inflight[task] = monotonic() + self.timeout_seconds
+        if sweeper.handle is None:
+            sweeper.start()
         try:
-            await self.app(scope, receive, send_tracking)
-        except asyncio.CancelledError:
-            # Ours only if we cancelled it and nobody else did (a server shutdown, say).
-            if not entry[1] or task.uncancel() > cancelling:
+            await self.app(scope, receive, response.send)
+        except CancelledError:
+            # Ours only if we cancelled it and nobody else did since (a server shutdown, say):
+            # uncancel() returns how many cancellations remain once ours is taken back.
+            if task not in expired or task.uncancel():
                 raise
         else:
-            if entry[1]:
+            if expired and task in expired:
                 # The app swallowed our cancellation and finished anyway: rebalance the
                 # task's cancel count, or asyncio.timeout() higher up would misread it.
                 task.uncancel()
             return
         finally:
-            del sweeper.inflight[task]
-        await self._expired(scope, send, started=started)
+            del inflight[task]
+            if expired:
+                expired.discard(task)
+        await self._expired(scope, response.send, started=response.status is not None)
 
     async def _expired(self, scope: Scope, send: Send, *, started: bool) -> None:
         self.logger.warning(

@@ -1,7 +1,8 @@
 """Turn an unhandled exception into a JSON 500 that carries the request id, and log it.
 
-Depends on Starlette's ASGI types and on ``REQUEST_ID`` from request_id.py, which must run
-outside this middleware (so does the access log, which then records the 500).
+Depends on Starlette's ASGI types, response.py (the shared send wrapper, which tells whether
+the response has started) and ``REQUEST_ID`` from request_id.py, which must run outside this
+middleware (so does the access log, which then records the 500).
 
 Starlette's own last-resort handler sits outside every user middleware, so its 500 would
 lack the headers our middleware add (the request id). This guard answers itself instead. The
@@ -17,9 +18,10 @@ import traceback
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
+from .response import ResponseTracker, tracker
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 _HEADERS = [(b"content-type", b"application/json")]
 
@@ -37,25 +39,22 @@ class ErrorGuardMiddleware:
             await self.app(scope, receive, send)
             return
 
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        # The outer middleware's tracker when there is one (the default stack); inline rather
+        # than tracker(send), since this runs on every request.
+        response = getattr(send, "__self__", None)
+        if type(response) is not ResponseTracker:
+            response = tracker(send)
         try:
-            await self.app(scope, receive, send_tracking)
+            await self.app(scope, receive, response.send)
         except Exception as exc:
             self.logger.exception(
                 "unhandled exception", extra={"method": scope["method"], "path": scope["path"]}
             )
-            if started:
+            if response.status is not None:
                 # Too late for a 500: re-raise so the server closes the connection and the
                 # client sees a truncated response rather than a complete-looking one.
                 raise
-            await self._answer(send, exc)
+            await self._answer(response.send, exc)
 
     async def _answer(self, send: Send, exc: Exception) -> None:
         payload = {"detail": "Internal Server Error", "request_id": REQUEST_ID.get()}

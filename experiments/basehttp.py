@@ -3,12 +3,14 @@
 BaseHTTPMiddleware is what `@app.middleware("http")` builds and what FastAPI's docs show. It
 runs the rest of the app in a separate task and re-wraps every response in a streaming
 response, which costs throughput (the seed measured -54 % with one pass-through) and breaks
-contextvars propagation from inner to outer code. The project bans the import (ruff TID251);
-this file alone is exempt (pyproject.toml), because measuring that cost is its purpose.
+contextvars propagation from inner to outer code. Generated projects ban the import (ruff
+TID251); it lives here, in the template's experiments, because measuring that cost is its
+purpose.
 
-Each class does the work of its twin in `{{ cookiecutter.package_name }}.middleware` the way
-people write it with `call_next`, in main.py's order, on the same app (bench/apps.py), so the
-difference in the benchmark is the middleware style.
+Each class does the work of its twin in the baked package's `middleware` the way people
+write it with `call_next`, in main.py's order, on the same app (the bake's bench/apps.py), so
+the difference in the benchmark is the middleware style. The baked package is named by
+$EXPERIMENTS_PACKAGE (experiments/__main__.py sets it).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from typing import TYPE_CHECKING
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import JSONResponse, Response
 
-from {{ cookiecutter.package_name }}.main import ACCESS_LOGGER
-from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID, new_request_id
+from experiments.package import package_module
+
+ACCESS_LOGGER = package_module("main").ACCESS_LOGGER
+_request_id = package_module("middleware.request_id")
+REQUEST_ID, new_request_id = _request_id.REQUEST_ID, _request_id.new_request_id
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

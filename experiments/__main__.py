@@ -1,0 +1,102 @@
+"""Run the template's experiment grid against a baked project and write its report.
+
+    python -m experiments --project BAKE [--quick] [--only EXPERIMENT ...] [--out DIR]
+    python -m experiments --project BAKE --cpu-share [--quick] [--out DIR]
+
+Run through `scripts/experiments`, which bakes the default project, installs it and puts this
+package and the bake on PYTHONPATH. Writes DIR/experiments.json, DIR/experiments.md (every
+table, the seeds' findings, a recommendation) and, with matplotlib, DIR/experiments.png.
+The findings table is the template README's "Re-measured" table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from experiments.package import VARIABLE, discover
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__)
+    parser.add_argument("--project", type=Path, required=True, help="a baked project")
+    parser.add_argument("--quick", action="store_true", help="short runs, fewer configurations")
+    parser.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="only these experiments")
+    parser.add_argument("--out", type=Path, default=Path("build/experiments"))
+    parser.add_argument(
+        "--cpu-share",
+        action="store_true",
+        help="instead of the grid: CPU time per request of gunicorn, nginx and wrk",
+    )
+    args = parser.parse_args(argv)
+    project = args.project.resolve()
+    # Before importing the bake's bench package: the servers inherit this environment.
+    os.environ[VARIABLE] = discover(project)
+    if args.cpu_share:
+        from experiments.cpu_share import cpu_share
+
+        table = cpu_share(project, seconds=2 if args.quick else 8)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "cpu-share.md").write_text(table + "\n", encoding="utf-8")
+        print(table)
+        return 0
+
+    from bench.budgets import load_budgets  # the bake's, on PYTHONPATH
+    from bench.report import markdown
+    from bench.runner import FULL, QUICK, run_experiments
+    from bench.servers import shipped_worker_count
+
+    from experiments.findings import findings_table, recommendation
+    from experiments.grid import grid
+
+    workers = shipped_worker_count(project)
+    chosen = grid(len(os.sched_getaffinity(0)), workers)
+    if args.only:
+        unknown = set(args.only) - {e.id for e in chosen}
+        if unknown:
+            print(f"error: unknown experiment(s) {sorted(unknown)}", file=sys.stderr)
+            return 2
+        chosen = [e for e in chosen if e.id in args.only]
+    if args.quick:
+        chosen = [
+            type(e)(**{**vars(e), "configs": tuple(c for c in e.configs if c.quick)})
+            for e in chosen
+        ]
+        chosen = [e for e in chosen if e.configs]
+    results = run_experiments(
+        project,
+        chosen,
+        QUICK if args.quick else FULL,
+        mode="quick" if args.quick else "partial" if args.only else "full",
+        command=shlex.join(["scripts/experiments", *argv[2:]]),
+        default_workers=workers,
+    )
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    results.write(out / "experiments.json")
+    chart: str | None = "experiments.png"
+    try:
+        from bench.chart import draw  # matplotlib is optional
+    except ImportError:
+        chart = None
+    else:
+        draw(results, out / "experiments.png")
+    report = markdown(results, load_budgets(project / "bench" / "budgets.toml"), chart)
+    report = report.replace("# Benchmark results", "# The template's experiment grid", 1)
+    findings = findings_table(results)
+    if findings:
+        report += "\n## The seeds' findings on this machine\n\n" + findings + "\n"
+    advice = recommendation(results)
+    if advice:
+        report += "\n## Recommendation for this machine\n\n" + "\n".join(advice) + "\n"
+    (out / "experiments.md").write_text(report, encoding="utf-8")
+    print(report)
+    print(f"wrote {out / 'experiments.json'}, {out / 'experiments.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,184 @@
+"""The template's experiment grid: every choice the generated stack ships with, re-measured.
+
+Pure data, in the shapes of the bake's bench/experiments.py (Experiment, Config, Stack,
+Front), run by its runner. These experiments argue the template's defaults (pure ASGI over
+BaseHTTPMiddleware, socket and keepalive over TCP, buffering on, the worker count, the
+server); a generated service only keeps its own lean benchmark (`make bench`).
+`quick=True` marks the configurations `scripts/experiments --quick` measures.
+"""
+
+from __future__ import annotations
+
+from bench.experiments import (
+    ACCESS_LOG,
+    LARGE,
+    LARGE_SYNC,
+    SMALL,
+    SMALL_SYNC,
+    Config,
+    Experiment,
+    Front,
+    Stack,
+)
+
+
+def grid(cpus: int, default_workers: int) -> list[Experiment]:
+    """Every experiment, for a machine with `cpus` CPUs where the shipped config runs
+    `default_workers` workers."""
+    production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
+    worker_counts = list(range(1, 2 * cpus + 2))
+    return [
+        Experiment(
+            id="middleware",
+            title="Middleware: bare, the shipped pure-ASGI stack, the same as BaseHTTPMiddleware",
+            question="What does the shipped middleware stack cost, and what would the "
+            "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
+            "so the app is the bottleneck. The app's access log (one JSON line per request "
+            "on stdout) is off by default, since nginx logs every request with the same id; "
+            "the access-log row shows what turning it on costs. The two pass-through rows "
+            "repeat the seed's own experiment (one middleware that does nothing).",
+            baseline="bare",
+            configs=(
+                Config(
+                    "bare", "bare app (no middleware)", Stack(app="bare", workers=1), quick=True
+                ),
+                Config(
+                    "default",
+                    "default pure-ASGI stack",
+                    Stack(app="shipped", workers=1),
+                    quick=True,
+                ),
+                Config(
+                    "default-access-log",
+                    "default stack + the app's access log",
+                    Stack(app="shipped", workers=1, env=((ACCESS_LOG, "true"),)),
+                ),
+                Config(
+                    "basehttp",
+                    "same middlewares as BaseHTTPMiddleware",
+                    Stack(app="experiments.apps:basehttp", workers=1),
+                ),
+                Config(
+                    "asgi-1",
+                    "one pure-ASGI pass-through (seed)",
+                    Stack(app="experiments.apps:asgi_passthrough", workers=1),
+                ),
+                Config(
+                    "basehttp-1",
+                    "one BaseHTTPMiddleware pass-through (seed)",
+                    Stack(app="experiments.apps:basehttp_passthrough", workers=1),
+                    quick=True,
+                ),
+            ),
+        ),
+        Experiment(
+            id="transport",
+            title="nginx to app: TCP or unix socket, with and without upstream keepalive",
+            question="How should nginx reach gunicorn? The shipped stack (socket + keepalive) "
+            "against the seeds' starting point (TCP, a new connection per request), and "
+            "gunicorn without nginx for reference.",
+            baseline="tcp-close",
+            configs=(
+                Config(
+                    "tcp-close",
+                    "nginx -> TCP, no keepalive",
+                    Stack(front=Front("tcp", keepalive=False)),
+                    quick=True,
+                ),
+                Config("tcp-keepalive", "nginx -> TCP + keepalive", Stack(front=Front("tcp"))),
+                Config(
+                    "socket-close",
+                    "nginx -> socket, no keepalive",
+                    Stack(front=Front("unix", keepalive=False)),
+                ),
+                Config(
+                    "socket-keepalive",
+                    "nginx -> socket + keepalive (shipped)",
+                    Stack(front=production),
+                    quick=True,
+                ),
+                Config("direct", "gunicorn direct (no nginx)", Stack()),
+            ),
+        ),
+        Experiment(
+            id="endpoint",
+            title="Small JSON or 1 MiB; `async def` or `def`",
+            question="How do response size and the endpoint's kind change throughput through "
+            "the shipped stack? `def` endpoints run in AnyIO's thread pool.",
+            baseline="async-small",
+            configs=(
+                Config("async-small", "async def, small JSON", Stack(front=production), SMALL),
+                Config("def-small", "def, small JSON", Stack(front=production), SMALL_SYNC),
+                Config("async-1mb", "async def, 1 MiB", Stack(front=production), LARGE),
+                Config("def-1mb", "def, 1 MiB", Stack(front=production), LARGE_SYNC),
+            ),
+        ),
+        Experiment(
+            id="buffering",
+            title="proxy_buffering on or off for 1 MiB responses",
+            question="The seeds turn proxy_buffering off; the shipped config keeps it on "
+            "(it frees workers from slow clients). What does each cost here?",
+            baseline="buffering-on",
+            configs=(
+                Config(
+                    "buffering-on", "proxy_buffering on (shipped)", Stack(front=production), LARGE
+                ),
+                Config(
+                    "buffering-off",
+                    "proxy_buffering off (seeds)",
+                    Stack(front=Front(buffering=False)),
+                    LARGE,
+                ),
+                Config("direct-1mb", "gunicorn direct (no nginx)", Stack(), LARGE),
+            ),
+        ),
+        Experiment(
+            id="workers",
+            title=f"Worker count from 1 to 2 x {cpus} cores + 1, and threads",
+            question="Which worker count serves most through the shipped stack on this machine? "
+            "gunicorn's `threads` only affects its gthread worker: one data point shows it "
+            "does nothing for ASGI workers.",
+            baseline="workers-1",
+            configs=(
+                *(
+                    Config(
+                        f"workers-{n}",
+                        f"{n} worker{'s' if n > 1 else ''}",
+                        Stack(workers=n, front=production),
+                    )
+                    for n in worker_counts
+                ),
+                Config(
+                    "threads",
+                    f"{default_workers} workers x 4 threads",
+                    Stack(workers=default_workers, threads=4, front=production),
+                ),
+            ),
+            line=True,
+            x_values={f"workers-{n}": n for n in worker_counts},
+        ),
+        Experiment(
+            id="servers",
+            title="Server: gunicorn + UvicornWorker, gunicorn's asgi worker, uvicorn --workers",
+            question=f"Which server runs the same app fastest, each with {default_workers} "
+            "workers, directly on TCP (no nginx)?",
+            baseline="gunicorn-uvicorn",
+            configs=(
+                Config(
+                    "gunicorn-uvicorn",
+                    "gunicorn + UvicornWorker (shipped)",
+                    Stack(workers=default_workers),
+                ),
+                Config(
+                    "gunicorn-asgi",
+                    "gunicorn worker_class=asgi",
+                    Stack(server="gunicorn-asgi", workers=default_workers),
+                ),
+                Config(
+                    "uvicorn",
+                    "uvicorn --workers (FastAPI docs)",
+                    Stack(server="uvicorn", workers=default_workers),
+                ),
+            ),
+        ),
+    ]

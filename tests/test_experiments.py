@@ -1,0 +1,78 @@
+"""The template's experiment grid (experiments/, scripts/experiments) runs against a bake.
+
+Real cookiecutter, gunicorn, nginx and wrk on 127.0.0.1; the middleware experiment only, in
+short runs, so the test stays near a minute. The full grid is `scripts/experiments`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import TEMPLATE_DIR, ProjectEnv
+
+SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
+
+
+def test_the_script_passes_shellcheck() -> None:
+    """The one entry point of the grid is clean shell."""
+    shellcheck = TEMPLATE_DIR / ".venv" / "bin" / "shellcheck"
+    done = subprocess.run(
+        [str(shellcheck), "--external-sources", str(SCRIPT)],
+        cwd=TEMPLATE_DIR, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.slow
+def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: Path) -> None:
+    """scripts/experiments bakes the default project and measures the seeds' middleware
+    experiment, BaseHTTPMiddleware twin included, into a report with the findings table."""
+    out = tmp_path / "out"
+    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
+    done = subprocess.run(
+        [str(SCRIPT), "--quick", "--only", "middleware", "--out", str(out)],
+        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
+    (middleware,) = results["experiments"]
+    runs = {config["id"]: config["runs"] for config in middleware["configs"]}
+    assert set(runs) == {"bare", "default", "basehttp-1"}
+    for config_id, config_runs in runs.items():
+        assert len(config_runs) == 3, config_id
+        for run in config_runs:
+            assert run["requests"] > 0, config_id
+            assert run["non_2xx"] + run["socket_errors"] == 0, (config_id, run)
+    report = (out / "experiments.md").read_text(encoding="utf-8")
+    assert "# The template's experiment grid" in report
+    assert "| BaseHTTPMiddleware costs about half the throughput |" in report
+
+
+@pytest.mark.slow
+def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Path) -> None:
+    """--cpu-share measures CPU time per request of the app, nginx and wrk for both
+    endpoints, direct and through nginx, and the ratio a CPU-bound machine allows."""
+    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
+    done = subprocess.run(
+        [str(SCRIPT), "--cpu-share", "--quick", "--out", str(tmp_path)],
+        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = (tmp_path / "cpu-share.md").read_text(encoding="utf-8").splitlines()[2:]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        ["| small JSON", "gunicorn direct"],
+        ["| small JSON", "nginx -> socket -> gunicorn"],
+        ["| 1 MiB", "gunicorn direct"],
+        ["| 1 MiB", "nginx -> socket -> gunicorn"],
+    ]
+    for row in rows[1::2]:
+        app_us, nginx_us, wrk_us, bound = row.split(" | ")[3:7]
+        assert float(app_us) > 0
+        assert float(nginx_us) > 0
+        assert float(wrk_us) > 0
+        assert 0 < float(bound.removesuffix(" x |").removesuffix(" x")) < 1.5

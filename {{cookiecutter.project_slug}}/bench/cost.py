@@ -1,0 +1,181 @@
+"""Instructions per request, counted by valgrind: the gate `make bench-check` runs.
+
+Throughput ratios from wrk move by +-20 % between two-second runs on a shared machine, so
+they cannot gate anything. The number of instructions the CPU executes for one request does
+not depend on the machine's load: valgrind's cachegrind counts them, and the same command
+gives the same count to within a fraction of a percent on any machine.
+
+bench/drive.py serves the app in process under cachegrind, in forked children; for each
+variant, the difference between a child that served N requests and one that served M is
+the cost of M - N requests, without start-up. The variants come from the app factory
+(main.py's ``create_app``): ``bare`` (its middleware list emptied), ``default`` (as shipped)
+and each middleware on its own, so middleware added to main.py later is counted with no
+list to keep here. The budget is a ratio, default / bare, in bench/budgets.toml.
+
+Depends on valgrind (Debian/Ubuntu: ``apt-get install valgrind``) and the project's
+dependencies in the running Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.drive import DEFAULT_FACTORY, DEFAULT_PATH
+
+INSTALL_HINT = (
+    "valgrind is not on PATH: install it with `sudo apt-get install valgrind` (Debian/Ubuntu),"
+    " then run `make bench-check` again"
+)
+BUDGETS_FILE = Path(__file__).with_name("budgets.toml")
+# Requests per child: the difference (500) is what is measured; the first 100 of each
+# child pay for its fresh event loop, the same in every variant.
+COUNTS = (100, 600)
+
+
+class CostError(RuntimeError):
+    """valgrind is missing or the app did not answer under it."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Instructions per request of each variant, and the stack they came from."""
+
+    factory: str
+    path: str
+    stack: list[str]  # the factory's middleware, outermost first
+    per_request: dict[str, float]  # variant -> instructions per request
+
+    def ratio(self, variant: str = "default") -> float:
+        return self.per_request[variant] / self.per_request["bare"]
+
+    def rows(self) -> list[tuple[str, float, float]]:
+        """(what, instructions per request, ratio to bare), bare first and default last."""
+        bare = self.per_request["bare"]
+        rows = [("bare app (no middleware)", bare, 1.0)]
+        for index, name in enumerate(self.stack):
+            count = self.per_request.get(f"only:{index}")
+            if count is not None:
+                rows.append((f"+ {name} alone", count, count / bare))
+        default = self.per_request["default"]
+        rows.append(("default stack", default, default / bare))
+        return rows
+
+    @classmethod
+    def from_json(cls, text: str) -> Cost:
+        data = json.loads(text)
+        return cls(data["factory"], data["path"], data["stack"], data["per_request"])
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "factory": self.factory,
+                "path": self.path,
+                "stack": self.stack,
+                "per_request": self.per_request,
+                "ratio": self.ratio(),
+            },
+            indent=2,
+        )
+
+
+@dataclass(frozen=True)
+class CostBudget:
+    path: str
+    max_ratio: float
+    why: str
+
+
+def load_budget(path: Path = BUDGETS_FILE) -> CostBudget:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))["instructions"]
+    return CostBudget(str(data["path"]), float(data["max_ratio"]), str(data["why"]))
+
+
+def _summary(path: Path) -> int:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise CostError(f"no summary line in {path}")
+
+
+def measure(
+    project: Path,
+    *,
+    factory: str = DEFAULT_FACTORY,
+    path: str = DEFAULT_PATH,
+    each: bool = True,
+) -> Cost:
+    """Count instructions per request for bare, default and (with each) every middleware."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise CostError(INSTALL_HINT)
+    variants = ["bare", "default", *(["each"] if each else [])]
+    env = dict(os.environ)
+    # The project root for `bench`, src/ for the package when it is not installed, deploy/
+    # for the stack's log formatter, which the app's logging set-up imports.
+    paths = [
+        str(project),
+        str(project / "src"),
+        str(project / "deploy"),
+        env.get("PYTHONPATH", ""),
+    ]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    # Hash randomisation changes dict layouts, and with them the count, between runs.
+    env["PYTHONHASHSEED"] = "0"
+    with tempfile.TemporaryDirectory(prefix="bench-cost-") as workdir:
+        out = Path(workdir)
+        manifest = out / "manifest.json"
+        command = [
+            valgrind, "--tool=cachegrind", "--cache-sim=no",
+            f"--cachegrind-out-file={out}/cachegrind.%p",
+            sys.executable, "-m", "bench.drive", *variants,
+            "--counts", ",".join(map(str, COUNTS)), "--factory", factory, "--path", path,
+            "--manifest", str(manifest),
+        ]  # fmt: skip
+        done = subprocess.run(
+            command,
+            cwd=project,
+            env=env,
+            stdout=subprocess.DEVNULL,  # the app's own log lines
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0 or not manifest.is_file():
+            raise CostError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+        totals: dict[str, dict[int, int]] = {}
+        for child in document["children"]:
+            counted = _summary(out / f"cachegrind.{child['pid']}")
+            totals.setdefault(child["variant"], {})[child["requests"]] = counted
+    low, high = COUNTS
+    per_request = {v: (t[high] - t[low]) / (high - low) for v, t in totals.items()}
+    return Cost(factory, path, document["stack"], per_request)
+
+
+def table(cost: Cost) -> str:
+    """Markdown: instructions per request and the ratio to the bare app, per variant."""
+    rows = [
+        f"| GET {cost.path}, in process | instructions per request | vs bare |",
+        "|---|---:|---:|",
+    ]
+    rows += [f"| {what} | {count:,.0f} | {ratio:.3f} x |" for what, count, ratio in cost.rows()]
+    return "\n".join(rows)
+
+
+def check(cost: Cost, budget: CostBudget) -> tuple[bool, str]:
+    """Whether the default stack keeps within its budget, and one line saying so."""
+    found = cost.ratio()
+    extra = cost.per_request["default"] - cost.per_request["bare"]
+    line = (
+        f"default stack: {found:.3f} x the bare app's instructions per request "
+        f"(+{extra:,.0f}), budget at most {budget.max_ratio:.2f} x"
+    )
+    return found <= budget.max_ratio, line

@@ -1,0 +1,319 @@
+"""The one JSON log-line formatter of every process: the app, gunicorn, uvicorn and the runner.
+
+The contract: one JSON object per line, printable ASCII only (so valid UTF-8 whatever a
+client sent), keys in the order ``time`` (UTC, RFC 3339 with milliseconds and ``Z``),
+``level`` (lowercase), ``logger``, ``message``, ``request_id`` when known, the record's extra
+fields, then ``exception``. An extra field named like one of those keys is written as
+``extra_<name>``, never over it; a value JSON cannot hold (NaN, bytes, any object, a cycle)
+is written as a string, never as invalid JSON.
+
+Standard library only; it travels with deploy/ (serve.py and gunicorn.conf.py import it, and
+so does the app's logs.py, which adds the app's request id). To change the log format, change
+this file: nothing else formats a line (nginx's own lines go through serve.py's relay, which
+uses this formatter for its error log and checks its access log, deploy/nginx.conf).
+
+Speed: the app may write a record per request (its access log), so an ``AccessRecord`` is
+rendered with one %-format of C-escaped strings; other records take the generic path:
+strings escaped in C, the timestamp's seconds formatted once per second, and only the
+record's tail searched for extra fields.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import logging
+import math
+import re
+import time
+from itertools import islice
+from json.encoder import encode_basestring_ascii
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from contextvars import ContextVar
+
+_BLANK_RECORD = logging.LogRecord("", 0, "", 0, "", (), None)
+# LogRecord.__init__ sets these first, always in this order; ``extra=`` attributes follow.
+_RECORD_ATTRS = len(_BLANK_RECORD.__dict__)
+# Set later by formatters (ours never do; others, pytest's for one, do), and uvicorn's
+# ANSI-coloured duplicate of the message.
+_STANDARD = frozenset({*_BLANK_RECORD.__dict__, "message", "asctime", "taskName", "color_message"})
+# Extra fields with these names would repeat a key of the contract: they get a prefix.
+CONTRACT_KEYS = frozenset({"time", "level", "logger", "message", "request_id", "exception"})
+LEVELS = {
+    logging.DEBUG: "debug",
+    logging.INFO: "info",
+    logging.WARNING: "warning",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
+
+# JSON string with everything outside printable ASCII escaped: safe for any log pipeline.
+_quote = encode_basestring_ascii
+# ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+# Field names are few in practice; the bound keeps generated names from growing the cache.
+_MAX_CACHED_KEYS = 256
+
+# One access line. Literal text between the %s is JSON already; each value is escaped in C.
+_ACCESS_LINE = (
+    '%s%s","level":"%s","logger":%s,"message":%s%s,'
+    '"method":%s,"path":%s,"status":%d,"duration_ms":%r,"client":%s}'
+)
+
+
+class AccessRecord(logging.LogRecord):
+    """A request's access-log record: every LogRecord attribute, plus the access fields.
+
+    ``method``, ``path``, ``status``, ``duration_ms``, ``request_id`` and ``client``; any
+    handler or formatter can use it like any record (the app's logs.py makes them).
+    """
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """Return what the caller passed in ``extra=``, in the order it was given."""
+    items: Iterable[tuple[str, Any]] = record.__dict__.items()
+    if type(record) is logging.LogRecord:
+        items = islice(items, _RECORD_ATTRS, None)
+    return {k: v for k, v in items if k not in _STANDARD}
+
+
+def _bool(value: bool) -> str:  # noqa: FBT001 (a renderer, called with the value alone)
+    return "true" if value else "false"
+
+
+def _null(_: None) -> str:
+    return "null"
+
+
+def _float(value: float) -> str:
+    # json writes NaN and Infinity, which are not JSON: quote them.
+    return float.__repr__(value) if math.isfinite(value) else _quote(repr(value))
+
+
+# Exact types only: subclasses (enums, say) go through the encoder, as json would.
+_RENDER: dict[type, Callable[[Any], str]] = {
+    str: _quote,
+    int: int.__repr__,
+    float: _float,
+    bool: _bool,
+    type(None): _null,
+}
+# For containers and anything else: NaN refused (so the fallback quotes it), objects as str.
+_encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
+
+
+def render_value(value: object) -> str:
+    """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
+    render = _RENDER.get(type(value))
+    if render is not None:
+        return render(value)
+    try:
+        return _encode(value)
+    except Exception:  # noqa: BLE001 - NaN inside, a cycle, a key JSON refuses, a broken __str__
+        try:
+            return _quote(repr(value))
+        except Exception:  # noqa: BLE001 - even repr() may raise: name the type instead
+            return _quote(f"<unprintable {type(value).__name__}>")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, keys in the contract's order (see the module docstring).
+
+    ``request_id``: a context variable holding the current request's id (the app passes its
+    own); a record's own ``request_id`` attribute wins over it.
+    """
+
+    def __init__(self, request_id: ContextVar[str | None] | None = None) -> None:
+        super().__init__()
+        self._request_id = request_id
+        # Key prefixes ``,"name":`` rendered once per field name.
+        self._keys: dict[str, str] = {}
+        # ('{"time":"2026-01-01T00:00:00', that second): one strftime per second, one
+        # tuple replaced whole so threads never pair a second with another's text.
+        self._second: tuple[str, int] = ("", -1)
+
+    def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        head, cached = self._second
+        if second != cached:
+            head = '{"time":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (head, second)
+        fields = record.__dict__
+        level = LEVELS.get(record.levelno) or str(record.levelname).lower()
+        if type(record) is AccessRecord:
+            request_id = fields["request_id"]
+            client = fields["client"]
+            return _ACCESS_LINE % (
+                head,
+                _MILLIS[int(record.msecs)],
+                level,
+                _quote(record.name),
+                _quote(record.getMessage()),
+                "" if request_id is None else ',"request_id":' + _quote(request_id),
+                _quote(fields["method"]),
+                _quote(fields["path"]),
+                fields["status"],
+                fields["duration_ms"],
+                "null" if client is None else _quote(client),
+            )
+        request_id = fields.get("request_id")
+        if request_id is None and self._request_id is not None:
+            request_id = self._request_id.get()
+        parts = [
+            head,
+            _MILLIS[int(record.msecs)],
+            '","level":',
+            _quote(level),
+            ',"logger":',
+            _quote(str(record.name)),
+            ',"message":',
+            _quote(_message(record)),
+        ]
+        if request_id is not None:
+            parts += (',"request_id":', render_value(request_id))
+        items: Iterable[tuple[str, Any]] = fields.items()
+        if type(record) is logging.LogRecord:
+            # LogRecord.__init__ sets its attributes first: extras are the tail.
+            items = islice(items, _RECORD_ATTRS, None)
+        for key, value in items:
+            if key in _STANDARD or key == "request_id":
+                continue
+            parts += (self._keys.get(key) or self._key(key), render_value(value))
+        if record.exc_info:
+            parts += (',"exception":', _quote(self.formatException(record.exc_info)))
+        elif record.exc_text:
+            parts += (',"exception":', _quote(str(record.exc_text)))
+        parts.append("}")
+        return "".join(parts)
+
+    def _key(self, key: object) -> str:
+        # Extras named like a contract key would repeat it: prefix them instead.
+        name = str(key)
+        rendered = "," + _quote("extra_" + name if name in CONTRACT_KEYS else name) + ":"
+        if isinstance(key, str) and len(self._keys) < _MAX_CACHED_KEYS:
+            self._keys[key] = rendered
+        return rendered
+
+
+def _message(record: logging.LogRecord) -> str:
+    """The record's message; arguments that do not fit its format are shown, not raised."""
+    try:
+        return record.getMessage()
+    except Exception:  # noqa: BLE001 - a bad %-format must not lose the line
+        return f"{record.msg!s} {record.args!r}"
+
+
+# --- lines from processes that do not log through Python: the runner relays them -------------
+
+LEVEL_NUMBERS = {name: number for number, name in LEVELS.items()}
+_FORMATTER = JsonFormatter()
+
+
+def make_record(
+    logger: str,
+    level: str,
+    message: str,
+    fields: Mapping[str, object] | None = None,
+    created: float | None = None,
+) -> logging.LogRecord:
+    """A record for ``JsonFormatter``; a field named like a LogRecord attribute is prefixed."""
+    record = logging.LogRecord(
+        logger, LEVEL_NUMBERS.get(level, logging.INFO), "", 0, message, None, None
+    )
+    if created is not None:
+        record.created, record.msecs = created, (created - int(created)) * 1000.0
+    for key, value in (fields or {}).items():
+        record.__dict__["extra_" + key if key in _STANDARD else key] = value
+    return record
+
+
+def json_line(logger: str, level: str, message: str, /, **fields: object) -> str:
+    """One formatted line (no newline), for a process that writes its own lines (the runner)."""
+    return _FORMATTER.format(make_record(logger, level, message, fields))
+
+
+# nginx's error log: "2026/01/02 03:04:05 [error] 12#12: *3 text, client: ..., request: ...".
+_NGINX_ERROR = re.compile(
+    rb"(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?P<level>\w+)\] (?P<pid>\d+)#\d+: "
+    rb"(?:\*(?P<connection>\d+) )?(?P<text>.*)"
+)
+# Before its error_log is open (a bad config, say), nginx writes "nginx: [emerg] text".
+_NGINX_EARLY = re.compile(rb"nginx: \[(?P<level>\w+)\] (?P<text>.*)")
+# The context nginx appends to a message: ", client: 1.2.3.4, server: _, request: "GET / ..."".
+_NGINX_CONTEXT = re.compile(r", (?=(?:client|server|request|upstream|host|referrer): )")
+_NGINX_LEVELS = {
+    "emerg": "critical",
+    "alert": "critical",
+    "crit": "critical",
+    "error": "error",
+    "warn": "warning",
+    "notice": "info",
+    "info": "info",
+    "debug": "debug",
+}
+
+
+def _text(raw: bytes) -> str:
+    # Whatever bytes a client sent stay visible; the formatter escapes them to ASCII.
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def nginx_error_line(raw: bytes) -> str:
+    """One line of nginx's error log (stderr) as the stack's JSON line, logger nginx.error."""
+    raw = raw.rstrip(b"\r\n")
+    match = _NGINX_ERROR.fullmatch(raw)
+    fields: dict[str, object] = {}
+    created = None
+    if match:
+        stamp = time.strptime(match["time"].decode("ascii"), "%Y/%m/%d %H:%M:%S")
+        created = float(calendar.timegm(stamp))  # nginx runs with TZ=UTC
+        fields["pid"] = int(match["pid"])
+        if match["connection"]:
+            fields["connection"] = int(match["connection"])
+    else:
+        match = _NGINX_EARLY.fullmatch(raw)
+    if match is None:
+        return _FORMATTER.format(make_record("nginx.error", "error", _text(raw)))
+    message, *context = _NGINX_CONTEXT.split(_text(match["text"]))
+    for item in context:
+        key, _, value = item.partition(": ")
+        fields[key] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+    level = _NGINX_LEVELS.get(match["level"].decode("ascii"), "error")
+    return _FORMATTER.format(make_record("nginx.error", level, message, fields, created))
+
+
+def stderr_line(logger: str, raw: bytes) -> str:
+    """A line a process wrote to stderr outside its logging (a warning, a traceback) as JSON."""
+    return _FORMATTER.format(make_record(logger, "warning", _text(raw.rstrip(b"\r\n"))))
+
+
+def access_lines(block: bytes) -> bytes:
+    """Lines of nginx's JSON access log (no final newline), made valid UTF-8 JSON lines.
+
+    nginx's ``escape=json`` escapes quotes and control characters but copies other bytes as
+    they came: a Latin-1 User-Agent or a percent-decoded ``/%ff`` path is not UTF-8. Such a
+    line is re-encoded with those bytes as ``\\udcXX`` escapes (lossless: Python decodes them
+    back with ``surrogateescape``); valid lines, nearly all, are passed on untouched at once.
+    """
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())
+    return block + b"\n"
+
+
+def _access_line(raw: bytes) -> bytes:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return raw + b"\n"
+    try:
+        parsed = json.loads(raw.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return (stderr_line("nginx.access", raw) + "\n").encode("ascii")
+    return (json.dumps(parsed, separators=(",", ":")) + "\n").encode("ascii")

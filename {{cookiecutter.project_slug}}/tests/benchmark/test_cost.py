@@ -1,0 +1,104 @@
+"""The instruction-count gate (bench/cost.py): its verdict, and that it fails for real.
+
+The live test runs valgrind on the app, as `make bench-check` does; it is skipped where
+valgrind is not installed (`apt-get install valgrind`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench.cost import Cost, CostBudget, check, load_budget, table
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+# A middleware that does what no middleware should on every request: about 60k instructions
+# of pointless work, 14 % of the bare app. Added by a factory of its own, the way a
+# developer adds one to main.py, so the gate has to find it without being told.
+SLOW_FACTORY = """
+from {{ cookiecutter.package_name }}.main import create_app as shipped
+
+
+class SlowMiddleware:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        sum(range(3000))
+        await self.app(scope, receive, send)
+
+
+def create_app():
+    app = shipped()
+    app.add_middleware(SlowMiddleware)
+    return app
+"""
+
+
+def cost(default: float, bare: float = 400_000.0) -> Cost:
+    per_request = {"bare": bare, "default": default, "only:0": bare + 1_000.0}
+    return Cost("pkg.main:create_app", "/livez", ["RequestIdMiddleware"], per_request)
+
+
+def test_the_budget_file_sets_the_gate() -> None:
+    """bench/budgets.toml holds the gate's endpoint and a ratio above 1 and below 1.1."""
+    budget = load_budget()
+    assert budget.path == "/livez"
+    assert 1.0 < budget.max_ratio < 1.1
+    assert budget.why
+
+
+@pytest.mark.parametrize(
+    ("default", "passed"),
+    [(400_000.0, True), (420_000.0, True), (420_001.0, False), (800_000.0, False)],
+)
+def test_the_verdict_is_the_ratio_against_the_budget(default: float, passed: bool) -> None:  # noqa: FBT001 - parametrised
+    """At the budget passes, one instruction over it fails, and the line names both."""
+    verdict, line = check(cost(default), CostBudget("/livez", 1.05, "because"))
+    assert verdict is passed
+    assert f"{default / 400_000:.3f} x" in line
+    assert "1.05 x" in line
+
+
+def test_the_table_lists_bare_each_middleware_and_default() -> None:
+    """One row each, in stack order, with instructions and the ratio to bare."""
+    rows = table(cost(410_000.0)).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| bare app (no middleware)",
+        "| + RequestIdMiddleware alone",
+        "| default stack",
+    ]
+    assert rows[-1].endswith("| 410,000 | 1.025 x |")
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_a_slow_middleware_added_to_the_factory_fails_the_gate(tmp_path: Path) -> None:
+    """`python -m bench check` counts the factory's own stack, so a slow middleware added to
+    it is measured and the gate exits 1 naming the budget."""
+    (tmp_path / "slow_stack.py").write_text(SLOW_FACTORY, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PROJECT / "src")]))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench", "check", "--factory", "slow_stack:create_app",
+            "--no-breakdown", "--out", str(tmp_path / "out"),
+        ],
+        cwd=PROJECT, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL  default stack:" in done.stdout
+    measured = json.loads((tmp_path / "out" / "cost.json").read_text(encoding="utf-8"))
+    assert measured["stack"][0] == "SlowMiddleware"
+    assert "DeadlineMiddleware" in measured["stack"]
+    assert measured["ratio"] > load_budget().max_ratio
+
+
+def test_a_cost_file_round_trips() -> None:
+    """What `check` writes as cost.json, the report reads back unchanged."""
+    original = cost(410_000.0)
+    assert Cost.from_json(original.to_json()) == original

@@ -1,0 +1,75 @@
+"""Overload: one JSON 503 with Retry-After, from nginx alone; /livez keeps answering.
+
+Class 4 of docs/security.md. nginx caps the requests in flight to the app (limit_conn in
+deploy/nginx.conf); past the cap it answers a JSON 503 with Retry-After and the request id at
+once, below uvicorn's own cap (a plain-text 503) and gunicorn's backlog (a 502 when full).
+/livez is not counted, so a busy pod is not restarted; /readyz is, so a saturated pod says
+it is busy and is taken out of rotation. The cap is lowered to 3 here to reach it cheaply.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import get, parse_json, wait_for_line
+
+if TYPE_CHECKING:
+    from .conftest import Stacks
+
+pytestmark = [pytest.mark.live, pytest.mark.reliability]
+
+CAP = 3
+CLIENTS = 8
+
+
+def test_past_the_cap_clients_get_a_json_503_and_livez_answers(stacks: Stacks) -> None:
+    """8 slow requests against a cap of 3: 3 x 200, 5 x JSON 503 with Retry-After; /livez 200."""
+    stack = stacks.start(nginx_directives={"limit_conn": f"app_requests {CAP}"})
+    answers: list[tuple[int, dict[str, str], bytes]] = []
+    lock = threading.Lock()
+
+    def slow() -> None:
+        answer = get(stack.port, "/fault/sleep?seconds=4", timeout=30)
+        with lock:
+            answers.append(answer)
+
+    holders = [threading.Thread(target=slow) for _ in range(CAP)]
+    for thread in holders:
+        thread.start()
+    wait_for_line(
+        stack, lambda line: line.get("message") == "fault handler started", "the cap held", CAP
+    )
+    rejected = [threading.Thread(target=slow) for _ in range(CLIENTS - CAP)]
+    for thread in rejected:
+        thread.start()
+    # While the cap is full: liveness answers, readiness says busy.
+    livez = [get(stack.port, "/livez")[0] for _ in range(5)]
+    readyz_status, readyz_headers, _ = get(stack.port, "/readyz")
+    for thread in holders + rejected:
+        thread.join(30)
+
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [200] * CAP + [503] * (CLIENTS - CAP)
+    for status, headers, body in answers:
+        if status == 503:
+            assert headers["retry-after"] == "1"
+            assert headers["content-type"] == "application/json"
+            assert parse_json(body) == {
+                "detail": "Service Unavailable",
+                "request_id": headers["x-request-id"],
+            }
+    assert livez == [200] * 5
+    assert readyz_status == 503
+    assert readyz_headers["retry-after"] == "1"
+
+
+def test_an_apps_own_503_keeps_its_body_and_retry_after(stacks: Stacks) -> None:
+    """An app's own 503 (a failing readiness check, say) passes through nginx unchanged."""
+    stack = stacks.start(nginx_directives={"limit_conn": f"app_requests {CAP}"})
+    status, headers, body = get(stack.port, "/fault/unready")
+    assert status == 503
+    assert parse_json(body) == {"detail": "not ready on purpose"}
+    assert headers["retry-after"] == "7"

@@ -1,0 +1,191 @@
+"""The runner's faults: reload failures, its own death, a busy port, and privileges.
+
+Classes 5 and 6 of docs/security.md:
+- a reload that fails at any step (an OS error included) is abandoned with a log line, and
+  the old generation keeps serving;
+- nginx and gunicorn die with the runner, even when it is killed with SIGKILL;
+- a port already in use is one line ("port N in use ...; set PORT"), and nothing starts;
+- started as root, the runner never serves as root unless SERVE_AS_ROOT=on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import stack_settings
+from stack_settings import SettingError
+
+from serving.conftest import DEPLOY, wait_for
+
+from .conftest import get, runner_children, wait_for_line
+
+if TYPE_CHECKING:
+    from .conftest import Stacks
+
+pytestmark = [pytest.mark.live, pytest.mark.reliability]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process is left in a process group."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_reload_with_an_os_error_is_abandoned_and_the_old_generation_serves(
+    stacks: Stacks,
+) -> None:
+    """SIGHUP while the new generation's socket path is a directory: abandoned, 200s go on."""
+    stack = stacks.start()
+    # gunicorn cannot bind where a non-empty directory stands: an OS error mid-reload.
+    blocker = stack.run_dir / "gunicorn-1.sock"
+    blocker.mkdir()
+    (blocker / "in-the-way").touch()
+    stack.process.send_signal(signal.SIGHUP)
+    wait_for_line(
+        stack,
+        lambda line: str(line.get("message", "")).startswith("reload abandoned"),
+        "the runner to abandon the reload",
+    )
+
+    assert [get(stack.port, "/livez")[0] for _ in range(5)] == [200] * 5
+    assert stack.process.poll() is None, stack.log_text()
+    # A later reload, with the way clear, still works.
+    (blocker / "in-the-way").unlink()
+    blocker.rmdir()
+    stack.process.send_signal(signal.SIGHUP)
+    wait_for_line(stack, lambda line: line.get("message") == "reload complete", "a good reload")
+    assert get(stack.port, "/livez")[0] == 200
+
+
+def test_children_die_with_the_runner(stacks: Stacks) -> None:
+    """SIGKILL of the runner: nginx and gunicorn (and their workers) stop within seconds."""
+    stack = stacks.start()
+    children = runner_children(stack)
+    assert len(children) == 2
+    stack.process.kill()
+    stack.process.wait(10)
+
+    wait_for(lambda: not any(group_alive(pid) for pid in children), 30, "the stack to die with it")
+    assert get(stack.port, "/livez")[0] == 0, "something still answers on the port"
+
+
+def _listener() -> tuple[socket.socket, int]:
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    return busy, busy.getsockname()[1]
+
+
+def test_a_busy_port_is_one_line_and_nothing_starts(stacks: Stacks) -> None:
+    """PORT taken by another process: exit 1, one line naming the port and PORT; no gunicorn."""
+    busy, port = _listener()
+    with busy:
+        stack = stacks.start(ready=False, PORT=str(port))
+        code = stack.wait_exit(30)
+    errors = [line for line in stack.log_lines() if line.get("level") == "error"]
+    assert code == 1
+    assert len(errors) == 1, stack.log_text()
+    assert f"port {port} in use" in str(errors[0]["message"])
+    assert "set PORT" in str(errors[0]["message"])
+    assert runner_children(stack) == [], "a process was started"
+
+
+def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:
+    """An orphan answering on the port must not make a new runner say "ready"."""
+    first = stacks.start()
+    second = stacks.start(ready=False, PORT=str(first.port))
+    assert second.wait_exit(30) == 1
+    assert not [line for line in second.log_lines() if line.get("message") == "ready"]
+
+
+# --- privileges: only meaningful when the tests run as root ---------------------------------
+
+
+def _run_as_root(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The runner started as root with this interpreter (private to root when under /root)."""
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "serve.py")],
+        env={
+            "PATH": f"{os.environ.get('PATH', os.defpath)}:/usr/sbin",
+            "RUN_DIR": str(tmp / "run"),
+            "PORT": "1",  # never reached: the runner stops before binding
+            "LISTEN_ADDRESS": "127.0.0.1",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the privilege checks run as root")
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("user", "reason"),
+    [
+        ("no-such-user-xyz", "does not exist"),
+        ("root", "is root"),
+    ],
+)
+def test_root_never_serves_as_root_by_default(tmp_path: Path, user: str, reason: str) -> None:
+    """Started as root with a SERVE_USER that cannot work: one refusal line, exit 1."""
+    result = _run_as_root(tmp_path, SERVE_USER=user)
+    lines = [line for line in result.stdout.splitlines() if '"level":"error"' in line]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert len(lines) == 1, result.stdout
+    assert reason in lines[0]
+    assert "SERVE_AS_ROOT=on" in lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@needs_root
+def test_the_default_serve_user_is_dedicated(tmp_path: Path) -> None:
+    """The default SERVE_USER is `app` (the image's user), never the shared `nobody`."""
+    result = _run_as_root(tmp_path)
+    assert "SERVE_USER app" in result.stdout
+    assert "nobody" not in result.stdout
+
+
+@needs_root
+def test_serve_as_root_is_an_explicit_choice(tmp_path: Path) -> None:
+    """SERVE_AS_ROOT=on: a warning, then the runner goes on (to a busy port here); "maybe": no."""
+    refused = _run_as_root(tmp_path, SERVE_USER="root", SERVE_AS_ROOT="maybe")
+    assert refused.returncode == 1
+    assert "SERVE_AS_ROOT='maybe' is refused" in refused.stdout
+
+    busy, port = _listener()
+    with busy:
+        allowed = _run_as_root(tmp_path, SERVE_USER="root", SERVE_AS_ROOT="on", PORT=str(port))
+    assert "serving as root (SERVE_AS_ROOT=on)" in allowed.stdout
+    assert f"port {port} in use" in allowed.stdout, "it went on past the privilege check"
+
+
+@pytest.mark.parametrize(("raw", "allowed"), [("", False), ("on", True), ("0", False)])
+def test_serve_as_root_values(raw: str, *, allowed: bool) -> None:
+    """SERVE_AS_ROOT is off unless set; the default SERVE_USER is `app`."""
+    settings = stack_settings.load({"SERVE_AS_ROOT": raw})
+    assert settings.serve_as_root is allowed
+    assert settings.serve_user == "app"
+
+
+def test_serve_as_root_refuses_a_wrong_value() -> None:
+    """SERVE_AS_ROOT=maybe: one line naming the variable and what is allowed."""
+    with pytest.raises(SettingError, match=r"^SERVE_AS_ROOT='maybe' is refused: on or off"):
+        stack_settings.load({"SERVE_AS_ROOT": "maybe"})
