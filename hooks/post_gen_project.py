@@ -19,13 +19,16 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
+    "tests/unit/test_docs.py", "tests/unit/test_index.py",
     "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
     "tests/serving/observed_app.py", "tests/serving/test_observability.py",
+    "tests/serving/test_docs_browser.py", "tests/serving/test_example_consistency.py",
+    "tests/serving/test_cors.py",
 )  # fmt: skip
 # The serving stack's own requirements, for a repository that is not this project.
 SERVING_ONLY = ("deploy/requirements.txt",)

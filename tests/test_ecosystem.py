@@ -158,8 +158,8 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
     check, image = workflow["jobs"]["check"], workflow["jobs"]["image"]
     check_runs = "\n".join(step.get("run", "") for step in check["steps"])
     for command in (
-        "apt-get install", "nginx-light", "wrk", "valgrind", "make install", "make lint",
-        "make test", "make bench-check",
+        "apt-get install", "nginx-light", "wrk", "valgrind", "chromium", "make install",
+        "make lint", "make test", "make bench-check",
     ):  # fmt: skip
         assert command in check_runs
     # The cost gate blocks: instruction counts do not move with the runner's load.

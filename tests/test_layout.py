@@ -76,7 +76,7 @@ KEPT = [
 ]  # fmt: skip
 DROPPED = [
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",

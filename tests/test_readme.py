@@ -63,11 +63,12 @@ def test_ci_usage_example_bakes(tmp_path: Path) -> None:
     assert (tmp_path / "billing-api" / "src" / "billing_api" / "main.py").is_file()
 
 
-@pytest.mark.slow
-def test_demo_bakes_and_serves_the_production_stack(tmp_path: Path) -> None:
-    """./scripts/demo bakes the default service and answers through nginx until stopped."""
-    port = free_port()
-    log = tmp_path / "demo.log"
+def run_demo(log: Path, port: int) -> tuple[list[str], str]:
+    """Run ./scripts/demo until it announces it is ready; stop it with Ctrl-C (SIGINT).
+
+    Returns the URLs it announced, each already fetched with its status checked, and its
+    whole output. The demo must exit 0 after the interrupt.
+    """
     with log.open("w") as output:
         demo = subprocess.Popen(
             ["./scripts/demo"],
@@ -79,18 +80,34 @@ def test_demo_bakes_and_serves_the_production_stack(tmp_path: Path) -> None:
         )
     try:
         deadline = time.monotonic() + 300
-        status = None
         while time.monotonic() < deadline and demo.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=2) as reply:
-                    status = reply.status
-                    served_by = reply.headers.get("X-Request-ID")
+            if "==> ready:" in log.read_text():
                 break
-            except OSError:
-                time.sleep(0.5)
-        assert status == 200, log.read_text()
-        assert served_by, "the response did not come through the app's request-id middleware"
+            time.sleep(0.5)
+        text = log.read_text()
+        assert "==> ready:" in text, text
+        time.sleep(0.5)  # the URL lines follow the ready line
+        urls = re.findall(rf"^    (http://127\.0\.0\.1:{port}/\S*)", log.read_text(), re.MULTILINE)
+        for url in urls:
+            with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 - loopback
+                assert reply.status == 200, url
+                assert reply.headers.get("X-Request-ID"), f"{url} did not come through the app"
     finally:
         os.killpg(demo.pid, signal.SIGINT)
         exit_code = demo.wait(timeout=60)
-    assert exit_code == 0, log.read_text()
+    text = log.read_text()
+    assert exit_code == 0, text
+    return urls, text
+
+
+@pytest.mark.slow
+def test_demo_bakes_serves_and_reuses_its_environment(tmp_path: Path) -> None:
+    """./scripts/demo shows progress, serves URLs that answer, then reuses its bake."""
+    port = free_port()
+    urls, first = run_demo(tmp_path / "first.log", port)
+    assert {f"http://127.0.0.1:{port}{path}" for path in ["/", "/docs", "/livez"]} <= set(urls)
+    assert "==> make install" in first or "==> reusing build/demo" in first, first
+
+    _, second = run_demo(tmp_path / "second.log", port)
+    assert "==> reusing build/demo" in second, second
+    assert "make install" not in second, "the unchanged template was installed again"

@@ -6,7 +6,8 @@ load ``{{ cookiecutter.package_name }}.main:app``; tests call ``create_app(Setti
 Middleware order, outermost first, and why:
 request id (so everything inside, the 500 and the 504 included, carries it) -> metrics (when
 on: every answer counted once, with the status the client got, the 500 and the 504 included;
-docs/observability.md) -> access log
+docs/observability.md) -> CORS (only when origins are set: its headers then reach every
+answer, errors included) -> access log
 (when on: so every answer, errors included, is logged once) -> deadline (cancels everything inside,
 the error guard too) -> error guard (turns exceptions into a JSON 500 before Starlette's own
 handler, which sits outside all of these, could answer without the request id).
@@ -20,14 +21,17 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 
 {% if cookiecutter.database == "postgresql" -%}
-from .api import health, items_db
+from .api import health, index, items_db
+from .api.docs import add_api_docs
 from .api.readiness import ReadinessChecks
 from .db.engine import open_database
 from .db.errors import UNAVAILABLE_ERRORS, database_unavailable
 {%- else -%}
-from .api import health, items
+from .api import health, index, items
+from .api.docs import add_api_docs
 from .api.readiness import ReadinessChecks
 {%- endif %}
 from .logs import configure_logging
@@ -56,9 +60,22 @@ def middleware_stack(settings: Settings, metrics: RequestMetrics | None = None) 
     access_log = [Middleware(AccessLogMiddleware, logger=ACCESS_LOGGER)]
     metrics = metrics or RequestMetrics(deadline_seconds=settings.request_timeout_seconds)
     measured = [Middleware(MetricsMiddleware, metrics=metrics)]
+    # CORS only when origins are listed; outside the error guard and the deadline, so their
+    # 500s and 504s carry the CORS headers too and a browser can read them.
+    cors = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID"],
+            max_age=600,
+        )
+    ]
     return [
         Middleware(RequestIdMiddleware),
         *(measured if settings.metrics else []),
+        *(cors if settings.cors_origins else []),
         *(access_log if settings.access_log else []),
         Middleware(DeadlineMiddleware, timeout_seconds=settings.request_timeout_seconds),
         Middleware(ErrorGuardMiddleware, debug=settings.debug),
@@ -104,6 +121,11 @@ def create_app(
         lifespan=lifespan,
         middleware=middleware_stack(settings, metrics),
         telemetry={**telemetry_config(), **(telemetry or {})},
+        # Our own docs pages (api/docs.py) replace FastAPI's, which load from a CDN; off in
+        # production by default, with the schema itself (settings.api_docs).
+        openapi_url="/openapi.json" if settings.api_docs else None,
+        docs_url=None,
+        redoc_url=None,
         # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input.
         exception_handlers={RequestValidationError: validation_error_handler},
     )
@@ -115,13 +137,16 @@ def create_app(
 {%- if cookiecutter.database == "postgresql" %}
     for error in UNAVAILABLE_ERRORS:
         application.add_exception_handler(error, database_unavailable)
+    application.include_router(index.router)
     application.include_router(health.router)
     application.include_router(items_db.router)
 {%- else %}
-    application.state.items = items.ItemStore()
+    application.include_router(index.router)
     application.include_router(health.router)
     application.include_router(items.router)
 {%- endif %}
+    if settings.api_docs:
+        add_api_docs(application)
     return application
 
 

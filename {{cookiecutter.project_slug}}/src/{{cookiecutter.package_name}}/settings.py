@@ -3,6 +3,9 @@
 Inputs: environment variables prefixed ``{{ cookiecutter.package_name | upper }}_`` (for example
 ``{{ cookiecutter.package_name | upper }}_ENVIRONMENT=development``). Depends on pydantic-settings only.
 
+A ``.env`` file in the working directory is read too (``.env.example`` documents every
+variable); real environment variables win over it, and the image never contains one.
+
 Production refuses to start with ``debug`` on or with any secret left at a placeholder, and
 the error names the environment variable to fix. The secret check covers every ``SecretStr``
 field, including the ones you add later.
@@ -11,13 +14,11 @@ field, including the ones you add later.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Self
-{%- if cookiecutter.database == "postgresql" %}
-from urllib.parse import urlsplit, urlunsplit
-{%- endif %}
+from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %}, urlunsplit{% endif %}
 
 from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 
@@ -54,6 +55,27 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 {%- endif %}
 
 
+def _origin(value: str, variable: str) -> str:
+    """Check one CORS origin: a scheme, a host and maybe a port, as browsers send it."""
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in {"http", "https"}
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+        or parts.password is not None
+    ):
+        # Browsers send "https://app.example.com" exactly: a trailing slash or a path never
+        # matches, and "*" would let every site read the answers with the user's cookies.
+        raise ValueError(
+            f"{variable}: {value!r} is not an origin; write scheme://host[:port], "
+            "for example https://app.example.com"
+        )
+    return value
+
+
 def is_placeholder(value: str) -> bool:
     """Tell whether ``value`` is an obvious stand-in rather than a real secret."""
     return _NOT_ALNUM.sub("", value.lower()) in PLACEHOLDERS
@@ -71,6 +93,9 @@ class Settings(BaseSettings):
         # Tests and tools pass database_url=...; the environment uses DATABASE_URL.
         validate_by_name=True,
 {%- endif %}
+        # Development convenience (copy .env.example); variables set in the environment win.
+        env_file=".env",
+        env_file_encoding="utf-8",
     )
 
     environment: Literal["development", "production"] = "production"
@@ -87,6 +112,14 @@ class Settings(BaseSettings):
     # Prometheus request metrics (middleware/metrics.py, docs/observability.md). Off only to
     # measure what they cost, or when something else already counts requests.
     metrics: bool = True
+    # /docs, /redoc and /openapi.json. Unset: on in development, off in production, where the
+    # schema would hand every caller a map of the API. The field order matters: the default
+    # reads ``environment``, validated above.
+    api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
+    # Browser origins allowed to call the API from their pages (CORS), comma-separated:
+    # https://app.example.com,https://admin.example.com. Empty (the default): CORS is off,
+    # no Access-Control-* header is ever sent, and browsers keep other sites out.
+    cors_origins: Annotated[list[str], NoDecode] = []
 {%- if cookiecutter.database == "postgresql" %}
     # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (postgres:// and
     # postgresql:// are accepted and mean the same). Unprefixed: the name compose, platforms
@@ -122,6 +155,15 @@ class Settings(BaseSettings):
         # LOG_LEVEL=INFO is what people type; the logging module's names are the same words.
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, list):
+            variable = cls.env_var("cors_origins")
+            return [_origin(item, variable) if isinstance(item, str) else item for item in value]
+        return value
 {%- if cookiecutter.database == "postgresql" %}
 
     @field_validator("database_url", mode="after")

@@ -78,7 +78,7 @@ def test_sigterm_lets_requests_in_flight_finish(stacks: Stacks) -> None:
 def test_request_longer_than_the_budget_is_cut(stacks: Stacks) -> None:
     """SIGTERM: a request longer than the drain budget is cut there, not waited for."""
     # The stop budget: nginx drains for worker_shutdown_timeout, then gunicorn for
-    # GRACEFUL_TIMEOUT (docs/settings.md, "The timeout chain"). The runner refuses a drain
+    # GRACEFUL_TIMEOUT (docs/serving.md, "The timeout chain"). The runner refuses a drain
     # shorter than the app's deadline, where the app's 504 would always come first: only
     # nginx's drain, overridden in this stack's nginx.conf, can be shorter, and it cuts.
     deadline, drain = 5, 1

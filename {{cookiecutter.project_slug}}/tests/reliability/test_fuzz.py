@@ -42,7 +42,8 @@ EXCLUDED_CHECKS = [
 def real_stack(nginx_bin: str) -> Iterator[LiveStack]:
     """A stack serving the real app (no fault routes)."""
     started = Stacks(nginx_bin)
-    yield started.start(REAL_APP)
+    # Production turns the schema off by default; publish it so the live one can be compared.
+    yield started.start(REAL_APP, {{ cookiecutter.package_name | upper }}_API_DOCS="true")
     started.stop_all()
 
 

@@ -315,6 +315,9 @@ def launch_stack(
         process = subprocess.Popen(
             identity.command(identity.python, str(staging / "deploy" / "serve.py")),
             env=environment,
+            # Not the project: the app reads .env from its working directory, and a
+            # developer's own must not change what the tests start.
+            cwd=staging,
             stdout=output,
             stderr=subprocess.STDOUT,
         )

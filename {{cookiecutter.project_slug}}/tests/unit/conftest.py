@@ -7,9 +7,10 @@ leak handlers or levels into the next one.
 {%- else -%}
 """Unit-test fixtures: a clean environment and logging state for each test, and an app.
 
-The settings read ``<PACKAGE>_*`` variables (and tracing ``OTEL_*``), so any set in the
-developer's shell are removed for each test; the application configures the root logger at
-start, so each test gets the root logger it started with back.
+The settings read ``<PACKAGE>_*`` variables (and tracing ``OTEL_*``) and ``.env``, so any set
+in the developer's shell are removed and each test runs in its own empty directory; the
+application configures the root logger at start, so each test gets the root logger it
+started with back.
 """
 {%- endif %}
 
@@ -24,6 +25,7 @@ from .logcapture import JsonLines
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -36,7 +38,9 @@ from .logcapture import JsonLines
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Settings also read .env from the working directory: a developer's own must not count.
+    monkeypatch.chdir(tmp_path)
     for name in list(os.environ):
         # OTEL_*: an exporter endpoint in the shell would make every test app export spans.
         if name.upper().startswith((ENV_PREFIX, "OTEL_")):

@@ -152,3 +152,102 @@ def test_every_setting_is_documented(project_root: Path) -> None:
         if f"`{Settings.env_var(name)}`" not in readme
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"), [("production", False), ("development", True)]
+)
+def test_api_docs_default_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+    environment: str,
+    expected: bool,  # noqa: FBT001 - parametrized
+) -> None:
+    """Unset, the API docs are on in development and off in production."""
+    monkeypatch.setenv(ENV_PREFIX + "ENVIRONMENT", environment)
+    assert Settings().api_docs is expected
+
+
+def test_api_docs_can_be_turned_on_in_production(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One variable publishes them where that is wanted."""
+    monkeypatch.setenv(ENV_PREFIX + "API_DOCS", "true")
+    assert Settings().api_docs is True
+
+
+def test_a_wrong_api_docs_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only booleans: "maybe" stops the start, naming the field."""
+    monkeypatch.setenv(ENV_PREFIX + "API_DOCS", "maybe")
+    with pytest.raises(ValidationError, match="api_docs"):
+        Settings()
+
+
+def test_cors_is_off_by_default() -> None:
+    """No origin is allowed unless listed."""
+    assert Settings().cors_origins == []
+
+
+def test_cors_origins_are_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list as people write it in an environment variable, spaces tolerated."""
+    monkeypatch.setenv(
+        ENV_PREFIX + "CORS_ORIGINS", "https://app.example.com, http://localhost:5173"
+    )
+    assert Settings().cors_origins == ["https://app.example.com", "http://localhost:5173"]
+
+
+def test_an_empty_cors_variable_means_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boundary: set but empty (or only commas) allows nothing."""
+    monkeypatch.setenv(ENV_PREFIX + "CORS_ORIGINS", " , ")
+    assert Settings().cors_origins == []
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["*", "https://app.example.com/", "app.example.com", "ftp://x.example", "https://u:p@x.io"],
+)
+def test_a_wrong_cors_origin_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, origin: str
+) -> None:
+    """A wildcard, a path or a missing scheme stops the start with one line that says why."""
+    monkeypatch.setenv(ENV_PREFIX + "CORS_ORIGINS", origin)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    message = refused.value.errors()[0]["msg"]
+    assert ENV_PREFIX + "CORS_ORIGINS" in message
+    assert "scheme://host[:port]" in message
+    assert "\n" not in message
+
+
+def test_a_dotenv_file_is_read_and_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``.env`` in the working directory sets values; a real variable overrides it."""
+    (tmp_path / ".env").write_text(
+        f"{ENV_PREFIX}ENVIRONMENT=development\n{ENV_PREFIX}LOG_LEVEL=debug\n", encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENV_PREFIX + "LOG_LEVEL", "error")
+    settings = Settings()
+    assert settings.environment == "development"
+    assert settings.log_level == "error"
+
+
+def test_a_typo_in_dotenv_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A misspelt prefixed key in ``.env`` is an error, not silently ignored."""
+    (tmp_path / ".env").write_text(f"{ENV_PREFIX}DEBGU=true\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValidationError, match="debgu"):
+        Settings()
+
+
+def test_env_example_documents_every_setting(
+    project_root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """.env.example names each field's variable, and its values, uncommented, are accepted."""
+    example = (project_root / ".env.example").read_text(encoding="utf-8")
+    for name in Settings.model_fields:
+        assert Settings.env_var(name) in example, name
+    lines = [line.lstrip("# ") for line in example.splitlines()]
+    (tmp_path / ".env").write_text(
+        "\n".join(line for line in lines if line.startswith(ENV_PREFIX)), encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert Settings().environment == "development"

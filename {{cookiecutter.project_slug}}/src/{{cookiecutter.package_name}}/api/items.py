@@ -1,21 +1,34 @@
-"""An example resource to copy, then replace: items kept in memory.
+"""An example resource to copy, then replace. It keeps no state: the id carries the item.
 
-Depends on FastAPI and pydantic only; main.py puts an ``ItemStore`` on ``app.state.items``.
+Depends on FastAPI and pydantic only.
+
+Why no store: the service runs several worker processes (2 or more, deploy/gunicorn.conf.py)
+and, in production, several containers. A dict in one worker's memory is invisible to the
+others, so a GET after a POST would answer 200 or 404 depending on which worker took it.
+State belongs in a database shared by every worker. Until you add one, this example encodes
+the item itself into its id (base64url of its canonical JSON), so every worker and every
+replica answers a GET the same way. Replace ``encode``/``decode`` with your database.
 
 The shape to keep: pydantic models for bodies and answers, and a declared return type on
 every endpoint, so FastAPI validates and serialises through pydantic-core (its fast path)
-and the models appear in the OpenAPI schema. The store is bounded because anyone who can
-reach the service can POST; swap it for your database behind the same dependency.
+and the models appear in the OpenAPI schema.
 """
 
+import base64
+import binascii
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, HTTPException, Path, status
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 router = APIRouter(prefix="/items", tags=["items"])
 
 Tag = Annotated[str, Field(min_length=1, max_length=30)]
+# The longest item (a 100-character name and 10 tags of 30, each character at worst a 6-byte
+# JSON escape) encodes to about 3,300 characters: under this, and under nginx's 8 KB
+# request line. Ids are base64url, so the URL needs no escaping and stays that short.
+MAX_ID_LENGTH = 4096
+ItemId = Annotated[str, Field(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
 class ItemIn(BaseModel):
@@ -40,62 +53,40 @@ class ItemIn(BaseModel):
 
 
 class Item(ItemIn):
-    """An item as stored, with the id the service gave it."""
+    """An item with its id: the item itself, encoded."""
 
-    id: int
-
-
-class ItemStore:
-    """Items in memory, at most ``capacity`` of them: an example, not a database."""
-
-    def __init__(self, *, capacity: int = 1000) -> None:
-        self.capacity = capacity
-        self._items: dict[int, Item] = {}
-        self._next_id = 1
-
-    def add(self, new: ItemIn) -> Item | None:
-        """Store ``new`` and return it with its id, or None when the store is full."""
-        if len(self._items) >= self.capacity:
-            return None
-        item = Item(id=self._next_id, **new.model_dump())
-        self._items[item.id] = item
-        self._next_id += 1
-        return item
-
-    def get(self, item_id: int) -> Item | None:
-        """Return the item ``item_id``, or None."""
-        return self._items.get(item_id)
-
-    def page(self, offset: int, limit: int) -> list[Item]:
-        """Return up to ``limit`` items after the first ``offset``, oldest first."""
-        return list(self._items.values())[offset : offset + limit]
+    id: ItemId
 
 
-def item_store(request: Request) -> ItemStore:
-    """The application's store (a dependency, so tests and databases can replace it)."""
-    store: ItemStore = request.app.state.items
-    return store
+def encode(new: ItemIn) -> Item:
+    """Return ``new`` with its id: base64url of its canonical JSON, without padding."""
+    raw = new.model_dump_json().encode()
+    item_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return Item(id=item_id, **new.model_dump())
 
 
-Store = Annotated[ItemStore, Depends(item_store)]
+def decode(item_id: str) -> Item | None:
+    """Return the item ``item_id`` names, or None when it names none.
 
-
-@router.get("")
-async def list_items(
-    store: Store,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=100)] = 50,
-) -> list[Item]:
-    """List items, oldest first, a page at a time."""
-    return store.page(offset, limit)
+    The id comes from the client: anything that is not exactly the canonical encoding of a
+    valid item (bad base64, not JSON, invalid fields, another spelling) names no item.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(item_id + "=" * (-len(item_id) % 4))
+        item = encode(ItemIn.model_validate_json(raw))
+    except (binascii.Error, ValueError, ValidationError):
+        return None
+    return item if item.id == item_id else None
 
 
 @router.get("/{item_id}", responses={404: {"description": "No such item"}})
-async def get_item(item_id: int, store: Store) -> Item:
+async def get_item(
+    item_id: Annotated[str, Path(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")],
+) -> Item:
     """Return one item."""
-    item = store.get(item_id)
+    item = decode(item_id)
     if item is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no item {item_id}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such item")
     return item
 
 
@@ -105,14 +96,8 @@ async def get_item(item_id: int, store: Store) -> Item:
     responses={
         # FastAPI's own answer to a body it cannot decode, before validation (422) runs.
         400: {"description": "The body is not valid JSON"},
-        409: {"description": "The example store is full"},
     },
 )
-async def create_item(new: ItemIn, store: Store) -> Item:
+async def create_item(new: ItemIn) -> Item:
     """Create an item from a JSON body and return it with its id."""
-    item = store.add(new)
-    if item is None:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT, f"the example store holds at most {store.capacity} items"
-        )
-    return item
+    return encode(new)
