@@ -71,10 +71,10 @@ def test_reload_with_an_os_error_is_abandoned_and_the_old_generation_serves(
 
 
 def test_children_die_with_the_runner(stacks: Stacks) -> None:
-    """SIGKILL of the runner: nginx and gunicorn (and their workers) stop within seconds."""
+    """SIGKILL of the runner: nginx, gunicorn (and their workers) and the metrics listener stop."""
     stack = stacks.start()
     children = runner_children(stack)
-    assert len(children) == 2
+    assert len(children) == 3, stack.log_text()  # gunicorn, nginx, deploy/metrics.py
     stack.process.kill()
     stack.process.wait(10)
 

@@ -297,6 +297,8 @@ def launch_stack(
         "PYTHONDONTWRITEBYTECODE": "1",
         "RUN_DIR": str(run_dir),
         "PORT": str(port),
+        # Never the default 9464: stacks run side by side (and one may be a developer's).
+        "METRICS_PORT": str(free_port()),
         "LISTEN_ADDRESS": "127.0.0.1",
         "APP_MODULE": app_module,
         "WEB_CONCURRENCY": "2",

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.db import items as queries
 
-from .items import Item, ItemIn, Tag
+from .items import ItemIn, Tag
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -60,13 +60,13 @@ async def list_items(
     db: Session,
     offset: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-) -> list[Item]:
+) -> list[queries.StoredItem]:
     """List items, oldest first, a page at a time."""
     return await queries.page(db, offset, limit)
 
 
 @router.get("/{item_id}", responses={404: {"description": "No such item"}})
-async def get_item(item_id: int, db: Session) -> Item:
+async def get_item(item_id: int, db: Session) -> queries.StoredItem:
     """Return one item."""
     # An id outside BIGINT cannot exist; asking PostgreSQL would fail instead of missing.
     item = await queries.get(db, item_id) if 1 <= item_id <= BIGINT_MAX else None
@@ -81,6 +81,6 @@ async def get_item(item_id: int, db: Session) -> Item:
     # FastAPI's own answer to a body it cannot decode, before validation (422) runs.
     responses={400: {"description": "The body is not valid JSON"}},
 )
-async def create_item(new: NewItem, db: Session) -> Item:
+async def create_item(new: NewItem, db: Session) -> queries.StoredItem:
     """Create an item from a JSON body and return it with its id."""
     return await queries.add(db, new)

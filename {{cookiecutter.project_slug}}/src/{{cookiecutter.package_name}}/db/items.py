@@ -1,6 +1,6 @@
 """The items' queries: the only module that knows how items are stored.
 
-Depends on SQLAlchemy 2 (asyncio), models.py and the API's models (api/items.py).
+Depends on SQLAlchemy 2 (asyncio), models.py and the API's input model (api/items.py).
 """
 
 from __future__ import annotations
@@ -9,21 +9,29 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from {{ cookiecutter.package_name }}.api.items import Item
+from {{ cookiecutter.package_name }}.api.items import ItemIn
 
 from .models import ItemRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from {{ cookiecutter.package_name }}.api.items import ItemIn
+
+class StoredItem(ItemIn):
+    """An item as stored: its fields and the id PostgreSQL gave it.
+
+    The stateless example's ``Item`` (api/items.py) carries the item itself in a text id;
+    stored items need only the row's number.
+    """
+
+    id: int
 
 
-def _item(row: ItemRow) -> Item:
-    return Item(id=row.id, name=row.name, price_cents=row.price_cents, tags=list(row.tags))
+def _item(row: ItemRow) -> StoredItem:
+    return StoredItem(id=row.id, name=row.name, price_cents=row.price_cents, tags=list(row.tags))
 
 
-async def add(session: AsyncSession, new: ItemIn) -> Item:
+async def add(session: AsyncSession, new: ItemIn) -> StoredItem:
     """Insert ``new`` and return it with the id PostgreSQL gave it (committed)."""
     row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
     session.add(row)
@@ -31,13 +39,13 @@ async def add(session: AsyncSession, new: ItemIn) -> Item:
     return _item(row)
 
 
-async def get(session: AsyncSession, item_id: int) -> Item | None:
+async def get(session: AsyncSession, item_id: int) -> StoredItem | None:
     """The item ``item_id``, or None."""
     row = await session.get(ItemRow, item_id)
     return None if row is None else _item(row)
 
 
-async def page(session: AsyncSession, offset: int, limit: int) -> list[Item]:
+async def page(session: AsyncSession, offset: int, limit: int) -> list[StoredItem]:
     """Up to ``limit`` items after the first ``offset``, oldest (lowest id) first.
 
     Offset paging is the simple shape to copy; for deep pages prefer keyset paging
