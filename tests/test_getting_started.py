@@ -25,9 +25,6 @@ from .test_readme import free_port
 # What a person sees before scrolling: the title, the description and this many lines.
 FIRST_SCREEN_LINES = 45
 GETTING_STARTED = ["make install", "make test", "make run", "make serve"]
-# Pages other branches are writing now (issue number): linked already, landing with them.
-# The test fails once one exists, so the entry is removed then.
-PENDING = {"docs/observability.md": 12}
 
 
 def sh_blocks(text: str) -> list[list[str]]:
@@ -64,9 +61,7 @@ def test_every_linked_page_exists(default_bake: Bake) -> None:
             target = (page.parent / link).resolve()
             if not target.exists():
                 missing.append(str(target.relative_to(project)))
-    assert sorted(set(missing) - set(PENDING)) == []
-    landed = [page for page in PENDING if (project / page).exists()]
-    assert landed == [], f"{landed} exist now: remove them from PENDING"
+    assert sorted(missing) == []
 
 
 def test_docs_pages_hold_the_moved_rationale(default_bake: Bake) -> None:

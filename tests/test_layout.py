@@ -140,6 +140,7 @@ def test_stack_requirements_match_the_service(serving_bake: Bake, default_bake: 
 
     assert {r.split(">")[0].split("[")[0] for r in requirements} == {
         "gunicorn", "uvicorn", "uvicorn-worker",
+        "prometheus-client",  # deploy/metrics.py and gunicorn.conf.py's child_exit
     }  # fmt: skip
     assert set(requirements) <= service
     assert (default_bake.project / "deploy").is_dir()
