@@ -53,7 +53,7 @@ def test_the_first_screen_is_getting_started(default_bake: Bake) -> None:
 
 
 def test_every_linked_page_exists(default_bake: Bake) -> None:
-    """README and docs/ pages link only pages that exist (or are landing from a branch)."""
+    """README and docs/ pages link only pages that exist."""
     project = default_bake.project
     missing = []
     for page in [project / "README.md", *sorted((project / "docs").glob("*.md"))]:
