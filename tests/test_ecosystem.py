@@ -295,7 +295,9 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     assert "listen @LISTEN@" in nginx_conf
     default_port = re.search(r'Int\("PORT", "[^"]*", (\d+)', settings)
     assert default_port is not None, "deploy/stack_settings.py no longer defines PORT's default"
-    (port,) = app_container(default_bake.project)["ports"]
+    ports = {port["name"]: port for port in app_container(default_bake.project)["ports"]}
+    assert set(ports) == {"http", "metrics"}, "nginx's port, and the metrics listener's"
+    port = ports["http"]
     assert port["containerPort"] == int(default_port.group(1)) == 8080
     assert resources["Service"]["spec"]["ports"][0]["targetPort"] == port["name"]
 
