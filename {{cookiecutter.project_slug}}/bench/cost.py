@@ -132,6 +132,12 @@ def measure(
         "PYTHONHASHSEED": "0",
         "LC_ALL": "C.UTF-8",
     }
+{%- if cookiecutter.database == "postgresql" %}
+    # The settings refuse to build the app without the database's URL (GET /livez, the path
+    # measured, never queries it).
+    if "DATABASE_URL" in os.environ:
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+{%- endif %}
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as workdir:
         out = Path(workdir)
         manifest = out / "manifest.json"

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.live
 
 APP = "observed_app:app"
+# An id no item has in either example (stateless: not an encoded item; PostgreSQL: far above
+# the ids other tests create): each GET is a 404 under the route template.
+NO_SUCH_ITEM = 900_000_000
 ITEMS = 'sum(http_server_request_duration_seconds_count{route="/items/{item_id}"})'
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"
@@ -262,7 +265,7 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
     assert len(original) == 2
 
     for item in range(first):
-        assert fetch(f"{stack.base}/items/{item}")[0] == 404
+        assert fetch(f"{stack.base}/items/{NO_SUCH_ITEM + item}")[0] == 404
     server.wait_value(ITEMS, first)
     # Hold a request in one worker, so that worker dies with a request in flight.
     holder = threading.Thread(target=fetch, args=(f"{stack.base}/hold?seconds=60",))
@@ -289,7 +292,7 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
         "http_server_active_requests to return to 0",
     )
     for item in range(then):
-        assert fetch(f"{stack.base}/items/{item}")[0] == 404
+        assert fetch(f"{stack.base}/items/{NO_SUCH_ITEM + item}")[0] == 404
     server.wait_value(ITEMS, first + then)
     # The raw paths never became series: one route template, one status, one method.
     server.wait_value('count(http_server_request_duration_seconds_count{route=~"/items/.+"})', 1)
@@ -421,7 +424,8 @@ def test_spans_reach_an_otlp_receiver_and_continue_a_trusted_trace(
     )
 
     stack = observed.stack
-    status, headers, _ = fetch(f"{stack.base}/items/7", headers={"traceparent": TRACEPARENT})
+    missing = f"/items/{NO_SUCH_ITEM}"
+    status, headers, _ = fetch(f"{stack.base}{missing}", headers={"traceparent": TRACEPARENT})
     wait_for(lambda: bool(otlp_receiver.named("GET /items/{item_id}")), 30, "the span export")
 
     assert status == 404
@@ -435,7 +439,7 @@ def test_spans_reach_an_otlp_receiver_and_continue_a_trusted_trace(
     access = [
         line
         for line in stack.log_lines()
-        if line.get("logger") == f"{PACKAGE}.access" and line.get("path") == "/items/7"
+        if line.get("logger") == f"{PACKAGE}.access" and line.get("path") == missing
     ]
     assert [(line["request_id"], line["trace_id"]) for line in access] == [
         (headers["X-Request-ID"], span.trace_id.hex())
