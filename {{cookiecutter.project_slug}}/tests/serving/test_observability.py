@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.live
 
 APP = "observed_app:app"
-# An id no item has in either example (stateless: not an encoded item; PostgreSQL: far above
-# the ids other tests create): each GET is a 404 under the route template.
+# An id no item has, whichever store the example uses (not an encoded item; far above any id
+# the other tests create): each GET is a 404 under the route template.
 NO_SUCH_ITEM = 900_000_000
 ITEMS = 'sum(http_server_request_duration_seconds_count{route="/items/{item_id}"})'
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
