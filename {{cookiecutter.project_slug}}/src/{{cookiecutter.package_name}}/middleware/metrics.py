@@ -2,8 +2,9 @@
 
 Outputs: ``http_server_request_duration_seconds`` (a histogram; its ``_count`` is the
 request counter) labelled ``method``, ``route``, ``status``, and
-``http_server_active_requests``. Depends on prometheus_client, Starlette's ASGI types and
-response.py (the request's one send wrapper, shared with the other middleware).
+``http_server_active_requests``. Depends on prometheus_client, Starlette's ASGI types,
+metric_writes.py (the per-request writes) and response.py (the request's one send wrapper,
+shared with the other middleware).
 
 Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 import this module: each worker then writes its values to memory-mapped files there, and the
@@ -13,8 +14,10 @@ scrape sees every request once whichever worker served it. Without the variable 
 
 The route label is the route's template (``/items/{item_id}``), never the raw path: a flood
 of 404s to random paths adds no series. This runs on every request: the label children are
-looked up in a dict of our own, not through ``labels()`` (which validates and locks), and the
-status comes from the shared ``ResponseTracker`` instead of a send wrapper of our own.
+looked up in a dict of our own, not through ``labels()`` (which validates and locks), values
+are changed through metric_writes.py (prometheus_client's multiprocess writes without their
+per-call lock), and the status comes from the shared ``ResponseTracker`` instead of a send
+wrapper of our own.
 """
 
 from __future__ import annotations
@@ -24,11 +27,10 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from .metric_writes import Writes
 from .response import tracker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Requests that matched no route (404, or a 405 on no route at all) share one label value;
@@ -84,10 +86,7 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, *, metrics: RequestMetrics) -> None:
         self.app = app
         self.metrics = metrics
-        self._active = metrics.active
-        # (method, route, status) -> the histogram child's observe. Bounded: known methods
-        # (others are folded first), the app's routes, the status codes.
-        self._observers: dict[tuple[str, str, int], Callable[[float], None]] = {}
+        self._writes = Writes(metrics.duration, metrics.active)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,13 +94,13 @@ class MetricsMiddleware:
             return
 
         tracked = tracker(send)
-        active = self._active
+        writes = self._writes.current()
         start = perf_counter()
-        active.inc()
+        writes.add_active(1.0)
         try:
             await self.app(scope, receive, tracked.send)
         finally:
-            active.dec()
+            writes.add_active(-1.0)
             # The router stores the matched route in the scope it shares with us.
             route = scope.get("route")
             method = scope["method"]
@@ -109,13 +108,5 @@ class MetricsMiddleware:
                 method = OTHER_METHOD
             # No status: the app raised before answering; the server will answer 500.
             key = (method, getattr(route, "path", None) or UNMATCHED, tracked.status or 500)
-            observe = self._observers.get(key) or self._observer(key)
-            observe(perf_counter() - start)
-
-    def _observer(self, key: tuple[str, str, int]) -> Callable[[float], None]:
-        method, route, status = key
-        observe: Callable[[float], None] = self.metrics.duration.labels(
-            method, route, str(status)
-        ).observe
-        self._observers[key] = observe
-        return observe
+            histogram = writes.histograms.get(key) or writes.histogram(key)
+            histogram.observe(perf_counter() - start)
