@@ -83,6 +83,8 @@ def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: P
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
+    # The report quotes the command that made it, as the caller typed it.
+    assert results["command"] == f"scripts/experiments --quick --only middleware --out {out}"
     (middleware,) = results["experiments"]
     runs = {config["id"]: config["runs"] for config in middleware["configs"]}
     assert set(runs) == {"bare", "default", "basehttp-1"}
