@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--project", type=Path, required=True, help="a baked project")
     parser.add_argument("--quick", action="store_true", help="short runs, fewer configurations")
     parser.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="only these experiments")
-    parser.add_argument("--out", type=Path, default=Path("build/experiments"))
+    parser.add_argument("--out", type=Path, default=Path("build/experiments"), help="[%(default)s]")
     parser.add_argument(
         "--cpu-share",
         action="store_true",

@@ -1,12 +1,15 @@
-"""The app variants only the template's experiments serve, as `experiments.apps:<variant>`.
+"""The app variants only the template's experiments serve, as gunicorn app factories.
 
-- basehttp: the bake's bare app (bench/apps.py) plus its middleware rewritten as
-  BaseHTTPMiddleware (experiments/basehttp.py): the anti-pattern, to show its cost.
-- asgi_passthrough, basehttp_passthrough: bare plus ONE middleware that does nothing, pure
-  ASGI or BaseHTTPMiddleware: the seed's own experiment, to compare with its figures.
+- `experiments.apps:basehttp()`: the bake's bare app (bench/apps.py) plus its middleware
+  rewritten as BaseHTTPMiddleware (experiments/basehttp.py): the anti-pattern, to show its cost.
+- `experiments.apps:asgi_passthrough()`, `experiments.apps:basehttp_passthrough()`: bare plus
+  ONE middleware that does nothing, pure ASGI or BaseHTTPMiddleware: the seed's own
+  experiment, to compare with its figures.
 
-Each is built only when a server imports it (module `__getattr__`). Depends on the bake's
-`bench` package being importable (its directory on PYTHONPATH).
+gunicorn calls the factory in each worker (its `module:function()` form, which APP_MODULE
+accepts), so importing this module builds nothing. Only the gunicorn servers load factories:
+bench/servers.py starts `uvicorn` without `--factory`, and the grid never runs these under it.
+Depends on the bake's `bench` package being importable (its directory on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class _Passthrough:
         await self.app(scope, receive, send)
 
 
-def build_basehttp() -> FastAPI:
+def basehttp() -> FastAPI:
     """The endpoints behind the shipped middlewares' BaseHTTPMiddleware twins."""
     from experiments.basehttp import add_twins  # imports the bake's package
 
@@ -39,31 +42,15 @@ def build_basehttp() -> FastAPI:
     return application
 
 
-def build_asgi_passthrough() -> FastAPI:
+def asgi_passthrough() -> FastAPI:
     application = build_bare()
     application.add_middleware(_Passthrough)
     return application
 
 
-def build_basehttp_passthrough() -> FastAPI:
+def basehttp_passthrough() -> FastAPI:
     from experiments.basehttp import add_passthrough  # imports the bake's package
 
     application = build_bare()
     add_passthrough(application)
-    return application
-
-
-_BUILDERS = {
-    "basehttp": build_basehttp,
-    "asgi_passthrough": build_asgi_passthrough,
-    "basehttp_passthrough": build_basehttp_passthrough,
-}
-
-
-def __getattr__(name: str) -> FastAPI:
-    # Servers import "experiments.apps:<variant>" with getattr, which lands here (PEP 562).
-    if name not in _BUILDERS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    application = _BUILDERS[name]()
-    globals()[name] = application
     return application

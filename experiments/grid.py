@@ -3,14 +3,17 @@
 Pure data, in the shapes of the bake's bench/experiments.py (Experiment, Config, Stack,
 Front), run by its runner. These experiments argue the template's defaults (pure ASGI over
 BaseHTTPMiddleware, socket and keepalive over TCP, buffering on, the worker count, the
-server); a generated service only keeps its own lean benchmark (`make bench`).
-`quick=True` marks the configurations `scripts/experiments --quick` measures.
+server); a generated service only keeps its own lean benchmark (`make bench`). The grid's
+middleware experiment is the bake's own, extended: its rows come from bench/experiments.py,
+so the two measure the same stacks. `quick=True` marks the configurations
+`scripts/experiments --quick` measures.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.experiments import (
-    ACCESS_LOG,
     LARGE,
     LARGE_SYNC,
     SMALL,
@@ -19,54 +22,54 @@ from bench.experiments import (
     Experiment,
     Front,
     Stack,
+    experiments,
 )
+
+
+def _service_experiment(experiment_id: str, cpus: int, default_workers: int) -> Experiment:
+    """One of the bake's own experiments (`make bench`), which the grid extends."""
+    for experiment in experiments(cpus, default_workers):
+        if experiment.id == experiment_id:
+            return experiment
+    raise LookupError(f"the bake's bench/experiments.py has no {experiment_id!r} experiment")
 
 
 def grid(cpus: int, default_workers: int) -> list[Experiment]:
     """Every experiment, for a machine with `cpus` CPUs where the shipped config runs
     `default_workers` workers."""
     production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
+    middleware = _service_experiment("middleware", cpus, default_workers)
+    # The template's variants run on the baseline's own stack (one worker, no nginx), so
+    # against it only the middleware differs.
+    bare = middleware.config(middleware.baseline).stack
     worker_counts = list(range(1, 2 * cpus + 2))
     return [
-        Experiment(
-            id="middleware",
+        replace(
+            middleware,
             title="Middleware: bare, the shipped pure-ASGI stack, the same as BaseHTTPMiddleware",
             question="What does the shipped middleware stack cost, and what would the "
             "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
-            "so the app is the bottleneck. The app's access log (one JSON line per request "
-            "on stdout) is off by default, since nginx logs every request with the same id; "
-            "the access-log row shows what turning it on costs. The two pass-through rows "
-            "repeat the seed's own experiment (one middleware that does nothing).",
-            baseline="bare",
+            "so the app is the bottleneck. The rows before the BaseHTTPMiddleware ones are the "
+            "bake's own middleware experiment (`make bench`), its access-log row included (the "
+            "app's access log is off by default: nginx logs every request with the same id). "
+            "The two pass-through rows repeat the seed's own experiment (one middleware that "
+            "does nothing).",
             configs=(
-                Config(
-                    "bare", "bare app (no middleware)", Stack(app="bare", workers=1), quick=True
-                ),
-                Config(
-                    "default",
-                    "default pure-ASGI stack",
-                    Stack(app="shipped", workers=1),
-                    quick=True,
-                ),
-                Config(
-                    "default-access-log",
-                    "default stack + the app's access log",
-                    Stack(app="shipped", workers=1, env=((ACCESS_LOG, "true"),)),
-                ),
+                *middleware.configs,
                 Config(
                     "basehttp",
                     "same middlewares as BaseHTTPMiddleware",
-                    Stack(app="experiments.apps:basehttp", workers=1),
+                    replace(bare, app="experiments.apps:basehttp()"),
                 ),
                 Config(
                     "asgi-1",
                     "one pure-ASGI pass-through (seed)",
-                    Stack(app="experiments.apps:asgi_passthrough", workers=1),
+                    replace(bare, app="experiments.apps:asgi_passthrough()"),
                 ),
                 Config(
                     "basehttp-1",
                     "one BaseHTTPMiddleware pass-through (seed)",
-                    Stack(app="experiments.apps:basehttp_passthrough", workers=1),
+                    replace(bare, app="experiments.apps:basehttp_passthrough()"),
                     quick=True,
                 ),
             ),

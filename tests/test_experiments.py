@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, ProjectEnv
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv
 
 SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 
@@ -28,6 +28,49 @@ def test_the_script_passes_shellcheck() -> None:
     assert done.returncode == 0, done.stdout
 
 
+# The app variants grid.py serves on top of the bake's own (bench/apps.py).
+GRID_VARIANTS = (
+    "experiments.apps:asgi_passthrough()",
+    "experiments.apps:basehttp()",
+    "experiments.apps:basehttp_passthrough()",
+)
+LIST_APPS = (
+    "from experiments.grid import grid; "
+    "print(*{c.stack.app for e in grid(2, 2) for c in e.configs})"
+)
+
+
+@pytest.mark.slow
+def test_every_template_variant_loads_under_gunicorn(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """Each app factory the grid names is one gunicorn imports and calls with the shipped
+    gunicorn.conf.py (`--check-config` loads the app), and a wrong name is refused, so a
+    renamed variant fails here rather than minutes into a run."""
+    project = default_bake.project
+    python = str(project_env.venv / "bin" / "python")
+    layout = [TEMPLATE_DIR, project, project / "src", project / "deploy"]  # as scripts/experiments
+    env = dict(
+        project_env.environ(project),
+        PYTHONPATH=os.pathsep.join(map(str, layout)),
+        EXPERIMENTS_PACKAGE=default_bake.package_name,
+        RUN_DIR=str(tmp_path),
+    )
+    listed = subprocess.run(
+        [python, "-c", LIST_APPS], env=env, capture_output=True, text=True, check=True
+    )
+    variants = sorted(app for app in listed.stdout.split() if app.startswith("experiments."))
+    assert variants == list(GRID_VARIANTS)
+    config = str(project / "deploy" / "gunicorn.conf.py")
+    for app in (*GRID_VARIANTS, "experiments.apps:no_such_variant()"):
+        done = subprocess.run(
+            [python, "-m", "gunicorn", "--config", config, "--check-config"],
+            cwd=project, env=dict(env, APP_MODULE=app), capture_output=True, text=True,
+            check=False, timeout=120,
+        )  # fmt: skip
+        assert (done.returncode == 0) == ("no_such" not in app), (app, done.stderr[-2000:])
+
+
 @pytest.mark.slow
 def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: Path) -> None:
     """scripts/experiments bakes the default project and measures the seeds' middleware
@@ -40,6 +83,8 @@ def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: P
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
+    # The report quotes the command that made it, as the caller typed it.
+    assert results["command"] == f"scripts/experiments --quick --only middleware --out {out}"
     (middleware,) = results["experiments"]
     runs = {config["id"]: config["runs"] for config in middleware["configs"]}
     assert set(runs) == {"bare", "default", "basehttp-1"}
