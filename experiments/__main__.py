@@ -2,6 +2,7 @@
 
     python -m experiments --project BAKE [--quick] [--only EXPERIMENT ...] [--out DIR]
     python -m experiments --project BAKE --cpu-share [--quick] [--out DIR]
+    python -m experiments --project BAKE --floors [--out DIR]
 
 Run through `scripts/experiments`, which bakes the default project, installs it and puts this
 package and the bake on PYTHONPATH. Writes DIR/experiments.json, DIR/experiments.md (every
@@ -31,6 +32,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="instead of the grid: CPU time per request of gunicorn, nginx and wrk",
     )
+    parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="instead of the grid: the least each middleware job can cost, in instructions",
+    )
     args = parser.parse_args(argv)
     project = args.project.resolve()
     # Before importing the bake's bench package: the servers inherit this environment.
@@ -41,6 +47,15 @@ def main(argv: list[str]) -> int:
         table = cpu_share(project, seconds=2 if args.quick else 8)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "cpu-share.md").write_text(table + "\n", encoding="utf-8")
+        print(table)
+        return 0
+
+    if args.floors:
+        from experiments.floors import floors
+
+        table = floors(project)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "floors.md").write_text(table + "\n", encoding="utf-8")
         print(table)
         return 0
 

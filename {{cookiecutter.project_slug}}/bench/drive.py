@@ -109,7 +109,14 @@ async def _lifespan(app: App) -> tuple[asyncio.Queue[Message], asyncio.Task[None
 
     task = asyncio.create_task(app({"type": "lifespan", "state": {}}, receive, send))
     await inbox.put({"type": "lifespan.startup"})
-    await started.wait()
+    # Whichever comes first: an app whose lifespan raises (a middleware that does not pass
+    # non-HTTP scopes through, say) ends the task without ever completing the start-up.
+    waiting = asyncio.ensure_future(started.wait())
+    await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+    if not started.is_set():
+        waiting.cancel()
+        error = task.exception() if task.done() and not task.cancelled() else None
+        raise SystemExit(f"error: the app's lifespan start-up did not complete: {error!r}")
     return inbox, task
 
 

@@ -41,6 +41,27 @@ def create_app():
 """
 
 
+# A middleware that forgets to pass the lifespan scope through: the app can never start.
+BROKEN_FACTORY = """
+from {{ cookiecutter.package_name }}.main import create_app as shipped
+
+
+class HeadersOnlyMiddleware:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        scope["headers"]  # a lifespan scope has none: KeyError
+        await self.app(scope, receive, send)
+
+
+def create_app():
+    app = shipped()
+    app.add_middleware(HeadersOnlyMiddleware)
+    return app
+"""
+
+
 def cost(default: float, bare: float = 400_000.0) -> Cost:
     per_request = {"bare": bare, "default": default, "only:0": bare + 1_000.0}
     return Cost("pkg.main:create_app", "/livez", ["RequestIdMiddleware"], per_request)
@@ -96,6 +117,24 @@ def test_a_slow_middleware_added_to_the_factory_fails_the_gate(tmp_path: Path) -
     assert measured["stack"][0] == "SlowMiddleware"
     assert "DeadlineMiddleware" in measured["stack"]
     assert measured["ratio"] > load_budget().max_ratio
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_an_app_that_cannot_start_is_one_error_not_a_hang(tmp_path: Path) -> None:
+    """A factory whose lifespan start-up raises ends the gate with an error naming it (it
+    used to wait for the start-up for ever)."""
+    (tmp_path / "broken_stack.py").write_text(BROKEN_FACTORY, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PROJECT / "src")]))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench", "check", "--factory", "broken_stack:create_app",
+            "--no-breakdown", "--out", str(tmp_path / "out"),
+        ],
+        cwd=PROJECT, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "lifespan start-up did not complete: KeyError('headers')" in done.stderr
+    assert not (tmp_path / "out" / "cost.json").exists()
 
 
 def test_a_cost_file_round_trips() -> None:

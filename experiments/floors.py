@@ -1,0 +1,213 @@
+"""The least each job of the shipped middleware can cost, in instructions per request.
+
+    scripts/experiments --floors
+
+Each row is the bake's bare app plus ONE pure-ASGI layer doing one job of the default stack
+and nothing else, written as cheaply as we know how; the last row does every job of the
+request id, deadline and error guard in a single layer. Counted by the bake's own gate
+(bench/cost.py: valgrind's cachegrind, GET /livez in process, forked children), beside the
+shipped stack, so the table answers: how far can pure-ASGI middleware on this Python go
+below what the template ships, and what does keeping one module per middleware cost?
+
+`create_app` is the factory bench/drive.py builds in the measured process; it finds the
+bake's package from bench/drive.py's own default factory. Depends on the bake's `bench`
+package and Starlette; valgrind on PATH.
+"""
+
+from __future__ import annotations
+
+import importlib
+from asyncio import current_task
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+from bench.drive import DEFAULT_FACTORY
+from starlette.middleware import Middleware
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+    from pathlib import Path
+
+    from fastapi import FastAPI
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# The bake's package, from the factory bench/drive.py names (`<package>.main:create_app`).
+REQUEST_ID = importlib.import_module(
+    DEFAULT_FACTORY.split(".", 1)[0] + ".request_context"
+).REQUEST_ID
+_HEADER = b"x-request-id"
+
+
+class PassThrough:
+    """A layer and nothing else: the price of a coroutine frame between two others."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan passes through, as in every shipped layer
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class ContextVariable(PassThrough):
+    """Sets and resets the request id's context variable (what log lines read)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = REQUEST_ID.set("0123456789abcdef0123456789abcdef")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            REQUEST_ID.reset(token)
+
+
+class HeaderScan(PassThrough):
+    """Finds X-Request-ID among the headers nginx sends and checks its shape."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == _HEADER:
+                value.isalnum()
+                break
+        await self.app(scope, receive, send)
+
+
+class SendWrapper(PassThrough):
+    """Wraps send in a closure that notes the status: the least "has it started?" costs."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = None
+
+        def watched(message: Message) -> Awaitable[None]:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            return send(message)
+
+        await self.app(scope, receive, watched)
+
+
+class SendWrapperAddingHeader(PassThrough):
+    """The same, also adding the request id to the response's headers."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = ((_HEADER, b"0123456789abcdef0123456789abcdef"),)
+
+        def watched(message: Message) -> Awaitable[None]:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), *extra]
+            return send(message)
+
+        await self.app(scope, receive, watched)
+
+
+class DeadlineRegistration(PassThrough):
+    """Registers the request's task and deadline for a sweeper, and removes it after."""
+
+    inflight: dict[Any, float] = {}  # noqa: RUF012 (one table, as the shipped sweeper has)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        task = current_task()
+        inflight = self.inflight
+        inflight[task] = monotonic() + 30.0
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            del inflight[task]
+
+
+class AllInOne(PassThrough):
+    """Every job of request id, deadline and error guard in one layer, each at its floor."""
+
+    inflight: dict[Any, float] = {}  # noqa: RUF012 (as above)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        value = b""
+        for name, incoming in scope["headers"]:
+            if name == _HEADER:
+                value = incoming
+                break
+        if not value.isalnum():
+            value = b"0123456789abcdef0123456789abcdef"
+        extra = ((_HEADER, value),)
+        status = None
+
+        def watched(message: Message) -> Awaitable[None]:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), *extra]
+            return send(message)
+
+        token = REQUEST_ID.set(value.decode("latin-1"))
+        task = current_task()
+        inflight = self.inflight
+        inflight[task] = monotonic() + 30.0
+        # The error guard's except clause costs nothing until something is raised (zero-cost
+        # exceptions since Python 3.11), so try/finally stands for it.
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            del inflight[task]
+            REQUEST_ID.reset(token)
+
+
+# Each layer and what its row says it does, in the table's order.
+LAYERS = (
+    (PassThrough, "one pure-ASGI layer doing nothing"),
+    (ContextVariable, "a layer setting and resetting a context variable"),
+    (HeaderScan, "a layer finding one header among nginx's six"),
+    (SendWrapper, "a layer wrapping send to note the status"),
+    (SendWrapperAddingHeader, "a layer wrapping send to add one header"),
+    (DeadlineRegistration, "a layer registering its task with a deadline"),
+    (AllInOne, "ONE layer doing all of request id, deadline and error guard"),
+)
+
+
+def create_app() -> FastAPI:
+    """The bake's app with the floor layers as its middleware list (measured one at a time)."""
+    module, _, function = DEFAULT_FACTORY.partition(":")
+    application: FastAPI = getattr(importlib.import_module(module), function)()
+    application.user_middleware[:] = [Middleware(layer) for layer, _ in LAYERS]
+    return application
+
+
+def floors(project: Path) -> str:
+    """Markdown: each floor layer and the shipped middleware, against the same bare app."""
+    from bench.cost import measure
+
+    floor = measure(project, factory=f"{__name__}:create_app")
+    bare = floor.per_request["bare"]
+    rows = [
+        "| GET /livez, in process | instructions per request | vs bare |",
+        "|---|---:|---:|",
+        f"| bare app | {bare:,.0f} | 1.000 x |",
+    ]
+    for index, (_, what) in enumerate(LAYERS):
+        extra = floor.per_request[f"only:{index}"] - bare
+        rows.append(f"| + {what} | +{extra:,.0f} | {1 + extra / bare:.3f} x |")
+    # The shipped middleware, measured in a run of its own against its own bare app.
+    shipped = measure(project)
+    for what, count, ratio in shipped.rows()[1:]:
+        extra = count - shipped.per_request["bare"]
+        rows.append(f"| shipped: {what.removeprefix('+ ')} | +{extra:,.0f} | {ratio:.3f} x |")
+    return "\n".join(rows)
