@@ -121,3 +121,36 @@ def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Pat
         assert float(nginx_us) > 0
         assert float(wrk_us) > 0
         assert 0 < float(bound.removesuffix(" x |").removesuffix(" x")) < 1.5
+
+
+@pytest.mark.slow
+def test_floors_put_the_shipped_middleware_beside_the_least_each_job_costs(
+    project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """--floors counts, with the bake's own cachegrind gate, one cheapest layer per job and
+    all three jobs in one layer, beside the shipped middleware; the table is what the
+    README's performance section quotes."""
+    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
+    done = subprocess.run(
+        [str(SCRIPT), "--floors", "--out", str(tmp_path)],
+        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {
+        cells[0]: float(cells[2].removesuffix(" x"))
+        for line in (tmp_path / "floors.md").read_text(encoding="utf-8").splitlines()[3:]
+        for cells in [line.strip("| ").split(" | ")]
+    }
+    nothing = rows["+ one pure-ASGI layer doing nothing"]
+    all_in_one = rows["+ ONE layer doing all of request id, deadline and error guard"]
+    shipped = rows["shipped: request id, deadline and error guard (metrics off)"]
+    # Every job costs more than an empty layer; doing them all costs more than any one;
+    # three layers cost more than one doing the same jobs.
+    assert all(
+        ratio > nothing
+        for what, ratio in rows.items()
+        if what != "+ one pure-ASGI layer doing nothing"
+    )
+    assert all_in_one > max(ratio for what, ratio in rows.items() if what.startswith("+ a layer"))
+    assert shipped > all_in_one
+    assert rows["shipped: default stack"] > shipped  # the metrics on top
