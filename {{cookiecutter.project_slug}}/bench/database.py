@@ -47,15 +47,22 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as error:
-        reasons = "; ".join(
-            str(problem["msg"]).removeprefix("Value error, ") for problem in error.errors()
-        )
-        raise DatabaseError(f"the app would refuse to start: {reasons}; run: {FIX}") from None
+        reasons = [str(problem["msg"]).removeprefix("Value error, ") for problem in error.errors()]
+        if any(reason.startswith("DATABASE_URL is not set") for reason in reasons):
+            raise DatabaseError(
+                "DATABASE_URL is not set: the benchmark runs the app against a migrated "
+                f"scratch database (the items experiment writes rows there); run: {FIX}"
+            ) from None
+        raise DatabaseError(
+            f"the app would refuse to start: {'; '.join(reasons)}; run: {FIX}"
+        ) from None
 
 
 def _reason(error: BaseException) -> str:
-    """The cause in one line: the driver's own error where SQLAlchemy wrapped it."""
+    """The cause in one line: asyncpg's own error where SQLAlchemy wrapped it (twice: in its
+    DBAPI adapter, then in DBAPIError)."""
     cause = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    cause = cause.__cause__ or cause
     text = str(cause).strip().splitlines()
     return f"{type(cause).__name__}: {text[0]}" if text else type(cause).__name__
 
