@@ -110,6 +110,7 @@ def test_the_documented_commands_measure_the_items_endpoints(
 # Each way the database can be unusable, and what its one line must say.
 EXPECTED = {
     "not-set": NOT_SET,
+    "wrong-scheme": "the app would refuse to start: DATABASE_URL must start with postgresql+",
     "not-answering": "cannot be used (ConnectionRefusedError: ",
     "wrong-password": "cannot be used (InvalidPasswordError: password authentication failed",
     "not-migrated": "answered but has no items table: run `make migrate` first",
@@ -124,6 +125,8 @@ def unusable_url(case: str, new_database: Callable[..., str], postgres: Postgres
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         return f"postgresql+asyncpg://tester:{SHOWN_NOWHERE}@127.0.0.1:{port}/app"
+    if case == "wrong-scheme":
+        return f"mysql://tester:{SHOWN_NOWHERE}@127.0.0.1/app"
     if case == "wrong-password":
         return postgres.url().replace(postgres.password, SHOWN_NOWHERE)
     return new_database(migrated=False)
