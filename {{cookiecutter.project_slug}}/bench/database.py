@@ -18,7 +18,7 @@ import asyncio
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from {{ cookiecutter.package_name }}.api.items import ItemIn
@@ -79,9 +79,16 @@ def prepare() -> int:
     be used.
     """
     settings = _settings()
+    try:
+        url = make_url(settings.database_url.get_secret_value())
+    except (ArgumentError, ValueError):
+        # Their messages quote the URL, password and all: say it without them.
+        raise DatabaseError(
+            "DATABASE_URL does not parse as postgresql+asyncpg://user:password@host:port/name "
+            f"(a port must be a number): correct it, then run: {FIX}"
+        ) from None
     # Where, without the password: the error must not print a secret.
-    url = make_url(settings.database_url.get_secret_value())
-    where = f"{url.host}:{url.port or 5432}/{url.database}"
+    where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database}"
     try:
         return asyncio.run(_create_item(settings))
     except UNUSABLE as error:

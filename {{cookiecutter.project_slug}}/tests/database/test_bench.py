@@ -111,6 +111,7 @@ def test_the_documented_commands_measure_the_items_endpoints(
 EXPECTED = {
     "not-set": NOT_SET,
     "wrong-scheme": "the app would refuse to start: DATABASE_URL must start with postgresql+",
+    "not-a-url": "DATABASE_URL does not parse as postgresql+asyncpg://user:password@host:port",
     "not-answering": "cannot be used (ConnectionRefusedError: ",
     "wrong-password": "cannot be used (InvalidPasswordError: password authentication failed",
     "not-migrated": "answered but has no items table: run `make migrate` first",
@@ -125,6 +126,8 @@ def unusable_url(case: str, new_database: Callable[..., str], postgres: Postgres
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         return f"postgresql+asyncpg://tester:{SHOWN_NOWHERE}@127.0.0.1:{port}/app"
+    if case == "not-a-url":
+        return f"postgresql+asyncpg://tester:{SHOWN_NOWHERE}@127.0.0.1:no-port/app"
     if case == "wrong-scheme":
         return f"mysql://tester:{SHOWN_NOWHERE}@127.0.0.1/app"
     if case == "wrong-password":
