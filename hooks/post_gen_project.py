@@ -37,6 +37,7 @@ SERVING_ONLY = ("deploy/requirements.txt",)
 DATABASE_ONLY = (
     "alembic.ini", "migrations", "docs/database.md", "k8s/base/migrate-job.yaml",
     "src/{package}/db", "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
+    "bench/database.py", "bench/items_create.lua",
 )  # fmt: skip
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).

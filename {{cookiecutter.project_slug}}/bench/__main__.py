@@ -11,7 +11,9 @@
         redraw the tables and the chart from a results file, without measuring.
 
 `run` needs wrk (`apt-get install wrk`) and nginx (`apt-get install nginx-light`) on PATH
-or in /usr/sbin; `check` needs valgrind (`apt-get install valgrind`); both need the
+or in /usr/sbin{% if cookiecutter.database == "postgresql" %}, and DATABASE_URL naming a migrated scratch database
+(`DATABASE_URL=... make migrate bench`: the app needs it, the items experiment writes rows
+there){% endif %}; `check` needs valgrind (`apt-get install valgrind`); both need the
 project's dependencies in the running Python. The chart needs matplotlib
 (`pip install --group bench`).
 """
@@ -27,6 +29,9 @@ from typing import TYPE_CHECKING
 
 from bench import cost
 from bench.budgets import load_budgets
+{%- if cookiecutter.database == "postgresql" %}
+from bench.database import DatabaseError, prepare
+{%- endif %}
 from bench.drive import DEFAULT_FACTORY
 from bench.experiments import experiments
 from bench.nginx import NginxConfigError, nginx_binary
@@ -92,7 +97,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     find_wrk()
     nginx_binary(PROJECT)  # fail now with the install command, not after minutes of runs
     cpus, workers = _cpus(), shipped_worker_count(PROJECT)
+{%- if cookiecutter.database == "postgresql" %}
+    # Every experiment's app needs its database: check it now, not after a server fails.
+    chosen = experiments(cpus, workers, item_id=prepare())
+{%- else %}
     chosen = experiments(cpus, workers)
+{%- endif %}
     if args.only:
         unknown = set(args.only) - {e.id for e in chosen}
         if unknown:
@@ -190,7 +200,11 @@ def main(argv: list[str]) -> int:
         if args.command == "check":
             return cmd_check(args)
         return cmd_report(args)
+{%- if cookiecutter.database == "postgresql" %}
+    except (WrkError, ServerError, NginxConfigError, cost.CostError, DatabaseError) as exc:
+{%- else %}
     except (WrkError, ServerError, NginxConfigError, cost.CostError) as exc:
+{%- endif %}
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

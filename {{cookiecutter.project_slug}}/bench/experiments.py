@@ -9,6 +9,9 @@ front. `quick=True` marks the configurations `make bench-quick` measures: those 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+{%- if cookiecutter.database == "postgresql" %}
+from pathlib import Path
+{%- endif %}
 from typing import Literal
 
 # The app's endpoints (bench/apps.py): small JSON and 1 MiB, each as `async def` and `def`
@@ -17,6 +20,11 @@ SMALL = "/bench/small"
 SMALL_SYNC = "/bench/small-sync"
 LARGE = "/bench/1mb"
 LARGE_SYNC = "/bench/1mb-sync"
+{%- if cookiecutter.database == "postgresql" %}
+# The example resource, stored in PostgreSQL (api/items_db.py); POSTs are shaped by a wrk script.
+ITEMS = "/items"
+ITEMS_CREATE_SCRIPT = Path(__file__).with_name("items_create.lua")
+{%- endif %}
 
 # The app's access-log switch (settings.py): off by default, nginx logs every request.
 ACCESS_LOG = "{{ cookiecutter.package_name | upper }}_ACCESS_LOG"
@@ -53,6 +61,10 @@ class Config:
     stack: Stack
     path: str = SMALL
     quick: bool = False
+{%- if cookiecutter.database == "postgresql" %}
+    # A wrk Lua script that shapes the request (a POST with its body); None: a plain GET.
+    script: Path | None = None
+{%- endif %}
 
 
 @dataclass(frozen=True)
@@ -72,9 +84,16 @@ class Experiment:
         raise KeyError(f"{self.id} has no configuration {config_id!r}")
 
 
+{% if cookiecutter.database == "postgresql" -%}
+def experiments(cpus: int, default_workers: int, *, item_id: int) -> list[Experiment]:
+    """This service's own experiments, on a machine with `cpus` CPUs where the shipped config
+    runs `default_workers` workers, and where the item `item_id` exists in the database
+    (bench/database.py creates it).
+{%- else -%}
 def experiments(cpus: int, default_workers: int) -> list[Experiment]:
     """This service's own experiments, on a machine with `cpus` CPUs where the shipped config
     runs `default_workers` workers.
+{%- endif %}
 
     The template's experiment grid (BaseHTTPMiddleware twins, transports, worker counts,
     servers, buffering) lives in the template repository (scripts/experiments), not here:
@@ -137,4 +156,50 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                 ),
             ),
         ),
+{%- if cookiecutter.database == "postgresql" %}
+        Experiment(
+            id="items",
+            title="Items in PostgreSQL: the whole stack against gunicorn directly",
+            question="What do the example resource's endpoints serve, each request a query on "
+            f"the database at DATABASE_URL through the worker's pool ({default_workers} "
+            "workers, the shipped connection budget per stack), through nginx and the unix "
+            "socket and from gunicorn directly, side by side in the same rounds? Reading one "
+            "item by its id (a primary-key lookup) and creating one (an INSERT and a commit "
+            "per request: every run adds rows). Both stacks talk to the same database, so "
+            "its machine's speed counts in each row alike.",
+            baseline="direct-read",
+            configs=(
+                Config(
+                    "direct-read",
+                    "gunicorn direct, GET /items/{id}",
+                    direct,
+                    f"{ITEMS}/{item_id}",
+                    quick=True,
+                ),
+                Config(
+                    "nginx-read",
+                    "nginx -> socket -> gunicorn, GET /items/{id}",
+                    Stack(front=production),
+                    f"{ITEMS}/{item_id}",
+                    quick=True,
+                ),
+                Config(
+                    "direct-create",
+                    "gunicorn direct, POST /items",
+                    direct,
+                    ITEMS,
+                    quick=True,
+                    script=ITEMS_CREATE_SCRIPT,
+                ),
+                Config(
+                    "nginx-create",
+                    "nginx -> socket -> gunicorn, POST /items",
+                    Stack(front=production),
+                    ITEMS,
+                    quick=True,
+                    script=ITEMS_CREATE_SCRIPT,
+                ),
+            ),
+        ),
+{%- endif %}
     ]

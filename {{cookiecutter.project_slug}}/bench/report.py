@@ -118,9 +118,16 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
         ),
         "",
         (
+{%- if cookiecutter.database == "postgresql" %}
+            "Re-measure on your own machine: `make bench` (about 6 minutes on 2 CPUs) or "
+            "`make bench-quick` (short runs, about a minute and a half); both need wrk and "
+            "nginx (`apt-get install wrk nginx-light`) and DATABASE_URL naming a migrated "
+            "scratch database (docs/database.md), the chart `pip install --group bench`. These "
+{%- else %}
             "Re-measure on your own machine: `make bench` (about 4 minutes on 2 CPUs) or "
             "`make bench-quick` (short runs, about a minute); both need wrk and nginx "
             "(`apt-get install wrk nginx-light`), the chart `pip install --group bench`. These "
+{%- endif %}
             "ratios are reported, not gated: `make bench-check` gates the middleware's cost "
             "by instruction counts (valgrind), which a busy machine cannot move."
         ),

@@ -200,11 +200,22 @@ def _run_experiment(
             for config in configs[shift:] + configs[:shift]:
                 url = urls[config.stack] + config.path
                 began = time.monotonic()
+{%- if cookiecutter.database == "postgresql" %}
+                run_wrk(
+                    wrk, url, duration_s=settings.warmup_s, connections=settings.connections,
+                    script=config.script,
+                )  # fmt: skip
+                result = run_wrk(
+                    wrk, url, duration_s=settings.duration_s, connections=settings.connections,
+                    threads=settings.wrk_threads, script=config.script,
+                )  # fmt: skip
+{%- else %}
                 run_wrk(wrk, url, duration_s=settings.warmup_s, connections=settings.connections)
                 result = run_wrk(
                     wrk, url, duration_s=settings.duration_s, connections=settings.connections,
                     threads=settings.wrk_threads,
                 )  # fmt: skip
+{%- endif %}
                 results[config.id].runs.append(result)
                 progress.run_done(
                     f"{experiment.id} / {config.label} (run {round_index + 1}/{settings.runs})",

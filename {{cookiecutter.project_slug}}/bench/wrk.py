@@ -13,6 +13,12 @@ import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
+{%- if cookiecutter.database == "postgresql" %}
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+{%- endif %}
 
 INSTALL_HINT = (
     "wrk (the HTTP load generator) is not on PATH: install it with `sudo apt-get install wrk`"
@@ -85,10 +91,25 @@ def find_wrk() -> str:
     return path
 
 
+{% if cookiecutter.database == "postgresql" -%}
+def wrk_command(  # noqa: PLR0913 - keyword-only, each named where it is passed
+    wrk: str,
+    url: str,
+    *,
+    duration_s: float,
+    connections: int,
+    threads: int = 1,
+    script: Path | None = None,
+{%- else -%}
 def wrk_command(
     wrk: str, url: str, *, duration_s: float, connections: int, threads: int = 1
+{%- endif %}
 ) -> list[str]:
     """The command line of one run: fixed duration, keep-alive connections, latency percentiles."""
+{%- if cookiecutter.database == "postgresql" %}
+    # A Lua script shapes the request (bench/items_create.lua: a POST with its body).
+    shape = [f"--script={script}"] if script is not None else []
+{%- endif %}
     return [
         wrk,
         f"--threads={threads}",
@@ -98,15 +119,34 @@ def wrk_command(
         # A request slower than this counts as a timeout error instead of a latency sample.
         "--timeout=10s",
         "--latency",
+{%- if cookiecutter.database == "postgresql" %}
+        *shape,
+{%- endif %}
         url,
     ]
 
 
+{% if cookiecutter.database == "postgresql" -%}
+def run_wrk(  # noqa: PLR0913 - keyword-only, each named where it is passed
+    wrk: str,
+    url: str,
+    *,
+    duration_s: float,
+    connections: int,
+    threads: int = 1,
+    script: Path | None = None,
+) -> WrkResult:
+    """Run wrk once against url (shaped by a Lua script, if any) and return its parsed report."""
+    command = wrk_command(
+        wrk, url, duration_s=duration_s, connections=connections, threads=threads, script=script
+    )
+{%- else -%}
 def run_wrk(
     wrk: str, url: str, *, duration_s: float, connections: int, threads: int = 1
 ) -> WrkResult:
     """Run wrk once against url and return its parsed report."""
     command = wrk_command(wrk, url, duration_s=duration_s, connections=connections, threads=threads)
+{%- endif %}
     done = subprocess.run(
         command, capture_output=True, text=True, check=False, timeout=duration_s + 30
     )

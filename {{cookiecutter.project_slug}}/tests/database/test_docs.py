@@ -1,4 +1,5 @@
-"""Every command docs/database.md shows runs, verbatim, in a copy of the project."""
+"""Every command docs/database.md shows runs, verbatim, in a copy of the project (the
+Benchmark section's in test_bench.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def doc_commands(project_root: Path) -> list[str]:
-    """The lines of docs/database.md's ```sh blocks."""
+def doc_commands(project_root: Path, section: str) -> list[str]:
+    """The lines of the ```sh blocks in one section (## heading) of docs/database.md."""
     text = (project_root / "docs" / "database.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", body, flags=re.DOTALL)
     return [line for block in blocks for line in block.splitlines() if line.strip()]
 
 
@@ -28,7 +30,7 @@ def test_the_documented_commands_run(
     project_root: Path, tmp_path: Path, new_database: Callable[..., str]
 ) -> None:
     """make migrate, check, --sql, revision --autogenerate and downgrade succeed in turn."""
-    commands = doc_commands(project_root)
+    commands = doc_commands(project_root, "Migrations")
     assert commands[0] == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
     for name in ("Makefile", "alembic.ini", "migrations", "src"):

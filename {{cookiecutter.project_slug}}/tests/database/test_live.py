@@ -18,12 +18,12 @@ import pytest
 
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME
 from reliability.conftest import REAL_APP, Stacks, get, request
-from serving.conftest import SYSTEM_PATH, wait_for
+from serving.conftest import wait_for
 
 from .tables import fetch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from pg_server import PostgresServer
     from serving.conftest import LiveStack
@@ -33,23 +33,6 @@ pytestmark = [pytest.mark.live]
 PREFIX = "{{ cookiecutter.package_name | upper }}_"
 WORKERS = 3
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def nginx_bin() -> str:
-    import shutil  # noqa: PLC0415 - only for the skip below
-
-    found = shutil.which("nginx", path=SYSTEM_PATH)
-    if found is None:
-        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    return found
-
-
-@pytest.fixture
-def stacks(nginx_bin: str) -> Iterator[Stacks]:
-    started = Stacks(nginx_bin)
-    yield started
-    started.stop_all()
 
 
 def start(stacks: Stacks, url: str, budget: int) -> LiveStack:
