@@ -181,6 +181,15 @@ class Settings(BaseSettings):
                 f"DATABASE_URL must start with postgresql+asyncpg:// (or postgresql://, "
                 f"postgres://), not {parts.scheme + '://' if parts.scheme else 'nothing'}"
             )
+        try:
+            # urlsplit parses the port only when asked; asyncpg would fail later, at the first
+            # connection, with a traceback that can quote the URL.
+            parts.port  # noqa: B018 (read for the ValueError it raises)
+        except ValueError:
+            raise ValueError(
+                "DATABASE_URL has a port that is not a number from 0 to 65535: "
+                "postgresql+asyncpg://user:password@host:5432/name"
+            ) from None
         return SecretStr(urlunsplit(parts._replace(scheme="postgresql+asyncpg")))
 
     @property

@@ -111,7 +111,7 @@ def test_the_documented_commands_measure_the_items_endpoints(
 EXPECTED = {
     "not-set": NOT_SET,
     "wrong-scheme": "the app would refuse to start: DATABASE_URL must start with postgresql+",
-    "not-a-url": "DATABASE_URL does not parse as postgresql+asyncpg://user:password@host:port",
+    "not-a-url": "the app would refuse to start: DATABASE_URL has a port that is not a number",
     "not-answering": "cannot be used (ConnectionRefusedError: ",
     "wrong-password": "cannot be used (InvalidPasswordError: password authentication failed",
     "not-migrated": "answered but has no items table: run `make migrate` first",

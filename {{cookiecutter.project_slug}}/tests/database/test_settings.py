@@ -53,6 +53,17 @@ def test_a_wrong_scheme_is_refused_without_echoing_the_url(url: str) -> None:
     assert url.strip() == "" or url not in message
 
 
+@pytest.mark.parametrize("port", ["no-port", "99999", "-1", "54 32"])
+def test_a_port_that_is_not_a_port_is_refused_without_echoing_the_url(port: str) -> None:
+    """A port asyncpg could never dial is refused at start, in one message without the URL;
+    the boundary 65535 is accepted."""
+    url = f"postgresql+asyncpg://app:s3cret-9f3@db.internal:{port}/items"
+    message = one_error(database_url=url)
+    assert message.startswith("Value error, DATABASE_URL has a port that is not a number")
+    assert "s3cret-9f3" not in message
+    assert Settings(database_url=SecretStr("postgresql://app:s3cret-9f3@db:65535/items"))
+
+
 @pytest.mark.parametrize(
     "credentials", ["app:changeme", "postgres:postgres", "app:password", "app:", "u:CHANGE_ME"]
 )
