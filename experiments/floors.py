@@ -5,8 +5,8 @@
 Each row is the bake's bare app plus ONE pure-ASGI layer doing one job of the default stack
 and nothing else, written as cheaply as we know how; the last row does every job of the
 request id, deadline and error guard in a single layer. Counted by the bake's own gate
-(bench/cost.py: valgrind's cachegrind, GET /livez in process, forked children), beside the
-shipped stack, so the table answers: how far can pure-ASGI middleware on this Python go
+(bench/cost.py: valgrind's cachegrind, GET /livez in process, forked children) in one run,
+beside the shipped stacks, so the table answers: how far can pure-ASGI middleware on this Python go
 below what the template ships, and what does keeping one module per middleware cost?
 
 `create_app` is the factory bench/drive.py builds in the measured process; it finds the
@@ -25,7 +25,7 @@ from bench.drive import DEFAULT_FACTORY
 from starlette.middleware import Middleware
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from fastapi import FastAPI
@@ -183,28 +183,46 @@ LAYERS = (
 )
 
 
+def _stack(middleware: list[Middleware]) -> Callable[[ASGIApp], ASGIApp]:
+    """A middleware factory wrapping an app in a whole list, outermost first, as Starlette
+    would: so a shipped stack is one more entry of the list measured one entry at a time."""
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        for cls, args, kwargs in reversed(middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+    return wrap
+
+
 def create_app() -> FastAPI:
-    """The bake's app with the floor layers as its middleware list (measured one at a time)."""
+    """The bake's app with the floor layers, then its own stacks, as its middleware list.
+
+    bench/drive.py measures each entry alone on the bare app (``only:N``): each floor layer,
+    the shipped request id, deadline and error guard, and the whole shipped stack.
+    """
     module, _, function = DEFAULT_FACTORY.partition(":")
     application: FastAPI = getattr(importlib.import_module(module), function)()
-    application.user_middleware[:] = [Middleware(layer) for layer, _ in LAYERS]
-    return application
-
-
-def shipped_without_metrics() -> FastAPI:
-    """The bake's app as shipped, minus its metrics middleware: the three the floors match."""
-    module, _, function = DEFAULT_FACTORY.partition(":")
-    application: FastAPI = getattr(importlib.import_module(module), function)()
+    shipped = list(application.user_middleware)
+    without_metrics = [m for m in shipped if getattr(m.cls, "__name__", "") != "MetricsMiddleware"]
     application.user_middleware[:] = [
-        middleware
-        for middleware in application.user_middleware
-        if getattr(middleware.cls, "__name__", "") != "MetricsMiddleware"
+        *(Middleware(layer) for layer, _ in LAYERS),
+        Middleware(_stack(without_metrics)),
+        Middleware(_stack(shipped)),
     ]
     return application
 
 
+# What the two shipped entries after LAYERS are, in the table.
+SHIPPED = (
+    "shipped: request id, deadline and error guard (metrics off)",
+    "shipped: the default stack, metrics included",
+)
+
+
 def floors(project: Path) -> str:
-    """Markdown: each floor layer and the shipped middleware, against the same bare app."""
+    """Markdown: each floor layer and the shipped stacks, against the same bare app, counted
+    in one run of the bake's gate."""
     from bench.cost import measure
 
     floor = measure(project, factory=f"{__name__}:create_app")
@@ -214,18 +232,8 @@ def floors(project: Path) -> str:
         "|---|---:|---:|",
         f"| bare app | {bare:,.0f} | 1.000 x |",
     ]
-    for index, (_, what) in enumerate(LAYERS):
+    labels = [f"+ {what}" for _, what in LAYERS] + list(SHIPPED)
+    for index, label in enumerate(labels):
         extra = floor.per_request[f"only:{index}"] - bare
-        rows.append(f"| + {what} | +{extra:,.0f} | {1 + extra / bare:.3f} x |")
-    # The shipped middleware, measured in runs of their own against their own bare app.
-    shipped = measure(project)
-    for what, count, ratio in shipped.rows()[1:]:
-        extra = count - shipped.per_request["bare"]
-        rows.append(f"| shipped: {what.removeprefix('+ ')} | +{extra:,.0f} | {ratio:.3f} x |")
-    three = measure(project, factory=f"{__name__}:shipped_without_metrics", each=False)
-    extra = three.per_request["default"] - three.per_request["bare"]
-    rows.append(
-        f"| shipped: request id, deadline and error guard (metrics off) | +{extra:,.0f} "
-        f"| {three.ratio():.3f} x |"
-    )
+        rows.append(f"| {label} | +{extra:,.0f} | {1 + extra / bare:.3f} x |")
     return "\n".join(rows)
