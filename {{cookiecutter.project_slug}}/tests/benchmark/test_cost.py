@@ -18,48 +18,35 @@ from bench.cost import Cost, CostBudget, check, load_budget, table
 
 PROJECT = Path(__file__).resolve().parents[2]
 
-# A middleware that does what no middleware should on every request: about 60k instructions
-# of pointless work, 14 % of the bare app. Added by a factory of its own, the way a
-# developer adds one to main.py, so the gate has to find it without being told.
-SLOW_FACTORY = """
+
+def factory_source(middleware: str, first_line: str) -> str:
+    """A module whose ``create_app`` is the shipped one plus a middleware ``middleware`` that
+    runs ``first_line`` on every scope, the way a developer adds one to main.py."""
+    return f"""
 from {{ cookiecutter.package_name }}.main import create_app as shipped
 
 
-class SlowMiddleware:
+class {middleware}:
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        sum(range(3000))
+        {first_line}
         await self.app(scope, receive, send)
 
 
 def create_app():
     app = shipped()
-    app.add_middleware(SlowMiddleware)
+    app.add_middleware({middleware})
     return app
 """
 
 
-# A middleware that forgets to pass the lifespan scope through: the app can never start.
-BROKEN_FACTORY = """
-from {{ cookiecutter.package_name }}.main import create_app as shipped
-
-
-class HeadersOnlyMiddleware:
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        scope["headers"]  # a lifespan scope has none: KeyError
-        await self.app(scope, receive, send)
-
-
-def create_app():
-    app = shipped()
-    app.add_middleware(HeadersOnlyMiddleware)
-    return app
-"""
+# Pointless work on every request: about 60k instructions, 14 % of the bare app. The gate
+# has to find it without being told.
+SLOW_FACTORY = factory_source("SlowMiddleware", "sum(range(3000))")
+# Forgets to pass the lifespan scope through (it has no headers): the app can never start.
+BROKEN_FACTORY = factory_source("HeadersOnlyMiddleware", 'scope["headers"]')
 
 
 def cost(default: float, bare: float = 400_000.0) -> Cost:
