@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from .full_suites import FullSuite, FullSuites
+
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 # Outside the checkout, which may sit in a private directory: as root, the generated project's
 # live tests run its packages as an unprivileged user, who must be able to read them.
@@ -135,3 +137,45 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
     """Install the default bake's dependencies once; reused across runs while they are unchanged."""
     venv = install_env(default_bake.project)
     return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))
+
+
+# The answers of each bake a test names in @pytest.mark.full_suite.
+FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
+    "default": {},
+    "postgresql": {"database": "postgresql"},
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "full_suite(bake): reads full_suites.result(bake), the bake's whole suite"
+    )
+
+
+@pytest.fixture(scope="session")
+def full_suites(
+    request: pytest.FixtureRequest, shared_tmp: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FullSuites]:
+    """Start, all at once, the full suite of each bake that a selected test marks full_suite
+    ("default" or "postgresql"; see tests/full_suites.py for why side by side)."""
+    selected = {
+        mark.args[0] for item in request.session.items for mark in item.iter_markers("full_suite")
+    }
+    suites = {}
+    for name in sorted(selected):
+        # A bake of its own: the tests that read default_bake's files run at the same time.
+        result = bake(shared_tmp / f"full-suite-{name}", **FULL_SUITE_ANSWERS[name])
+        assert result.exit_code == 0, result.stderr
+        (shared_tmp / f"full-suite-{name}").chmod(0o755)
+        # A mypy cache of its own too: the option bakes' lint runs at the same time.
+        env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
+        suites[name] = FullSuite(env, result.project)
+    started = FullSuites(suites)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def start_full_suites(full_suites: FullSuites) -> None:
+    """Start the selected full suites with the session's first test, not with the first test
+    that reads one: the tests before it run while the suites wait on their servers."""

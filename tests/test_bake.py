@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import DEFAULT_CONTEXT, Bake, ProjectEnv, bake
+from .full_suites import FullSuites
 
 
 # One bake per non-default value of each choice, as cookiecutter-django does: not the full
@@ -59,11 +60,15 @@ def assert_renders_cleanly(result: Bake) -> None:
             compile(text, str(path), "exec")
 
 
+def assert_make(env: ProjectEnv, project: Path, target: str, *args: str) -> None:
+    result = env.make(project, target, *args)
+    assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
+
+
 def assert_lints_and_tests(env: ProjectEnv, project: Path, *test_args: str) -> None:
-    for target in ("lint", "test"):
-        args = [f"PYTEST_ARGS={' '.join(test_args)}"] if target == "test" and test_args else []
-        result = env.make(project, target, *args)
-        assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
+    assert_make(env, project, "lint")
+    subset = [f"PYTEST_ARGS={' '.join(test_args)}"] if test_args else []
+    assert_make(env, project, "test", *subset)
 
 
 def test_default_bake_names_follow_project_name(default_bake: Bake) -> None:
@@ -77,12 +82,66 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
     assert_renders_cleanly(default_bake)
 
 
-@pytest.mark.slow
-def test_default_bake_passes_lint_and_its_own_tests(
-    default_bake: Bake, project_env: ProjectEnv
-) -> None:
-    """make lint and make test are green, with zero findings, on the default bake."""
-    assert_lints_and_tests(project_env, default_bake.project)
+# Where a change reaches every test without being named: the code and the tests' shared
+# fixtures. pyproject.toml is compared apart (pytest_config).
+CODE_DIRS = ("src", "deploy", "bench")
+# pyproject.toml keys that only `make lint` or packaging read, never pytest: mypy's target
+# and the license expression (test_license_file_matches_the_choice checks that one).
+LINT_ONLY_KEYS = (("tool", "mypy", "python_version"), ("project", "license"))
+
+
+def changed_files(project: Path, default: Path) -> set[str]:
+    """Paths, relative to the project, that differ between two fresh bakes or exist in one."""
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {
+            path.relative_to(root).as_posix(): path.read_bytes()
+            for path in root.rglob("*")
+            if path.is_file()
+        }
+
+    ours, theirs = files(project), files(default)
+    return {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
+
+
+def pytest_config(project: Path) -> dict[str, object]:
+    """pyproject.toml without the keys only lint and packaging read."""
+    data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    for *parents, key in LINT_ONLY_KEYS:
+        table = data
+        for parent in parents:
+            table = table.get(parent, {})
+        table.pop(key, None)
+    return data
+
+
+def generated_tests_for(project: Path, default: Path) -> list[str]:
+    """The generated tests whose outcome this bake can change, relative to the default bake.
+
+    Every test module the option changes runs. All of tests/unit runs as well when the code,
+    a shared test helper or pytest's configuration differs; otherwise only the unit modules
+    that name a changed file (README.md's settings table): every other unit test would run
+    the very bytes that the default bake's full `make test` already ran with the same venv.
+    """
+    changed = changed_files(project, default)
+    modules = {
+        name for name in changed
+        if name.startswith("tests/") and Path(name).name.startswith("test_")
+        and (project / name).is_file()
+    }  # fmt: skip
+    shared = any(
+        name.split("/")[0] in CODE_DIRS or (name.startswith("tests/") and name not in modules)
+        for name in changed
+    )
+    if shared or pytest_config(project) != pytest_config(default):
+        return ["tests/unit", *sorted(m for m in modules if not m.startswith("tests/unit/"))]
+    names = {Path(name).name for name in changed} - {"pyproject.toml"}
+    modules |= {
+        module.relative_to(project).as_posix()
+        for module in (project / "tests" / "unit").glob("test_*.py")
+        if any(name in module.read_text(encoding="utf-8") for name in names)
+    }
+    return sorted(modules)
 
 
 @pytest.mark.parametrize("answers", OPTION_BAKES)
@@ -90,15 +149,24 @@ def test_default_bake_passes_lint_and_its_own_tests(
 def test_option_bake_lints_and_tests(
     tmp_path: Path, answers: dict[str, str], project_env: ProjectEnv
 ) -> None:
-    """Each option value on its own renders cleanly, lints and passes its unit tests.
+    """Each option value on its own renders cleanly, lints and passes the tests it can change.
 
     The live serving and reliability suites run once, on the default bake: no option here
-    changes the serving stack, so repeating them would only multiply the run time.
+    changes the serving stack, so repeating them would only multiply the run time. The unit
+    tests run where the option changes their code (generated_tests_for): python_version,
+    license, ci and kubernetes change only the Dockerfile, CI, manifests, LICENSE, mypy's
+    target and README prose, so those bakes run the README check and the modules they
+    change, not the same unit tests again; make lint still runs, with the option's target.
     """
-    result = bake(tmp_path, **answers)
+    result = bake(tmp_path / "option", **answers)
+    default = bake(tmp_path / "default")
 
     assert_renders_cleanly(result)
-    assert_lints_and_tests(project_env, result.project, "tests/unit")
+    selected = generated_tests_for(result.project, default.project)
+    if selected:
+        assert_lints_and_tests(project_env, result.project, *selected)
+    else:  # license: LICENSE and one pyproject key, read by test_license_file_matches_the_choice
+        assert_make(project_env, result.project, "lint")
 
 
 @pytest.mark.parametrize("license_name", DEFAULT_CONTEXT["license"])
@@ -119,3 +187,17 @@ def test_license_file_matches_the_choice(tmp_path: Path, license_name: str) -> N
     declared = tomllib.loads((result.project / "pyproject.toml").read_text(encoding="utf-8"))
     expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
     assert declared["project"]["license"] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.full_suite("default")
+def test_default_bake_passes_lint_and_its_own_tests(full_suites: FullSuites) -> None:
+    """make lint and make test are green, with zero findings, on the default bake.
+
+    Last in this file: the suite runs in the background from the session's start
+    (tests/full_suites.py), so the option bakes above run while it waits on its servers.
+    """
+    results = full_suites.result("default")
+    for result in results:
+        assert result.returncode == 0, f"make {result.args[-1]}\n{result.stdout}\n{result.stderr}"
+    assert [result.args[-1] for result in results] == ["lint", "test"]

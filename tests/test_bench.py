@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Bake, ProjectEnv
+from .full_suites import FullSuites
 
 # "About a minute": 18 one-second runs after as many warm-ups, and 4 stacks to start, on a
 # machine other test suites share (62 s measured under a load average of 7).
@@ -61,7 +62,15 @@ def middleware_names(bake: Bake, project_env: ProjectEnv) -> list[str]:
     return done.stdout.split()
 
 
+@pytest.fixture
+def quiet_machine(full_suites: FullSuites) -> None:
+    """The generated projects' full suites, which run in the background, have finished:
+    nothing of theirs runs beside a measurement (tests/full_suites.py)."""
+    full_suites.wait_all()
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("quiet_machine")
 def test_bench_check_gates_the_default_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
@@ -89,6 +98,7 @@ def test_bench_check_gates_the_default_stack(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quiet_machine")
 def test_bench_quick_measures_the_services_own_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
