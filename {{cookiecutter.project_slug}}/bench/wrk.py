@@ -14,7 +14,11 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 {%- if cookiecutter.database == "postgresql" %}
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
+{%- else %}
+from typing import TypedDict, Unpack
+{%- endif %}
+{%- if cookiecutter.database == "postgresql" %}
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,28 +95,25 @@ def find_wrk() -> str:
     return path
 
 
-{% if cookiecutter.database == "postgresql" -%}
-def wrk_command(  # noqa: PLR0913 - keyword-only, each named where it is passed
-    wrk: str,
-    url: str,
-    *,
-    duration_s: float,
-    connections: int,
-    threads: int = 1,
-    script: Path | None = None,
-{%- else -%}
-def wrk_command(
-    wrk: str, url: str, *, duration_s: float, connections: int, threads: int = 1
+class Shape(TypedDict, total=False):
+    """What may vary between runs besides the URL, duration and connections."""
+
+    threads: int  # wrk's threads [1]
+{%- if cookiecutter.database == "postgresql" %}
+    script: Path | None  # a Lua script that shapes the request (bench/items_create.lua: a POST)
 {%- endif %}
+
+
+def wrk_command(
+    wrk: str, url: str, *, duration_s: float, connections: int, **shape: Unpack[Shape]
 ) -> list[str]:
     """The command line of one run: fixed duration, keep-alive connections, latency percentiles."""
 {%- if cookiecutter.database == "postgresql" %}
-    # A Lua script shapes the request (bench/items_create.lua: a POST with its body).
-    shape = [f"--script={script}"] if script is not None else []
+    script = shape.get("script")
 {%- endif %}
     return [
         wrk,
-        f"--threads={threads}",
+        f"--threads={shape.get('threads', 1)}",
         f"--connections={connections}",
         # wrk's time arguments take s, m or h: whole seconds, at least one.
         f"--duration={max(1, round(duration_s))}s",
@@ -120,33 +121,17 @@ def wrk_command(
         "--timeout=10s",
         "--latency",
 {%- if cookiecutter.database == "postgresql" %}
-        *shape,
+        *([f"--script={script}"] if script is not None else []),
 {%- endif %}
         url,
     ]
 
 
-{% if cookiecutter.database == "postgresql" -%}
-def run_wrk(  # noqa: PLR0913 - keyword-only, each named where it is passed
-    wrk: str,
-    url: str,
-    *,
-    duration_s: float,
-    connections: int,
-    threads: int = 1,
-    script: Path | None = None,
-) -> WrkResult:
-    """Run wrk once against url (shaped by a Lua script, if any) and return its parsed report."""
-    command = wrk_command(
-        wrk, url, duration_s=duration_s, connections=connections, threads=threads, script=script
-    )
-{%- else -%}
 def run_wrk(
-    wrk: str, url: str, *, duration_s: float, connections: int, threads: int = 1
+    wrk: str, url: str, *, duration_s: float, connections: int, **shape: Unpack[Shape]
 ) -> WrkResult:
     """Run wrk once against url and return its parsed report."""
-    command = wrk_command(wrk, url, duration_s=duration_s, connections=connections, threads=threads)
-{%- endif %}
+    command = wrk_command(wrk, url, duration_s=duration_s, connections=connections, **shape)
     done = subprocess.run(
         command, capture_output=True, text=True, check=False, timeout=duration_s + 30
     )
