@@ -8,7 +8,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 
-async def _fetch(url: str, query: str, params: dict[str, object]) -> list[tuple[object, ...]]:
+async def fetch_async(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
+    """fetch() for code already inside an event loop (an endpoint a test adds to the app)."""
     engine = create_async_engine(url)
     try:
         async with engine.connect() as connection:
@@ -19,7 +20,7 @@ async def _fetch(url: str, query: str, params: dict[str, object]) -> list[tuple[
 
 def fetch(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
     """The rows ``query`` (with ``:name`` parameters) returns on the database at ``url``."""
-    return asyncio.run(_fetch(url, query, params))
+    return asyncio.run(fetch_async(url, query, **params))
 
 
 def tables(url: str) -> set[str]:

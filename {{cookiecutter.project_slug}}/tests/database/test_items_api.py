@@ -13,13 +13,15 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL
-from {{ cookiecutter.package_name }}.db.engine import create_engine
+from {{ cookiecutter.package_name }}.api.items import ItemIn
+from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Session
+from {{ cookiecutter.package_name }}.db import items as queries
+from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine
 from {{ cookiecutter.package_name }}.db.errors import unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 
-from .tables import fetch
+from .tables import fetch, fetch_async
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -239,3 +241,70 @@ def test_an_unresolvable_host_is_a_503(new_database: Callable[..., str]) -> None
         response = client.get("/items")
         assert response.status_code == 503
         assert client.get("/readyz").json()["failing"] == ["database"]
+
+
+# --- the server dropping the connection in the middle of a request -------------------------
+# A restart or failover can close a connection after the request's last query and before
+# its session closes (found under load by test_live.py's restart). The endpoints below use
+# the items API's own session dependency; between their queries they have PostgreSQL end
+# this service's connections, as a fast shutdown does.
+
+
+async def drop_app_connections(url: str) -> None:
+    """Terminate the app's backends and wait (up to 5 s) until each one has exited."""
+    query = (
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+        " WHERE application_name = :name"
+    )
+    assert await fetch_async(url, query, name=APPLICATION_NAME) == [(True,)]
+
+
+@pytest.fixture
+def losing_client(url: str) -> Iterator[TestClient]:
+    """The app with three endpoints that lose their connection; server errors are raised."""
+    app = create_app(Settings(database_url=SecretStr(url)))
+
+    async def read_then_lose(db: Session) -> list[queries.StoredItem]:
+        items = await queries.page(db, 0, 10)
+        await drop_app_connections(url)
+        return items
+
+    async def create_then_lose(db: Session) -> queries.StoredItem:
+        item = await queries.add(db, ItemIn(name="kept", price_cents=1))
+        await drop_app_connections(url)
+        return item
+
+    async def lose_then_read(db: Session) -> list[queries.StoredItem]:
+        await queries.page(db, 0, 10)
+        await drop_app_connections(url)
+        return await queries.page(db, 0, 10)
+
+    for endpoint in (read_then_lose, create_then_lose, lose_then_read):
+        app.add_api_route(f"/test/{endpoint.__name__}", endpoint, methods=["POST"])
+    # raise_server_exceptions: an exception the app lets out after its response started
+    # (nginx's 502 in production) fails the test instead of hiding behind a full response.
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_a_connection_lost_after_the_last_query_keeps_the_answer(
+    losing_client: TestClient, url: str
+) -> None:
+    """A read keeps its 200 and a create its 201, stored once (a 503 would make the client
+    create it again); the pool replaces the dead connection for the next request."""
+    read = losing_client.post("/test/read_then_lose")
+    assert (read.status_code, read.json()) == (200, [])
+
+    created = losing_client.post("/test/create_then_lose")
+    assert created.status_code == 200
+    assert fetch(url, "SELECT name FROM items") == [("kept",)]
+
+    assert [item["name"] for item in losing_client.get("/items").json()] == ["kept"]
+
+
+def test_a_connection_lost_before_a_query_is_that_querys_503(losing_client: TestClient) -> None:
+    """The query's own error answers (a JSON 503), not one from closing the session after."""
+    response = losing_client.post("/test/lose_then_read")
+    assert response.status_code == 503
+    assert response.json() == {"detail": "the database is unavailable; retry shortly"}
+    assert losing_client.get("/items").status_code == 200

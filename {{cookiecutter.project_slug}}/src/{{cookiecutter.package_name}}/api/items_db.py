@@ -14,6 +14,7 @@ from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.db import items as queries
+from {{ cookiecutter.package_name }}.db.errors import close_session
 
 from .items import ItemIn, Tag
 
@@ -48,11 +49,18 @@ class NewItem(ItemIn):
 async def session(request: Request) -> AsyncIterator[AsyncSession]:
     """One session per request from the worker's pool, closed (connection returned) after."""
     database: Database = request.app.state.database
-    async with database.sessions() as new_session:
+    new_session = database.sessions()
+    try:
         yield new_session
+    finally:
+        await close_session(new_session)
 
 
-Session = Annotated[AsyncSession, Depends(session)]
+# scope="function": the session closes when the endpoint returns, before the response is
+# sent, so its connection goes back to the pool at once, and anything closing raises still
+# gets an answer from the exception handlers (after the response has started it could only
+# cut the connection: nginx's 502).
+Session = Annotated[AsyncSession, Depends(session, scope="function")]
 
 
 @router.get("")

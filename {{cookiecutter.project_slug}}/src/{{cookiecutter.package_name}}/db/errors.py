@@ -5,6 +5,7 @@ need it fail fast (connection refused, or the pool's wait bounded by the connect
 pool pre-ping replaces the dead connections, so the service recovers by itself once the
 server is back, with no restart. Other database errors (a constraint, a bug in a query)
 are raised on to the error guard's 500: they are not the database being away.
+close_session() ends a request's session when the server may have gone mid-request.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.responses import JSONResponse, Response
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
     from starlette.requests import Request
 
 logger = logging.getLogger(__name__)
@@ -63,3 +65,25 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
         status_code=503,
         headers={"Retry-After": RETRY_AFTER},
     )
+
+
+async def close_session(session: AsyncSession) -> None:
+    """Close a request's session, even when the server dropped its connection meanwhile.
+
+    Closing rolls back what the request left open: nothing it needs, since a create has
+    committed by then (db/items.py). So when the server went away after the request's
+    last query (a restart, a failover), the answer already made stands: a read keeps its
+    200, a create its 201 (a 503 would make the client create the item twice), and an error
+    raised before keeps its own answer instead of becoming this one. The dead connection is
+    invalidated, so the pool replaces it instead of lending it out again.
+    """
+    try:
+        await session.close()
+    except UNAVAILABLE_ERRORS as exc:
+        if not unavailable(exc):
+            raise
+        logger.warning(
+            "database connection lost before the session closed",
+            extra={"error": type(exc).__name__},
+        )
+        await session.invalidate()
