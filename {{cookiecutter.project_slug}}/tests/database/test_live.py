@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME
-from reliability.conftest import REAL_APP, Stacks, get, request
+from reliability.conftest import REAL_APP, Stacks, error_lines, get, request
 from serving.conftest import wait_for
 
 from .tables import fetch
@@ -164,9 +164,7 @@ def test_a_database_restart_under_load_fails_fast_and_recovers(
         wait_for(lambda: load.count() > after + 20, 30, "answers after the recovery")
 
     statuses = [status for status, _, _ in load.answers]
-    # On failure, what the stack said: the app's errors and nginx's upstream lines.
-    said = [line for line in stack.log_text().splitlines() if '"level":"error"' in line]
-    assert set(statuses) <= {200, 201, 503}, (sorted(set(statuses)), said[-6:])
+    assert set(statuses) <= {200, 201, 503}, (sorted(set(statuses)), error_lines(stack))
     unavailable = [(retry, body) for status, retry, body in load.answers if status == 503]
     assert unavailable, "no request saw the outage"
     for retry, body in unavailable:

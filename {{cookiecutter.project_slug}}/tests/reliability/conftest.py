@@ -374,6 +374,13 @@ def server_errors(stack: LiveStack) -> list[dict[str, object]]:
     ]
 
 
+def error_lines(stack: LiveStack, last: int = 6) -> list[str]:
+    """The stack's last error lines (nginx's upstream errors, the app's tracebacks cut
+    short): what an assertion on statuses prints, so a rare 5xx says where it came from."""
+    said = [line for line in stack.log_lines() if line.get("level") in {"error", "critical"}]
+    return [json.dumps(line)[:1500] for line in said[-last:]]
+
+
 def elapsed(start: float) -> float:
     return time.monotonic() - start
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import get, parse_json, request, server_errors
+from .conftest import error_lines, get, parse_json, request, server_errors
 
 if TYPE_CHECKING:
     from serving.conftest import LiveStack
@@ -118,7 +118,7 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
     )
     assert probes == [200] * 20
     assert statuses
-    assert set(statuses) == {422}
+    assert set(statuses) == {422}, error_lines(shared_stack)
 
 
 def test_a_valid_item_still_works(shared_stack: LiveStack) -> None:
