@@ -110,6 +110,13 @@ class PostgresServer:
         """The SQLAlchemy URL of ``database`` on this server, as the service reads it."""
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
+    def sessions_opened(self, database: str, application_name: str) -> int:
+        """Connections ``application_name`` opened to ``database`` on this server so far
+        (log_connections writes each one's line before the client may use it)."""
+        line = f"connection authorized: user={USER} database={database}"
+        line += f" application_name={application_name}"
+        return self.log.read_text(errors="replace").count(line)
+
     def _run(self, *args: str) -> None:
         # As root: run as an unprivileged user. Elsewhere as the user running the tests.
         drop = []
@@ -153,6 +160,8 @@ class PostgresServer:
             f"-c unix_socket_directories={self.root}",
             "-c max_connections=100",
             *(f"-c {setting}" for setting in FAST_SETTINGS),
+            # One log line per connection: sessions_opened() counts what the app opens.
+            "-c log_connections=on",
         ]
         self._run(
             str(self.bindir / "pg_ctl"), "start", "--wait", "--timeout=60",

@@ -193,7 +193,7 @@ def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> No
         finally:
             await engine.dispose()
 
-    assert asyncio.run(inspect()) == (2, 2, "1500ms")
+    assert asyncio.run(inspect()) == (4, 0, "1500ms")
 
 
 def test_a_statement_past_the_timeout_counts_as_unavailable(url: str) -> None:

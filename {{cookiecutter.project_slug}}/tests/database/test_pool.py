@@ -8,16 +8,16 @@ from {{ cookiecutter.package_name }}.db.pool import PoolSize, pool_size
 @pytest.mark.parametrize(
     ("budget", "workers", "expected"),
     [
-        (20, 1, PoolSize(pool_size=10, max_overflow=10)),
-        (20, 2, PoolSize(pool_size=5, max_overflow=5)),
-        (20, 3, PoolSize(pool_size=3, max_overflow=3)),  # 18 of 20: shares are whole
-        (7, 2, PoolSize(pool_size=2, max_overflow=1)),
+        (20, 1, PoolSize(pool_size=20, max_overflow=0)),
+        (20, 2, PoolSize(pool_size=10, max_overflow=0)),
+        (20, 3, PoolSize(pool_size=6, max_overflow=0)),  # 18 of 20: shares are whole
+        (7, 2, PoolSize(pool_size=3, max_overflow=0)),
         (3, 3, PoolSize(pool_size=1, max_overflow=0)),  # the boundary: one each
         (1, 1, PoolSize(pool_size=1, max_overflow=0)),
     ],
 )
 def test_shares_split_the_budget(budget: int, workers: int, expected: PoolSize) -> None:
-    """Each worker gets budget // workers connections, about half of them kept open."""
+    """Each worker's pool is budget // workers connections, kept once opened (no overflow)."""
     assert pool_size(budget, workers) == expected
 
 
