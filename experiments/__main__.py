@@ -60,6 +60,7 @@ def main(argv: list[str]) -> int:
         return 0
 
     from bench.budgets import load_budgets  # the bake's, on PYTHONPATH
+    from bench.experiments import select
     from bench.report import markdown
     from bench.runner import FULL, QUICK, run_experiments
     from bench.servers import shipped_worker_count
@@ -69,18 +70,11 @@ def main(argv: list[str]) -> int:
 
     workers = shipped_worker_count(project)
     chosen = grid(len(os.sched_getaffinity(0)), workers)
-    if args.only:
-        unknown = set(args.only) - {e.id for e in chosen}
-        if unknown:
-            print(f"error: unknown experiment(s) {sorted(unknown)}", file=sys.stderr)
-            return 2
-        chosen = [e for e in chosen if e.id in args.only]
-    if args.quick:
-        chosen = [
-            type(e)(**{**vars(e), "configs": tuple(c for c in e.configs if c.quick)})
-            for e in chosen
-        ]
-        chosen = [e for e in chosen if e.configs]
+    try:
+        chosen = select(chosen, args.only, quick=args.quick)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     results = run_experiments(
         project,
         chosen,

@@ -33,7 +33,7 @@ from bench.budgets import load_budgets
 from bench.database import DatabaseError, prepare
 {%- endif %}
 from bench.drive import DEFAULT_FACTORY
-from bench.experiments import experiments
+from bench.experiments import experiments, select
 from bench.nginx import NginxConfigError, nginx_binary
 from bench.report import markdown
 from bench.results import Results
@@ -103,18 +103,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 {%- else %}
     chosen = experiments(cpus, workers)
 {%- endif %}
-    if args.only:
-        unknown = set(args.only) - {e.id for e in chosen}
-        if unknown:
-            print(f"error: unknown experiment(s) {sorted(unknown)}", file=sys.stderr)
-            return 2
-        chosen = [e for e in chosen if e.id in args.only]
-    if args.quick:
-        chosen = [
-            type(e)(**{**vars(e), "configs": tuple(c for c in e.configs if c.quick)})
-            for e in chosen
-        ]
-        chosen = [e for e in chosen if e.configs]
+    try:
+        chosen = select(chosen, args.only, quick=args.quick)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _stop_on_term)
     results = run_experiments(
         PROJECT,

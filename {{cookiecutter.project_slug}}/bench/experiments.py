@@ -8,11 +8,14 @@ front. `quick=True` marks the configurations `make bench-quick` measures: those 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 {%- if cookiecutter.database == "postgresql" %}
 from pathlib import Path
 {%- endif %}
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
 
 # The app's endpoints (bench/apps.py): small JSON and 1 MiB, each as `async def` and `def`
 # (the `def` ones serve the template's experiments, scripts/experiments).
@@ -203,3 +206,22 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
         ),
 {%- endif %}
     ]
+
+
+def select(
+    chosen: Sequence[Experiment], only: Collection[str] | None, *, quick: bool
+) -> list[Experiment]:
+    """The experiments ``only`` names (all when None); with ``quick``, each keeps its quick
+    configurations and those left with none are dropped. ValueError names unknown ids.
+    Shared by `python -m bench run` and the template's scripts/experiments."""
+    if only:
+        unknown = set(only) - {experiment.id for experiment in chosen}
+        if unknown:
+            raise ValueError(f"unknown experiment(s) {sorted(unknown)}")
+        chosen = [experiment for experiment in chosen if experiment.id in only]
+    if quick:
+        chosen = [
+            replace(experiment, configs=tuple(c for c in experiment.configs if c.quick))
+            for experiment in chosen
+        ]
+    return [experiment for experiment in chosen if experiment.configs]
