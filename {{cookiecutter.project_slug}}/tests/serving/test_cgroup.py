@@ -5,6 +5,7 @@ serve.py's use of the same count for nginx is tested with the rendered config (t
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import cpus
@@ -91,7 +92,7 @@ def test_usable_cpus_rounds_a_quota_up_within_affinity(
 ) -> None:
     """1.5 CPUs of quota on an 8-CPU affinity mask is 2 usable CPUs; the inputs are reported."""
     root, self_cgroup = container_cgroup(tmp_path, "150000 100000\n")
-    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda _pid: set(range(8)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
 
     usable, facts = cpus.usable_cpus(root, self_cgroup)
 
@@ -105,7 +106,7 @@ def test_usable_cpus_bounds(
 ) -> None:
     """Half a CPU still gets one; no quota leaves the whole affinity mask."""
     root, self_cgroup = container_cgroup(tmp_path, cpu_max)
-    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda _pid: set(range(8)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
 
     assert cpus.usable_cpus(root, self_cgroup)[0] == usable
 

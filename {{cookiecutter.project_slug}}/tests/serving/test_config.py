@@ -34,11 +34,10 @@ VARIANTS = {
 }
 
 
-def render(run_dir: Path, cgroup: tuple[Path, Path] | None = None, **env: str) -> Path:
-    """The nginx config serve.py writes for env: nginx's workers as the runner decides them,
-    from this machine's CPUs or from fake cgroup files (container_cgroup())."""
+def render(run_dir: Path, **env: str) -> Path:
+    """The nginx config serve.py writes for env (nginx's workers from this machine's CPUs)."""
     settings = stack_settings.load({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
-    workers, _ = serve.nginx_workers(settings, *cgroup) if cgroup else serve.nginx_workers(settings)
+    workers, _ = serve.nginx_workers(settings)
     return serve.write_nginx_conf(settings, settings.socket_path(0), workers)
 
 
@@ -64,23 +63,22 @@ def test_nginx_accepts_the_rendered_config(nginx_bin: str, tmp_path: Path, varia
     assert not re.search(r"@[A-Z_]+@", text), "a placeholder was left unrendered"
 
 
+AUTO_FACTS = {
+    "source": "cpus",
+    "cpus": 2,
+    "cpu_affinity": 8,
+    "cgroup_cpu_limit": 1.5,
+    "cgroup": "cgroup v2 cpu.max",
+}
+
+
 @pytest.mark.parametrize(
-    ("setting", "rendered", "facts"),
+    ("setting", "decision"),
     [
         # 1.5 CPUs of quota on 8 CPUs of affinity: 2, as gunicorn counts them (not nginx's 8).
-        (
-            "auto",
-            2,
-            {
-                "source": "cpus",
-                "cpus": 2,
-                "cpu_affinity": 8,
-                "cgroup_cpu_limit": 1.5,
-                "cgroup": "cgroup v2 cpu.max",
-            },
-        ),
-        ("3", 3, {"source": "NGINX_WORKER_PROCESSES"}),  # a number is kept, whatever the CPUs
-        ("1", 1, {"source": "NGINX_WORKER_PROCESSES"}),  # the lowest
+        ("auto", (2, AUTO_FACTS)),
+        ("3", (3, {"source": "NGINX_WORKER_PROCESSES"})),  # a number is kept, whatever the CPUs
+        ("1", (1, {"source": "NGINX_WORKER_PROCESSES"})),  # the lowest
     ],
 )
 def test_nginx_workers_follow_the_cpus_gunicorn_counts(
@@ -88,21 +86,22 @@ def test_nginx_workers_follow_the_cpus_gunicorn_counts(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     setting: str,
-    rendered: int,
-    facts: dict[str, object],
+    decision: tuple[int, dict[str, object]],
 ) -> None:
     """NGINX_WORKER_PROCESSES=auto renders the container's usable CPUs (deploy/cpus.py);
     nginx -t accepts the result, and the runner's log line gets the count's inputs."""
     cgroup = container_cgroup(tmp_path / "fake", "150000 100000\n")
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-    settings = stack_settings.load({"NGINX_WORKER_PROCESSES": setting})
+    environ = {"RUN_DIR": str(tmp_path / "run"), "NGINX_WORKER_PROCESSES": setting}
+    settings = stack_settings.load(environ)
 
-    conf = render(tmp_path / "run", cgroup, NGINX_WORKER_PROCESSES=setting)
+    # As the runner does at start: decide (and log), then render.
+    workers, facts = serve.nginx_workers(settings, *cgroup)
+    conf = serve.write_nginx_conf(settings, settings.socket_path(0), workers)
 
-    assert serve.nginx_workers(settings, *cgroup) == (rendered, facts)
-    assert re.findall(r"^worker_processes (\S+);$", conf.read_text(encoding="utf-8"), re.M) == [
-        str(rendered)
-    ]
+    assert (workers, facts) == decision
+    text = conf.read_text(encoding="utf-8")
+    assert re.findall(r"^worker_processes (\S+);$", text, re.MULTILINE) == [str(decision[0])]
     result = nginx_test(nginx_bin, conf)
     assert result.returncode == 0, result.stderr
 
