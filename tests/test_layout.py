@@ -63,7 +63,8 @@ SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 # What serving-only keeps (with its package's name) and what belongs to the service only.
 KEPT = [
     "deploy/serve.py", "deploy/nginx.conf", "deploy/gunicorn.conf.py", "deploy/requirements.txt",
-    "deploy/stack_settings.py", "deploy/stack_log.py", "src/{package}/request_context.py",
+    "deploy/stack_settings.py", "deploy/stack_log.py", "deploy/cpus.py",
+    "src/{package}/request_context.py",
     "Dockerfile", ".dockerignore", "compose.yaml", "Makefile", "README.md", "pyproject.toml",
     "src/{package}/__init__.py", "src/{package}/logs.py", "src/{package}/py.typed",
     "src/{package}/middleware/request_id.py", "src/{package}/middleware/access_log.py",

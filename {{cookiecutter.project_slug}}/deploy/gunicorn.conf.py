@@ -1,6 +1,7 @@
 # gunicorn configuration: uvicorn workers serving the ASGI app on a unix socket that only
 # nginx (same user or group) may reach. Needs gunicorn >= 25.1, uvicorn-worker, and beside this
-# file deploy/stack_settings.py (every variable) and deploy/stack_log.py (the JSON log lines).
+# file deploy/stack_settings.py (every variable), deploy/stack_log.py (the JSON log lines) and
+# deploy/cpus.py (the CPUs the worker count is sized from).
 # Run: gunicorn -c deploy/gunicorn.conf.py   (deploy/serve.py does this for you)
 #
 # Inputs: the environment variables of deploy/stack_settings.py (APP_MODULE, RUN_DIR,
@@ -24,6 +25,7 @@ from uvicorn_worker import UvicornWorker
 # its siblings become importable once its directory is on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cpus import usable_cpus
 from stack_log import JsonFormatter
 from stack_settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, load
 
@@ -59,89 +61,6 @@ proc_name = wsgi_app.partition(":")[0].partition(".")[0]
 # --- how many workers -------------------------------------------------------------------
 
 
-def cgroup_v2_cpu_limit(cpu_max: str) -> float | None:
-    """CPUs allowed by a cgroup v2 ``cpu.max`` line ("max 100000" or "150000 100000")."""
-    quota, _, period = cpu_max.strip().partition(" ")
-    if quota == "max" or not period:
-        return None
-    return int(quota) / int(period)
-
-
-def cgroup_v1_cpu_limit(cfs_quota_us: str, cfs_period_us: str) -> float | None:
-    """CPUs allowed by cgroup v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1 = none)."""
-    quota = int(cfs_quota_us.strip())
-    period = int(cfs_period_us.strip())
-    if quota <= 0 or period <= 0:
-        return None
-    return quota / period
-
-
-def cgroup_cpu_limit(
-    root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")
-) -> tuple[float | None, str]:
-    """The tightest CPU limit of this process's cgroup and its ancestors, and its source.
-
-    Looks at the process's own cgroup path first (a host or a container without a cgroup
-    namespace), then at the mount's root (a container, where the root is its own cgroup).
-    """
-    try:
-        membership = self_cgroup.read_text(encoding="utf-8")
-    except OSError:
-        membership = ""
-    paths: dict[str, str] = {}
-    for line in membership.splitlines():
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            paths[controller] = path.lstrip("/")
-    if (root / "cgroup.controllers").is_file():  # cgroup v2 (unified hierarchy)
-        limits = [
-            limit
-            for directory in _ancestors(root, paths.get("", ""))
-            if (limit := _read_limit(directory / "cpu.max", None)) is not None
-        ]
-        return (min(limits), "cgroup v2 cpu.max") if limits else (None, "cgroup v2: no limit")
-    for mount in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
-        if not (root / mount).is_dir():
-            continue
-        limits = [
-            limit
-            for directory in _ancestors(root / mount, paths.get("cpu", ""))
-            if (limit := _read_limit(directory / "cpu.cfs_quota_us", directory)) is not None
-        ]
-        return (min(limits), "cgroup v1 cfs quota") if limits else (None, "cgroup v1: no limit")
-    return None, "no cgroup cpu controller"
-
-
-def _ancestors(mount: Path, relative: str) -> list[Path]:
-    """The cgroup directory and each parent up to the mount (only those that exist)."""
-    directory = mount / relative if relative else mount
-    found = [directory, *directory.parents]
-    return [d for d in found if d.is_dir() and (d == mount or mount in d.parents)]
-
-
-def _read_limit(path: Path, v1_directory: Path | None) -> float | None:
-    try:
-        if v1_directory is None:
-            return cgroup_v2_cpu_limit(path.read_text(encoding="utf-8"))
-        period = (v1_directory / "cpu.cfs_period_us").read_text(encoding="utf-8")
-        return cgroup_v1_cpu_limit(path.read_text(encoding="utf-8"), period)
-    except (OSError, ValueError):
-        return None
-
-
-def usable_cpus(
-    root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")
-) -> tuple[int, dict[str, Any]]:
-    """CPUs this process may really use: CPU affinity, lowered by any cgroup quota (rounded up)."""
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        affinity = os.cpu_count() or 1
-    limit, source = cgroup_cpu_limit(root, self_cgroup)
-    cpus = affinity if limit is None else max(1, min(affinity, math.ceil(limit)))
-    return cpus, {"cpu_affinity": affinity, "cgroup_cpu_limit": limit, "cgroup": source}
-
-
 def worker_count(environ: dict[str, str], cpus: int) -> tuple[int, str]:
     """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS.
 
@@ -156,6 +75,8 @@ def worker_count(environ: dict[str, str], cpus: int) -> tuple[int, str]:
     return max(1, min(settings.max_workers, max(settings.min_workers, computed))), "cpus"
 
 
+# The CPUs deploy/cpus.py counts (affinity lowered by any cgroup quota): serve.py sizes
+# nginx's workers from the same count when NGINX_WORKER_PROCESSES=auto.
 _cpus, _cpu_facts = usable_cpus()
 workers, _workers_source = worker_count(dict(os.environ), _cpus)
 {%- if cookiecutter.database == "postgresql" %}

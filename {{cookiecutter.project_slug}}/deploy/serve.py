@@ -4,7 +4,8 @@
 The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
 PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
 (a template rendered at start into $RUN_DIR/nginx.conf), deploy/gunicorn.conf.py, and the
-modules beside this file: stack_settings.py (the variables) and stack_log.py (the log lines).
+modules beside this file: stack_settings.py (the variables), stack_log.py (the log lines) and
+cpus.py (the CPUs nginx's `auto` worker count is taken from, as gunicorn's is).
 
     python deploy/serve.py            start the stack (and the metrics listener) in the foreground
     python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
 from stack_log import access_lines, json_line, nginx_error_line, stderr_line
 from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
 
@@ -120,8 +122,25 @@ def render(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
-def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
-    """The placeholder values of deploy/nginx.conf for these settings and this socket."""
+def nginx_workers(
+    settings: Settings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
+) -> tuple[int, dict[str, Any]]:
+    """nginx's worker count, and where it came from (logged once at start).
+
+    NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs this container may use
+    (deploy/cpus.py: affinity lowered by any cgroup quota), the count gunicorn.conf.py sizes
+    its workers from. nginx's own `auto` counts the machine's online CPUs (nginx/nginx
+    issue 855): 64 workers for `docker run --cpus 1` on a 64-core host.
+    """
+    if settings.nginx_worker_processes != "auto":
+        return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
+    cpus, facts = usable_cpus(root, self_cgroup)
+    return cpus, {"source": "cpus", "cpus": cpus, **facts}
+
+
+def nginx_values(settings: Settings, upstream_socket: Path, workers: int) -> dict[str, str]:
+    """The placeholder values of deploy/nginx.conf for these settings, this socket and this
+    many nginx workers (nginx_workers())."""
     if settings.trusted_proxies:
         real_ip = "\n    ".join(
             [f"set_real_ip_from {cidr};" for cidr in settings.trusted_proxies]
@@ -136,7 +155,7 @@ def nginx_values(settings: Settings, upstream_socket: Path) -> dict[str, str]:
         + ["}"]
     )
     return {
-        "WORKER_PROCESSES": settings.nginx_worker_processes,
+        "WORKER_PROCESSES": str(workers),
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"[{settings.listen_address}]:{settings.port}"
@@ -162,10 +181,11 @@ def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
     return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
-def write_nginx_conf(settings: Settings, upstream_socket: Path) -> Path:
+def write_nginx_conf(settings: Settings, upstream_socket: Path, workers: int) -> Path:
     """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path."""
     text = render(
-        settings.nginx_conf.read_text(encoding="utf-8"), nginx_values(settings, upstream_socket)
+        settings.nginx_conf.read_text(encoding="utf-8"),
+        nginx_values(settings, upstream_socket, workers),
     )
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     settings.temp_dir.mkdir(mode=0o700, exist_ok=True)
@@ -784,7 +804,8 @@ def serve(settings: Settings) -> int:
     settings.metrics_dir.mkdir(mode=0o700)
     # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
     settings.status_socket.unlink(missing_ok=True)
-    conf = write_nginx_conf(settings, settings.socket_path(0))
+    workers, workers_facts = nginx_workers(settings)
+    conf = write_nginx_conf(settings, settings.socket_path(0), workers)
     # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
     test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))
     checked = subprocess.run(test, capture_output=True, text=True, check=False)
@@ -808,6 +829,8 @@ def serve(settings: Settings) -> int:
         graceful_timeout=chain.graceful,
         stop_needs=chain.stop_budget,
     )
+    # Like gunicorn's "worker count decided": the count and its inputs, once per start.
+    log("info", "nginx worker count decided", workers=workers, **workers_facts)
     return Stack(settings, nginx_globals).run()
 
 
@@ -829,7 +852,7 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve(settings)
         if command == "render":
-            print(write_nginx_conf(settings, settings.socket_path(0)))
+            print(write_nginx_conf(settings, settings.socket_path(0), nginx_workers(settings)[0]))
             return 0
         if command == "check":
             return check(settings)

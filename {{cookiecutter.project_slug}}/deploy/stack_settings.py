@@ -319,7 +319,9 @@ ALLOWED_HOSTS = Hosts(
 NGINX_ACCESS_LOG = Flag("NGINX_ACCESS_LOG", "nginx's JSON access line per request", default=True)
 NGINX_WORKER_PROCESSES = Text(
     "NGINX_WORKER_PROCESSES",
-    "nginx worker processes",
+    "nginx worker processes; auto: the CPUs this container may use (CPU affinity lowered by any"
+    " cgroup quota, deploy/cpus.py), as gunicorn counts them; nginx's own auto would count the"
+    " machine's",
     "auto",
     pattern=r"auto|[1-9][0-9]{0,3}",
     describe="auto or a whole number from 1 to 9999",

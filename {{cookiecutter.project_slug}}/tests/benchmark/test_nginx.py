@@ -20,9 +20,8 @@ SOCKET = Path(RUN_DIR) / "gunicorn.sock"
 def rendered() -> str:
     """deploy/nginx.conf rendered by deploy/serve.py's own functions."""
     settings = stack_settings.load({"RUN_DIR": RUN_DIR, "NGINX_ACCESS_LOG": "off"})
-    return serve.render(
-        settings.nginx_conf.read_text(encoding="utf-8"), serve.nginx_values(settings, SOCKET)
-    )
+    values = serve.nginx_values(settings, SOCKET, serve.nginx_workers(settings)[0])
+    return serve.render(settings.nginx_conf.read_text(encoding="utf-8"), values)
 
 
 def changed_lines(before: str, after: str) -> set[str]:

@@ -78,6 +78,17 @@ def gunicorn_conf() -> ModuleType:
     return load_module(DEPLOY / "gunicorn.conf.py", "gunicorn_conf_under_test")
 
 
+def container_cgroup(directory: Path, cpu_max: str) -> tuple[Path, Path]:
+    """A cgroup v2 mount as a container sees it (its own cgroup at the mount's root), with
+    this cpu.max line, and its /proc/self/cgroup: the arguments of deploy/cpus.py's functions."""
+    root = directory / "cgroup"
+    root.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu\n", encoding="utf-8")
+    (root / "cpu.max").write_text(cpu_max, encoding="utf-8")
+    (directory / "self").write_text("0::/\n", encoding="utf-8")
+    return root, directory / "self"
+
+
 @pytest.fixture(scope="session")
 def nginx_bin() -> str:
     """The nginx executable; the test is skipped, with the reason, where there is none."""

@@ -18,7 +18,7 @@ import serve
 import stack_settings
 from stack_settings import SettingError
 
-from .conftest import DEPLOY, PROJECT, run_runner, tool
+from .conftest import DEPLOY, PROJECT, container_cgroup, run_runner, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,8 +35,20 @@ VARIANTS = {
 
 
 def render(run_dir: Path, **env: str) -> Path:
+    """The nginx config serve.py writes for env (nginx's workers from this machine's CPUs)."""
     settings = stack_settings.load({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
-    return serve.write_nginx_conf(settings, settings.socket_path(0))
+    workers, _ = serve.nginx_workers(settings)
+    return serve.write_nginx_conf(settings, settings.socket_path(0), workers)
+
+
+def nginx_test(nginx_bin: str, conf: Path) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` on a rendered config, with the runner's own flags."""
+    return subprocess.run(
+        [nginx_bin, "-t", "-q", "-e", "stderr", "-p", str(conf.parent), "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -45,15 +57,53 @@ def test_nginx_accepts_the_rendered_config(nginx_bin: str, tmp_path: Path, varia
     conf = render(tmp_path, **VARIANTS[variant])
     text = conf.read_text(encoding="utf-8")
 
-    result = subprocess.run(
-        [nginx_bin, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", str(conf)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = nginx_test(nginx_bin, conf)
 
     assert result.returncode == 0, result.stderr
     assert not re.search(r"@[A-Z_]+@", text), "a placeholder was left unrendered"
+
+
+AUTO_FACTS = {
+    "source": "cpus",
+    "cpus": 2,
+    "cpu_affinity": 8,
+    "cgroup_cpu_limit": 1.5,
+    "cgroup": "cgroup v2 cpu.max",
+}
+
+
+@pytest.mark.parametrize(
+    ("setting", "decision"),
+    [
+        # 1.5 CPUs of quota on 8 CPUs of affinity: 2, as gunicorn counts them (not nginx's 8).
+        ("auto", (2, AUTO_FACTS)),
+        ("3", (3, {"source": "NGINX_WORKER_PROCESSES"})),  # a number is kept, whatever the CPUs
+        ("1", (1, {"source": "NGINX_WORKER_PROCESSES"})),  # the lowest
+    ],
+)
+def test_nginx_workers_follow_the_cpus_gunicorn_counts(
+    nginx_bin: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+    decision: tuple[int, dict[str, object]],
+) -> None:
+    """NGINX_WORKER_PROCESSES=auto renders the container's usable CPUs (deploy/cpus.py);
+    nginx -t accepts the result, and the runner's log line gets the count's inputs."""
+    cgroup = container_cgroup(tmp_path / "fake", "150000 100000\n")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    environ = {"RUN_DIR": str(tmp_path / "run"), "NGINX_WORKER_PROCESSES": setting}
+    settings = stack_settings.load(environ)
+
+    # As the runner does at start: decide (and log), then render.
+    workers, facts = serve.nginx_workers(settings, *cgroup)
+    conf = serve.write_nginx_conf(settings, settings.socket_path(0), workers)
+
+    assert (workers, facts) == decision
+    text = conf.read_text(encoding="utf-8")
+    assert re.findall(r"^worker_processes (\S+);$", text, re.MULTILINE) == [str(decision[0])]
+    result = nginx_test(nginx_bin, conf)
+    assert result.returncode == 0, result.stderr
 
 
 def test_rendering_follows_the_environment(tmp_path: Path) -> None:
@@ -185,7 +235,7 @@ def test_image_runs_the_runner_as_a_fixed_non_root_user() -> None:
     assert not re.search(r"apt-get install[^\n]*\bcurl\b", dockerfile), "no curl in the image"
 
 
-@pytest.mark.parametrize("name", ["serve.py", "gunicorn.conf.py", "metrics.py"])
+@pytest.mark.parametrize("name", ["serve.py", "gunicorn.conf.py", "metrics.py", "cpus.py"])
 def test_only_stack_settings_reads_the_environment(name: str) -> None:
     """The deploy files read no variable themselves: deploy/stack_settings.py is the one place."""
     source = (DEPLOY / name).read_text(encoding="utf-8")

@@ -21,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cpus
 import pytest
+import serve
 
 from .conftest import DEPLOY, OUTSIDER_UID, PACKAGE, LiveStack, _setpriv, free_port, wait_for
 
@@ -89,6 +91,27 @@ def test_health_check_command(start_stack: Callable[..., LiveStack]) -> None:
 
     assert check(stack.port) == 0
     assert check(free_port()) == 1
+
+
+def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveStack]) -> None:
+    """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per CPU this cgroup and affinity
+    allow (deploy/cpus.py), the runner logs that decision once, and gunicorn counted the same."""
+    stack = start_stack(NGINX_WORKER_PROCESSES="auto")
+    usable, facts = cpus.usable_cpus()
+    lines = stack.log_lines()
+    decided = [line for line in lines if str(line["message"]).endswith("count decided")]
+    (nginx,) = [line for line in decided if line["logger"] == "serve"]
+    (gunicorn,) = [line for line in decided if line["logger"] != "serve"]
+
+    assert nginx == nginx | {"workers": usable, "source": "cpus", "cpus": usable, **facts}
+    assert gunicorn["cpus"] == nginx["cpus"], (gunicorn, nginx)
+    master = stack.child_pid("nginx")
+    wait_for(lambda: _children(master) == usable, 10, f"{usable} nginx workers under {master}")
+
+
+def _children(parent: int) -> int:
+    """How many live processes parent has (nginx's master: its workers)."""
+    return sum(ppid == parent and state != "Z" for _, state, ppid, _ in serve._processes())
 
 
 def _count(stack: LiveStack, logger: str) -> int:

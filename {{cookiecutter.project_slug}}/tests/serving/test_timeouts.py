@@ -55,7 +55,9 @@ def rendered_directive(text: str, name: str, block: str | None = None) -> float:
 
 def render(tmp_path: Path, **env: str) -> str:
     settings = stack_settings.load({"RUN_DIR": str(tmp_path), **env})
-    return serve.write_nginx_conf(settings, settings.socket_path(0)).read_text(encoding="utf-8")
+    workers, _ = serve.nginx_workers(settings)
+    conf = serve.write_nginx_conf(settings, settings.socket_path(0), workers)
+    return conf.read_text(encoding="utf-8")
 
 
 def test_the_stack_and_the_app_share_the_default_deadline() -> None:
