@@ -129,8 +129,9 @@ def nginx_workers(
 
     NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs this container may use
     (deploy/cpus.py: affinity lowered by any cgroup quota), the count gunicorn.conf.py sizes
-    its workers from. nginx's own `auto` counts the machine's online CPUs (nginx/nginx
-    issue 855): 64 workers for `docker run --cpus 1` on a 64-core host.
+    its workers from. nginx's own `auto` counts the machine's online CPUs
+    (sysconf(_SC_NPROCESSORS_ONLN), as nginx's maintainers say in nginx/docker-nginx issue
+    31), so 64 workers for `docker run --cpus 1` on a 64-core host.
     """
     if settings.nginx_worker_processes != "auto":
         return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
