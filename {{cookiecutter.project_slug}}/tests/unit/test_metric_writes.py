@@ -16,6 +16,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from {{ cookiecutter.package_name }}.middleware.metric_writes import Writes, add_to
+
 SCENARIO = Path(__file__).with_name("multiprocess_writes.py")
 # (sample name, its labels sorted) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -72,3 +74,58 @@ def test_the_scenario_counted_what_it_did(both: tuple[Samples, Samples]) -> None
     # The gauge is livesum: the exited child's file still counts until gunicorn's
     # child_exit marks it dead (not done here), so +1 per round, seven rounds.
     assert ours[("http_server_active_requests", ())] == 7
+
+
+# --- another prometheus_client: internals renamed, public calls the same --------------------
+# No such release exists to install, so these stand-ins have only the public calls (and the
+# multiprocess flag): what metric_writes.py must fall back to when its internals are gone.
+
+
+class ValueOfAnotherVersion:
+    _multiprocess = True
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def get(self) -> float:
+        return self.total
+
+    def inc(self, amount: float) -> None:
+        self.total += amount
+
+
+class ChildOfAnotherVersion:
+    def __init__(self) -> None:
+        self.observed: list[float] = []
+
+    def observe(self, amount: float) -> None:
+        self.observed.append(amount)
+
+
+class HistogramOfAnotherVersion:
+    def __init__(self) -> None:
+        self.children: dict[tuple[str, ...], ChildOfAnotherVersion] = {}
+
+    def labels(self, *values: str) -> ChildOfAnotherVersion:
+        return self.children.setdefault(values, ChildOfAnotherVersion())
+
+
+def test_a_value_without_the_known_internals_is_changed_by_its_own_inc() -> None:
+    """Slower, never wrong: the value's own inc does the change."""
+    value = ValueOfAnotherVersion()
+    add = add_to(value)
+    add(2.5)
+    add(-1.0)
+    assert value.get() == 1.5
+
+
+def test_the_middlewares_writers_fall_back_to_the_public_calls() -> None:
+    """The gauge's own inc and the histogram child's own observe, not an error per request."""
+    gauge, histogram = ValueOfAnotherVersion(), HistogramOfAnotherVersion()
+    # The stand-ins have the public calls Writes uses, not prometheus_client's classes.
+    writes = Writes(histogram, gauge).current()  # type: ignore[arg-type]
+    writes.add_active(1.0)
+    writes.histogram(("GET", "/livez", 200)).observe(0.25)
+    writes.add_active(-1.0)
+    assert gauge.get() == 0.0
+    assert histogram.children[("GET", "/livez", "200")].observed == [0.25]

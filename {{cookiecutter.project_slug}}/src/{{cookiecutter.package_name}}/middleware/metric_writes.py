@@ -17,7 +17,9 @@ at a time, so the lock guards nothing here; ``Writes.current()`` checks for a fo
 request instead of once per change; and each value's place in the file is looked up once,
 not at every change. Together: about 19,000 instructions per request instead of 45,000.
 Without ``PROMETHEUS_MULTIPROC_DIR`` (tests, ``make run``) values live in process memory
-and prometheus_client's own calls are used.
+and prometheus_client's own calls are used; so they are, value by value, when an installed
+prometheus_client keeps its values otherwise (an internal renamed): slower, never wrong,
+never an error for the request.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 import struct
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,8 +48,14 @@ def add_to(value: Any) -> Callable[[float], None]:
     # value a file of this process's own. The file object stays until the next fork
     # (Writes makes its writers again then); a value's place in it never moves.
     value.get()
-    file = value._file  # noqa: SLF001 (see the module docstring)
-    position = file._positions[value._key]  # noqa: SLF001
+    try:
+        file = value._file  # noqa: SLF001 (see the module docstring)
+        position = file._positions[value._key]  # noqa: SLF001
+        file._m  # noqa: B018, SLF001 - present at each write below
+    except (AttributeError, KeyError, TypeError):
+        # Another prometheus_client than the one described above: its own inc.
+        own_inc: Callable[[float], None] = value.inc
+        return own_inc
 
     def add(amount: float) -> None:
         # prometheus_client's MmapedValue.inc without its lock and fork check. Its own
@@ -57,6 +65,12 @@ def add_to(value: Any) -> Callable[[float], None]:
         _write_value_and_timestamp(file._m, position, value._value, 0.0)  # noqa: SLF001
 
     return add
+
+
+class Observes(Protocol):
+    """What the middleware calls per request: HistogramWrites, or a histogram child itself."""
+
+    def observe(self, amount: float) -> None: ...
 
 
 class HistogramWrites:
@@ -91,7 +105,7 @@ class Writes:
         self.add_active: Callable[[float], None] = active.inc
         # (method, route, status) -> that child's writes. Bounded: known methods, the app's
         # routes, the status codes (the middleware folds the rest first).
-        self.histograms: dict[tuple[str, str, int], HistogramWrites] = {}
+        self.histograms: dict[tuple[str, str, int], Observes] = {}
 
     def current(self) -> Writes:
         if self._pid != os.getpid():
@@ -99,15 +113,22 @@ class Writes:
         return self
 
     def _bind(self) -> None:
-        self.add_active = add_to(self._active._value)  # noqa: SLF001
+        value = getattr(self._active, "_value", None)  # see add_to
+        self.add_active = self._active.inc if value is None else add_to(value)
         self.histograms = {}
         self._pid = os.getpid()
 
-    def histogram(self, key: tuple[str, str, int]) -> HistogramWrites:
+    def histogram(self, key: tuple[str, str, int]) -> Observes:
         """The writes of one label set, made at its first request."""
-        writes = self.histograms.get(key)
-        if writes is None:
-            method, route, status = key
-            child = self._duration.labels(method, route, str(status))
-            writes = self.histograms[key] = HistogramWrites(child)
+        known = self.histograms.get(key)
+        if known is not None:
+            return known
+        method, route, status = key
+        child = self._duration.labels(method, route, str(status))
+        writes: Observes
+        try:
+            writes = HistogramWrites(child)
+        except AttributeError:  # see add_to: the child's own observe, slower, right
+            writes = child
+        self.histograms[key] = writes
         return writes
