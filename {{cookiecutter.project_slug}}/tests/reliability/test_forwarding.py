@@ -67,7 +67,11 @@ def test_unknown_method_is_a_json_405_from_nginx(shared_stack: LiveStack, method
     _json_error(raw[0], 405)
 
 
-@pytest.mark.parametrize("character", ['"', "<", ">", "\\", "^", "`", "{", "|", "}", "\x7f"])
+# Also raw bytes above 0x7f (sent as latin-1 below): invalid UTF-8 (0xff), and UTF-8 é
+# unencoded; RFC 3986 wants both percent-encoded.
+@pytest.mark.parametrize(
+    "character", ['"', "<", ">", "\\", "^", "`", "{", "|", "}", "\x7f", "\xff", "\xc3\xa9"]
+)
 def test_odd_request_target_is_a_json_400_from_nginx(
     shared_stack: LiveStack, character: str
 ) -> None:
