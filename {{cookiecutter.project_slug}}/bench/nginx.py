@@ -118,8 +118,7 @@ def prepare(
         raise NginxConfigError(serve.APT_HINT)
     template = settings.nginx_conf.read_text(encoding="utf-8")
     # nginx's workers as the stack counts them (serve.nginx_workers: the usable CPUs).
-    workers, _ = serve.nginx_workers(settings)
-    rendered = serve.render(template, serve.nginx_values(settings, socket_path, workers))
+    rendered = serve.render(template, serve.nginx_values(settings, socket_path))
     text = vary(rendered, front, socket_path, tcp_upstream)
     run_dir.mkdir(parents=True, exist_ok=True)
     settings.temp_dir.mkdir(mode=0o700, exist_ok=True)

@@ -139,9 +139,13 @@ def nginx_workers(
     return cpus, {"source": "cpus", "cpus": cpus, **facts}
 
 
-def nginx_values(settings: Settings, upstream_socket: Path, workers: int) -> dict[str, str]:
+def nginx_values(
+    settings: Settings, upstream_socket: Path, workers: int | None = None
+) -> dict[str, str]:
     """The placeholder values of deploy/nginx.conf for these settings, this socket and this
-    many nginx workers (nginx_workers())."""
+    many nginx workers (unset: as nginx_workers() decides)."""
+    if workers is None:
+        workers = nginx_workers(settings)[0]
     if settings.trusted_proxies:
         real_ip = "\n    ".join(
             [f"set_real_ip_from {cidr};" for cidr in settings.trusted_proxies]
@@ -182,8 +186,9 @@ def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
     return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
-def write_nginx_conf(settings: Settings, upstream_socket: Path, workers: int) -> Path:
-    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path."""
+def write_nginx_conf(settings: Settings, upstream_socket: Path, workers: int | None = None) -> Path:
+    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path;
+    ``workers`` as for nginx_values()."""
     text = render(
         settings.nginx_conf.read_text(encoding="utf-8"),
         nginx_values(settings, upstream_socket, workers),
@@ -853,7 +858,7 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve(settings)
         if command == "render":
-            print(write_nginx_conf(settings, settings.socket_path(0), nginx_workers(settings)[0]))
+            print(write_nginx_conf(settings, settings.socket_path(0)))
             return 0
         if command == "check":
             return check(settings)

@@ -20,7 +20,7 @@ SOCKET = Path(RUN_DIR) / "gunicorn.sock"
 def rendered() -> str:
     """deploy/nginx.conf rendered by deploy/serve.py's own functions."""
     settings = stack_settings.load({"RUN_DIR": RUN_DIR, "NGINX_ACCESS_LOG": "off"})
-    values = serve.nginx_values(settings, SOCKET, serve.nginx_workers(settings)[0])
+    values = serve.nginx_values(settings, SOCKET)
     return serve.render(settings.nginx_conf.read_text(encoding="utf-8"), values)
 
 

@@ -290,8 +290,9 @@ def losing_client(url: str) -> Iterator[TestClient]:
 def test_a_connection_lost_after_the_last_query_keeps_the_answer(
     losing_client: TestClient, url: str
 ) -> None:
-    """A read keeps its 200 and a create its 201, stored once (a 503 would make the client
-    create it again); the pool replaces the dead connection for the next request."""
+    """A read and a create keep their success answer (these test endpoints answer 200), the
+    item stored once (a 503 would make the client create it again); the pool replaces the
+    dead connection for the next request."""
     read = losing_client.post("/test/read_then_lose")
     assert (read.status_code, read.json()) == (200, [])
 

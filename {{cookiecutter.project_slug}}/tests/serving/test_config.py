@@ -37,8 +37,7 @@ VARIANTS = {
 def render(run_dir: Path, **env: str) -> Path:
     """The nginx config serve.py writes for env (nginx's workers from this machine's CPUs)."""
     settings = stack_settings.load({"RUN_DIR": str(run_dir), "PATH": os.defpath, **env})
-    workers, _ = serve.nginx_workers(settings)
-    return serve.write_nginx_conf(settings, settings.socket_path(0), workers)
+    return serve.write_nginx_conf(settings, settings.socket_path(0))
 
 
 def nginx_test(nginx_bin: str, conf: Path) -> subprocess.CompletedProcess[str]:

@@ -55,8 +55,7 @@ def rendered_directive(text: str, name: str, block: str | None = None) -> float:
 
 def render(tmp_path: Path, **env: str) -> str:
     settings = stack_settings.load({"RUN_DIR": str(tmp_path), **env})
-    workers, _ = serve.nginx_workers(settings)
-    conf = serve.write_nginx_conf(settings, settings.socket_path(0), workers)
+    conf = serve.write_nginx_conf(settings, settings.socket_path(0))
     return conf.read_text(encoding="utf-8")
 
 
