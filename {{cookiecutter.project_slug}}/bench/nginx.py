@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 # deploy/ is no package (its files are copied alone): its modules are imported by name.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
-import serve
-import stack_settings
+from {{ cookiecutter.package_name }}_stack import runner as serve
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
 
 if TYPE_CHECKING:
     from bench.experiments import Front

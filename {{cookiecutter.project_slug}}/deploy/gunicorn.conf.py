@@ -21,13 +21,9 @@ from typing import Any
 from gunicorn.glogging import Logger
 from uvicorn_worker import UvicornWorker
 
-# deploy/ is not a package (its files are copied alone): gunicorn loads this file by path, so
-# its siblings become importable once its directory is on sys.path.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cpus import usable_cpus
-from stack_log import JsonFormatter
-from stack_settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, load
+from {{ cookiecutter.package_name }}_stack.cpus import usable_cpus
+from {{ cookiecutter.package_name }}_stack.jsonlog import JsonFormatter
+from {{ cookiecutter.package_name }}_stack.settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, load
 
 try:
     _settings = load(os.environ)

@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from stack_log import AccessRecord, extra_fields
-from stack_log import JsonFormatter as StackJsonFormatter
+from {{ cookiecutter.package_name }}_stack.jsonlog import AccessRecord, extra_fields
+from {{ cookiecutter.package_name }}_stack.jsonlog import JsonFormatter as StackJsonFormatter
 
 from .request_context import REQUEST_ID
 from .tracing import current_trace_ids

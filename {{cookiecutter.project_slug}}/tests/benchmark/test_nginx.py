@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-import serve
-import stack_settings
+from {{ cookiecutter.package_name }}_stack import runner as serve
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
 from bench.experiments import Front
 from bench.nginx import NginxConfigError, vary
 

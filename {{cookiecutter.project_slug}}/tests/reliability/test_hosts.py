@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-import stack_settings
-from stack_settings import SettingError
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+from {{ cookiecutter.package_name }}_stack.settings import SettingError
 
 from .conftest import exchange, get, parse_json, parse_response
 from .test_hostile import never_reaches_app

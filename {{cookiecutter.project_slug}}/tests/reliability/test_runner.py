@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-import stack_settings
-from stack_settings import SettingError
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+from {{ cookiecutter.package_name }}_stack.settings import SettingError
 
 from serving.conftest import DEPLOY, wait_for
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-import cpus
+from {{ cookiecutter.package_name }}_stack import cpus
 import pytest
 
 from .conftest import container_cgroup

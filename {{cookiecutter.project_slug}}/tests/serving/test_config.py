@@ -14,9 +14,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import serve
-import stack_settings
-from stack_settings import SettingError
+from {{ cookiecutter.package_name }}_stack import runner as serve
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+from {{ cookiecutter.package_name }}_stack.settings import SettingError
 
 from .conftest import DEPLOY, PROJECT, container_cgroup, run_runner, tool
 

@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import cpus
+from {{ cookiecutter.package_name }}_stack import cpus
 import pytest
-import serve
+from {{ cookiecutter.package_name }}_stack import runner as serve
 
 from .conftest import DEPLOY, OUTSIDER_UID, PACKAGE, LiveStack, _setpriv, free_port, wait_for
 

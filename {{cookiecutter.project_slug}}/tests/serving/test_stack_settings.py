@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import stack_settings
-from stack_settings import VARIABLES, SettingError, Variable
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+from {{ cookiecutter.package_name }}_stack.settings import VARIABLES, SettingError, Variable
 {%- if cookiecutter.layout == "service" %}
 
 from .conftest import PROJECT

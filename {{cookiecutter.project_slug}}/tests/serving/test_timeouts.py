@@ -17,9 +17,9 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
-import serve
-import stack_settings
-from stack_settings import APP_DEADLINE_NAME, SettingError, TimeoutChain
+from {{ cookiecutter.package_name }}_stack import runner as serve
+from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+from {{ cookiecutter.package_name }}_stack.settings import APP_DEADLINE_NAME, SettingError, TimeoutChain
 
 from {{ cookiecutter.package_name }}.settings import Settings
 

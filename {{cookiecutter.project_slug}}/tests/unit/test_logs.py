@@ -7,7 +7,7 @@ import re
 import sys
 
 import pytest
-import stack_log
+from {{ cookiecutter.package_name }}_stack import jsonlog as stack_log
 
 from {{ cookiecutter.package_name }} import logs
 from {{ cookiecutter.package_name }}.logs import (

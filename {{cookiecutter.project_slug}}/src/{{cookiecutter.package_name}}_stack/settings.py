@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 T = TypeVar("T")
-HERE = Path(__file__).resolve().parent
+# deploy/ of the project the stack is started from (make serve, the image's WORKDIR /app).
+DEPLOY_DIR = Path("deploy")
 
 # The app's request deadline: read by the app (settings.py) and by the stack, which derives
 # nginx's and gunicorn's timeouts from it.
@@ -333,10 +334,10 @@ NGINX_BIN = Text(
     derived="nginx on PATH, else /usr/sbin/nginx",
 )
 NGINX_CONF = SafePath(
-    "NGINX_CONF", "nginx.conf template", HERE / "nginx.conf", derived="beside serve.py"
+    "NGINX_CONF", "nginx.conf template", DEPLOY_DIR / "nginx.conf", derived="deploy/ of the working directory"
 )
 GUNICORN_CONF = SafePath(
-    "GUNICORN_CONF", "gunicorn config file", HERE / "gunicorn.conf.py", derived="beside serve.py"
+    "GUNICORN_CONF", "gunicorn config file", DEPLOY_DIR / "gunicorn.conf.py", derived="deploy/ of the working directory"
 )
 STARTUP_TIMEOUT = Seconds(
     "STARTUP_TIMEOUT", "how long gunicorn may take to bind its socket and answer", 60.0

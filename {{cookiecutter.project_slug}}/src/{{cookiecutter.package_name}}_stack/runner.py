@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
 The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
@@ -51,9 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from stack_log import access_lines, json_line, nginx_error_line, stderr_line
-from stack_settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
+from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
+from .jsonlog import access_lines, json_line, nginx_error_line, stderr_line
+from .settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -438,7 +437,7 @@ class Stack:
             RUN_DIR=str(self.settings.run_dir),
             PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
         )
-        command = [sys.executable, str(Path(__file__).resolve().with_name("metrics.py"))]
+        command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
         child = self.spawn("metrics", command, env)
         address = (self.settings.local_address, self.settings.metrics_port)
         self.wait_until(lambda: not child.running or _accepts(address), 10.0)
@@ -869,5 +868,3 @@ def main(argv: list[str]) -> int:
     return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

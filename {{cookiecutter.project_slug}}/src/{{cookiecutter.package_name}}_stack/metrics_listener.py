@@ -36,8 +36,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
-from stack_log import json_line
-from stack_settings import SettingError, load
+from .jsonlog import json_line
+from .settings import SettingError, load
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
