@@ -18,7 +18,7 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # import) and the tests that need no generated app; these belong to the generated service.
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
-    ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
+    ".github", "k8s", "docs", "tests/reliability",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
@@ -37,7 +37,6 @@ SERVING_ONLY = ("deploy/requirements.txt",)
 DATABASE_ONLY = (
     "alembic.ini", "migrations", "docs/database.md", "k8s/base/migrate-job.yaml",
     "src/{package}/db", "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
-    "bench/database.py", "bench/items_create.lua",
 )  # fmt: skip
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).
