@@ -1,10 +1,13 @@
 """The service's settings: one typed object, read from the environment once at start.
 
 Inputs: environment variables prefixed ``{{ cookiecutter.package_name | upper }}_`` (for example
-``{{ cookiecutter.package_name | upper }}_ENVIRONMENT=development``). Depends on pydantic-settings only.
+``{{ cookiecutter.package_name | upper }}_ENVIRONMENT=development``). Depends on pydantic-settings and
+the stack's settings module (the deadline).
 
 A ``.env`` file in the working directory is read too (``.env.example`` documents every
-variable); real environment variables win over it, and the image never contains one.
+variable); real environment variables win over it, and the image never contains one. The
+request deadline's field comes from the serving stack's settings
+(``{{ cookiecutter.package_name }}_stack.settings``), which read the same variable the same way.
 
 Production refuses to start with ``debug`` on or with any secret left at a placeholder, and
 the error names the environment variable to fix. The secret check covers every ``SecretStr``
@@ -19,6 +22,8 @@ from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %},
 
 from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 
@@ -101,9 +106,10 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "production"
     debug: bool = False
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
-    # The app's own request deadline (middleware/deadline.py). nginx's proxy_read_timeout must
-    # stay above it, or nginx answers 504 before the app can, without the request id.
-    request_timeout_seconds: float = Field(default=30.0, gt=0)
+    # The app's own request deadline (middleware/deadline.py), defined once in the stack's
+    # settings (type, bounds, default, meaning): the stack derives nginx's and gunicorn's
+    # timeouts from the same variable, read from the same sources.
+    request_timeout_seconds: Deadline = DEADLINE_DEFAULT
     # The app's own access line per request. Off by default: behind nginx, nginx's JSON access
     # log already records every request with the same request id and its timings, and the
     # app's line costs about 15 % of a small request's throughput (`make bench`). On for

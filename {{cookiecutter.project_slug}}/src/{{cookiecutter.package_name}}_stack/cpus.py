@@ -3,8 +3,8 @@
 The CPU affinity mask, lowered by any cgroup v1 or v2 CPU quota on this process's cgroup or
 an ancestor, rounded up: `docker run --cpus 1.5` on a 64-core host is 2 CPUs, not 64.
 Standard library only; reads /proc/self/cgroup and /sys/fs/cgroup (Linux; elsewhere the CPU
-count alone). It travels with deploy/: gunicorn.conf.py sizes its workers from it, and
-serve.py renders nginx's worker_processes from it when NGINX_WORKER_PROCESSES=auto (nginx's
+count alone). gunicorn_config.py sizes gunicorn's workers from it, and the runner renders
+nginx's worker_processes from it when NGINX_WORKER_PROCESSES=auto (nginx's
 own `auto` counts the machine's CPUs), so nginx and gunicorn count the same CPUs.
 """
 

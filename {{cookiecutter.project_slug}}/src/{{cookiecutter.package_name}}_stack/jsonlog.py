@@ -8,9 +8,9 @@ client sent), keys in the order ``time`` (UTC, RFC 3339 with milliseconds and ``
 ``extra_<name>``, never over it; a value JSON cannot hold (NaN, bytes, any object, a cycle)
 is written as a string, never as invalid JSON.
 
-Standard library only; it travels with deploy/ (serve.py and gunicorn.conf.py import it, and
-so does the app's logs.py, which adds the app's request id). To change the log format, change
-this file: nothing else formats a line (nginx's own lines go through serve.py's relay, which
+Standard library only. The runner, gunicorn_config.py and the metrics listener use it, and so
+does the app's logs.py (which adds the app's request id). To change the log format, change
+this file: nothing else formats a line (nginx's own lines go through the runner's relay, which
 uses this formatter for its error log and checks its access log, deploy/nginx.conf).
 
 Speed: the app may write a record per request (its access log), so an ``AccessRecord`` is

@@ -1,14 +1,12 @@
-#!/usr/bin/env python3
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
-deploy/serve.py runs this as a child process beside nginx and gunicorn. Needs
-prometheus_client (deploy/requirements.txt) and, beside this file, deploy/stack_settings.py
-(the variables) and deploy/stack_log.py (the JSON log lines); nothing from the app, so it
-also serves a stack whose app this template did not generate.
+The runner starts it as a child process beside nginx and gunicorn. Needs prometheus_client
+and the package's settings.py (the variables) and jsonlog.py (the JSON log lines); nothing
+from the app, so it also serves a stack whose app this template did not generate.
 
-    python deploy/metrics.py     serve GET /metrics until SIGTERM
+    python -m {{ cookiecutter.package_name }}_stack.metrics_listener     serve GET /metrics until SIGTERM
 
-Environment (deploy/stack_settings.py defines and checks them; docs/settings.md):
+Environment (settings.py defines and checks them; docs/settings.md):
     METRICS_PORT, LISTEN_ADDRESS   where this listens [9464 on 0.0.0.0]
     PROMETHEUS_MULTIPROC_DIR       the workers' metric files [$RUN_DIR/metrics]
     and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
@@ -16,7 +14,7 @@ Environment (deploy/stack_settings.py defines and checks them; docs/settings.md)
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;
 this one adds up the files of all workers, killed ones included (their counts stay; their
-in-flight gauges are dropped by gunicorn.conf.py's child_exit), and answers while the
+in-flight gauges are dropped by gunicorn_config.py's child_exit), and answers while the
 workers are busy. It listens on its own port, so the public port never exposes it.
 """
 
@@ -36,6 +34,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
+
 from .jsonlog import json_line
 from .settings import SettingError, load
 
@@ -50,7 +49,7 @@ STATUS_TIMEOUT = 2.0
 
 
 def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the stack's JSON shape (deploy/stack_log.py)."""
+    """Write one log line in the stack's JSON shape (jsonlog.py)."""
     sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
 
@@ -131,7 +130,7 @@ class NginxCollector:
 def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:
     """The registry a scrape renders: the workers' files, then nginx's counters."""
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=metrics_dir)
+    MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]  # unannotated upstream
     registry.register(NginxCollector(status_socket))
     return registry
 

@@ -1,20 +1,19 @@
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
-The container's entrypoint and `make serve` alike. Standard library only; needs `nginx` (on
-PATH or in /usr/sbin) and gunicorn importable by this Python. Files: deploy/nginx.conf
-(a template rendered at start into $RUN_DIR/nginx.conf), deploy/gunicorn.conf.py, and the
-modules beside this file: stack_settings.py (the variables), stack_log.py (the log lines) and
-cpus.py (the CPUs nginx's `auto` worker count is taken from, as gunicorn's is).
+The container's entrypoint and `make serve` alike. Needs `nginx` (on PATH or in /usr/sbin)
+and gunicorn importable by this Python. Files: deploy/nginx.conf (a template rendered at
+start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py, from the working directory;
+the package's settings.py (the variables), jsonlog.py (the log lines) and cpus.py (the CPUs
+nginx's `auto` worker count is taken from, as gunicorn's is). Never imports the app.
 
-    python deploy/serve.py            start the stack (and the metrics listener) in the foreground
-    python deploy/serve.py render     write $RUN_DIR/nginx.conf and print its path
-    python deploy/serve.py check      exit 0 if GET /livez through nginx answers 200
+    python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
+    python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
+    python -m {{ cookiecutter.package_name }}_stack check     exit 0 if GET /livez through nginx answers 200
 
-Environment: every variable is defined, bounded and documented once in deploy/stack_settings.py
-(docs/settings.md lists them); all are checked here at start, and a wrong value stops the runner
-with one line naming it. nginx's timeouts are derived from the app's request deadline and
-rendered into nginx.conf (the timeout chain, docs/settings.md).
-The environment passes through to gunicorn.conf.py, which reads the same module.
+Environment and .env: settings.py reads and checks every variable at start (docs/settings.md);
+a wrong value stops the runner with one line naming it. nginx's timeouts are derived from the
+app's request deadline, whichever source set it, and rendered into nginx.conf; gunicorn.conf.py
+reads the same settings from the same sources.
 
 On SIGHUP: a new gunicorn generation starts on a socket of its own; once it answers, that
 socket atomically replaces $RUN_DIR/gunicorn.sock, the one path nginx ever connects to (nginx
@@ -26,7 +25,7 @@ On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, re
 flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
 either process dies on its own, the other is stopped, and so are the workers the dead one
 left behind; the exit status is 1. Logs: one JSON object per line on stdout, from every
-process, by deploy/stack_log.py's formatter: this runner's, gunicorn's and the app's own,
+process, by jsonlog.py's formatter: this runner's, gunicorn's and the app's own,
 nginx's error log (text, turned into JSON here), nginx's access log (JSON, checked here).
 """
 
@@ -52,7 +51,14 @@ from typing import TYPE_CHECKING, Any
 
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
 from .jsonlog import access_lines, json_line, nginx_error_line, stderr_line
-from .settings import STOP_MARGIN, SettingError, StackSettings, nginx_time
+from .settings import (
+    STOP_MARGIN,
+    UPSTREAM_KEEPALIVE_TIME,
+    SettingError,
+    StackSettings,
+    load,
+    nginx_time,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -65,7 +71,7 @@ _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
 
 def log(level: str, message: str, /, **fields: Any) -> None:
-    """Write one log line, by the stack's one formatter (deploy/stack_log.py)."""
+    """Write one log line, by the stack's one formatter (jsonlog.py)."""
     sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
     sys.stdout.flush()
 
@@ -127,7 +133,7 @@ def nginx_workers(
     """nginx's worker count, and where it came from (logged once at start).
 
     NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs this container may use
-    (deploy/cpus.py: affinity lowered by any cgroup quota), the count gunicorn.conf.py sizes
+    (cpus.py: affinity lowered by any cgroup quota), the count gunicorn.conf.py sizes
     its workers from. nginx's own `auto` counts the machine's online CPUs
     (sysconf(_SC_NPROCESSORS_ONLN), as nginx's maintainers say in nginx/docker-nginx issue
     31), so 64 workers for `docker run --cpus 1` on a 64-core host.
@@ -170,10 +176,11 @@ def nginx_values(
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
         "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
         "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
-        # The timeout chain (stack_settings.TimeoutChain): derived from the app's deadline.
+        # The timeout chain (settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
+        "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
     }
 
 
@@ -429,7 +436,7 @@ class Stack:
         return child
 
     def start_metrics(self) -> Child:
-        """The metrics listener (deploy/metrics.py) on METRICS_PORT; its own process, so a
+        """The metrics listener (metrics_listener.py) on METRICS_PORT; its own process, so a
         scrape is answered while the workers are busy, blocked or being replaced."""
         env = dict(os.environ)
         # The same variables as the runner's, already checked; the directory made explicit.
@@ -540,10 +547,8 @@ class Stack:
         # keepalive_time. Those left after that (and a margin) sat idle in nginx's cache
         # since the swap: the old generation closes them at once on TERM, and nginx drops
         # them from its cache as it sees them close.
-        conf = self.settings.rendered_conf.read_text(encoding="utf-8")
         drained = self.wait_until(
-            lambda: _connections_to(old_socket) == 0,
-            _directive_seconds(conf, "keepalive_time") + STOP_MARGIN,
+            lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
         )
         if not drained and self.requested is None:
             log(
@@ -640,14 +645,6 @@ def _check_port_free(settings: Settings) -> None:
                 f"port {settings.port} in use on {settings.listen_address}; set PORT"
                 f" ({exc.strerror})"
             ) from None
-
-
-def _directive_seconds(conf_text: str, name: str) -> float:
-    """The value in seconds of an nginx directive ("5s", "5", "500ms"); 0 when absent."""
-    match = re.search(rf"^\s*{name}\s+(\d+)(ms|s)?\s*;", conf_text, re.MULTILINE)
-    if match is None:
-        return 0.0
-    return int(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
 
 
 def _connections_to(bound: Path) -> int:
@@ -853,7 +850,7 @@ def check(settings: Settings) -> int:
 def main(argv: list[str]) -> int:
     command = argv[1] if len(argv) > 1 else "serve"
     try:
-        settings = Settings.from_env(os.environ)
+        settings = load(os.environ)
         if command == "serve":
             return serve(settings)
         if command == "render":
@@ -866,5 +863,3 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)
     return 2
-
-

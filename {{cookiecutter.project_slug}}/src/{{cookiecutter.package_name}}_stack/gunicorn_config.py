@@ -1,0 +1,170 @@
+"""What deploy/gunicorn.conf.py needs in code: the worker class, the JSON logger, the worker count
+and the metrics hooks.
+
+deploy/gunicorn.conf.py stays a short file of settings a person edits; it takes these by name.
+Depends on gunicorn, uvicorn-worker, prometheus-client (imported in a hook only) and the
+stack's own settings.py, cpus.py and jsonlog.py; never on the app.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from gunicorn.glogging import Logger
+from uvicorn_worker import UvicornWorker
+
+from .cpus import usable_cpus
+from .jsonlog import JsonFormatter
+from .settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, StackSettings, load
+
+# Said at info level on every start or stop, and of no use to an operator: the worker class
+# (fixed in gunicorn.conf.py), and gunicorn 27 closing an already-closed listener socket on
+# exit ("Error while closing socket [Errno 9] Bad file descriptor"). Kept at debug level.
+_NOISE = ("Using worker: %s", "Error while closing socket %s")
+_SHM = Path("/dev/shm")  # noqa: S108 - tmpfs on purpose: only gunicorn's heartbeat files go there
+
+
+@functools.cache
+def settings() -> StackSettings:
+    """The stack's settings, read once per process; a refusal is one line, not a traceback."""
+    try:
+        return load(os.environ)
+    except SettingError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def heartbeat_dir(stack: StackSettings) -> str | None:
+    """WORKER_TMP_DIR, else tmpfs: heartbeats cost no disk I/O and need no writable root."""
+    if stack.worker_tmp_dir is not None:
+        return stack.worker_tmp_dir
+    return str(_SHM) if _SHM.is_dir() else None
+
+
+class Workers(NamedTuple):
+    """The worker count gunicorn runs, and where it came from (logged once at start)."""
+
+    number: int
+    source: str
+    cpus: int
+    cpu_facts: dict[str, Any]
+
+
+def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
+    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS.
+
+    MIN_WORKERS defaults to two: while one worker is recycled or killed by the watchdog the
+    other serves. MAX_WORKERS to eight: each worker holds a whole copy of the app; past a
+    handful, more replicas scale better.
+    """
+    if stack.web_concurrency is not None:
+        return stack.web_concurrency, "WEB_CONCURRENCY"
+    computed = round(cpus * stack.workers_per_core)
+    return max(1, min(stack.max_workers, max(stack.min_workers, computed))), "cpus"
+
+
+@functools.cache
+def workers() -> Workers:
+    """The worker count for the CPUs cpus.py counts (nginx's `auto` counts the same ones)."""
+    cpus, facts = usable_cpus()
+    count, source = worker_count(settings(), cpus)
+{%- if cookiecutter.database == "postgresql" %}
+    # The workers inherit this: each sizes its database pool to its share of the connection
+    # budget (src/{{ cookiecutter.package_name }}/db/pool.py), so the shares add up to the budget.
+    os.environ[WORKERS_EXPORT_NAME] = str(count)
+{%- endif %}
+    return Workers(count, source, cpus, facts)
+
+
+class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
+    """UvicornWorker plus what it does not map from gunicorn's settings.
+
+    graceful_timeout becomes uvicorn's timeout_graceful_shutdown (otherwise uvicorn waits for
+    open connections forever and gunicorn kills the worker mid-response), and a concurrency
+    cap makes an overloaded worker answer 503 at once instead of queueing without bound.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The exact (possibly fractional) drain; gunicorn's own value is rounded up.
+        stack = settings()
+        graceful = min(stack.graceful_timeout, float(self.cfg.graceful_timeout))
+        self.config.timeout_graceful_shutdown = graceful
+        self.config.limit_concurrency = stack.limit_concurrency or None
+
+
+class OperatorFilter(logging.Filter):
+    """Move gunicorn's noise (``_NOISE``) to debug level; shape uvicorn's access records.
+
+    uvicorn's access record carries (client, method, path, HTTP version, status) as %-args:
+    they become the access-log contract's fields, so its line reads like the app's.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _NOISE and record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        args = record.args
+        if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
+            client, method, path, _, status = args
+            record.__dict__.update(method=method, path=path, status=status, client=client)
+        return True
+
+
+class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logger is Any
+    """gunicorn's logger with the stack's JSON lines on stdout, for gunicorn's and uvicorn's
+    records (uvicorn's worker reuses these handlers)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                if isinstance(handler, logging.StreamHandler):
+                    handler.setStream(sys.stdout)
+                handler.setFormatter(JsonFormatter())
+                handler.addFilter(OperatorFilter())
+
+
+# --- hooks: the metrics directory (metrics_listener.py, docs/observability.md) ------------
+
+
+def on_starting(server: Any) -> None:
+    """Log the worker-count decision once, from the master; ready the metrics directory.
+
+    Each worker writes its Prometheus values to files there, and the metrics listener adds
+    them up. Set here, before any worker imports prometheus_client (it reads the variable at
+    import), not when gunicorn.conf.py is imported: tools import that file too.
+    """
+    stack, decided = settings(), workers()
+    directory = stack.metrics_dir
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    # PROMETHEUS_MULTIPROC_DIR given: the runner cleaned it at its start, and a reload's new
+    # gunicorn must keep the counts. Started on its own: a previous run's files would be
+    # added to this run's counts.
+    if stack.prometheus_multiproc_dir is None and directory.is_dir():
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+    directory.mkdir(parents=True, exist_ok=True)
+    server.log.info(
+        "worker count decided",
+        extra={
+            "workers": decided.number,
+            "source": decided.source,
+            "cpus": decided.cpus,
+            **decided.cpu_facts,
+        },
+    )
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker died (recycled, killed, crashed): drop its in-flight gauge, keep its counts."""
+    del server  # gunicorn's hook signature
+    # Imported here: the master must not import prometheus_client before on_starting.
+    from prometheus_client import multiprocess  # noqa: PLC0415
+
+    # prometheus_client leaves this function unannotated.
+    multiprocess.mark_process_dead(worker.pid, str(settings().metrics_dir))  # type: ignore[no-untyped-call]
