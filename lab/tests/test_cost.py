@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.cost import Cost, CostBudget, check, load_budget, table
+from lab.cost import Cost, CostBudget, check, load_budget, table
 
 PROJECT = Path(__file__).resolve().parents[2]
 

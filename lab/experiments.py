@@ -1,36 +1,36 @@
-"""What the benchmark measures: each experiment is a few configurations against a baseline.
+"""What the lab measures: each experiment is a few configurations against a baseline.
 
-Pure data, no I/O. A configuration names the app variant (bench/apps.py), the server that runs
-it, the worker count, and whether nginx (deploy/nginx.conf, varied by bench/nginx.py) sits in
-front. `quick=True` marks the configurations `make bench-quick` measures: those the budgets
-(bench/budgets.toml) need, in short runs.
+Pure data, no I/O. A configuration names the app variant (lab/apps.py), the server that runs
+it, the worker count, and whether nginx (the project's deploy/nginx.conf, varied by
+lab/nginx.py) sits in front. `quick=True` marks the configurations `./scripts/bench --quick`
+measures: those the budgets (lab/budgets.toml) need, in short runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-{%- if cookiecutter.database == "postgresql" %}
 from pathlib import Path
-{%- endif %}
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
-# The app's endpoints (bench/apps.py): small JSON and 1 MiB, each as `async def` and `def`
+# The app's endpoints (lab/apps.py): small JSON and 1 MiB, each as `async def` and `def`
 # (the `def` ones serve the template's experiments, scripts/experiments).
 SMALL = "/bench/small"
 SMALL_SYNC = "/bench/small-sync"
 LARGE = "/bench/1mb"
 LARGE_SYNC = "/bench/1mb-sync"
-{%- if cookiecutter.database == "postgresql" %}
-# The example resource, stored in PostgreSQL (api/items_db.py); POSTs are shaped by a wrk script.
+# The example resource of a database=postgresql bake (api/items_db.py); POSTs are shaped by
+# a wrk script.
 ITEMS = "/items"
 ITEMS_CREATE_SCRIPT = Path(__file__).with_name("items_create.lua")
-{%- endif %}
 
-# The app's access-log switch (settings.py): off by default, nginx logs every request.
-ACCESS_LOG = "{{ cookiecutter.package_name | upper }}_ACCESS_LOG"
+
+def access_log_variable(package: str) -> str:
+    """The app's access-log switch (its settings.py, prefix the package's name): off by
+    default, nginx logs every request."""
+    return f"{package.upper()}_ACCESS_LOG"
 
 Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
 
@@ -48,7 +48,7 @@ class Front:
 class Stack:
     """A set of processes serving one app variant; configurations may share one."""
 
-    # A variant of bench/apps.py ("bare", "shipped"), or any "module:attribute" app.
+    # A variant of lab/apps.py ("bare", "shipped"), or any "module:attribute" app.
     app: str = "shipped"
     server: Server = "gunicorn-uvicorn"
     workers: int | None = None  # None: what deploy/gunicorn.conf.py decides for this machine
@@ -64,10 +64,8 @@ class Config:
     stack: Stack
     path: str = SMALL
     quick: bool = False
-{%- if cookiecutter.database == "postgresql" %}
     # A wrk Lua script that shapes the request (a POST with its body); None: a plain GET.
     script: Path | None = None
-{%- endif %}
 
 
 @dataclass(frozen=True)
@@ -87,30 +85,26 @@ class Experiment:
         raise KeyError(f"{self.id} has no configuration {config_id!r}")
 
 
-{% if cookiecutter.database == "postgresql" -%}
-def experiments(cpus: int, default_workers: int, *, item_id: int) -> list[Experiment]:
-    """This service's own experiments, on a machine with `cpus` CPUs where the shipped config
-    runs `default_workers` workers, and where the item `item_id` exists in the database
-    (bench/database.py creates it).
-{%- else -%}
-def experiments(cpus: int, default_workers: int) -> list[Experiment]:
-    """This service's own experiments, on a machine with `cpus` CPUs where the shipped config
-    runs `default_workers` workers.
-{%- endif %}
+def experiments(
+    cpus: int, default_workers: int, *, package: str, item_id: int | None = None
+) -> list[Experiment]:
+    """The service's experiments, on a machine with `cpus` CPUs where the shipped config
+    runs `default_workers` workers; `package` is the app's package (its settings' prefix).
+    With `item_id` (an item lab/database.py created in the database), the items experiment.
 
     The template's experiment grid (BaseHTTPMiddleware twins, transports, worker counts,
-    servers, buffering) lives in the template repository (scripts/experiments), not here:
-    it argues the defaults once; this measures the service as it ships.
+    servers, buffering: scripts/experiments) extends these; they measure the service as it
+    ships.
     """
     del cpus  # the lean list does not vary with the machine; the signature is shared
     production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
     direct = Stack()  # gunicorn as shipped, wrk straight to it over TCP
-    return [
+    chosen = [
         Experiment(
             id="middleware",
             title="Middleware: the bare app and the default pure-ASGI stack",
             question="What does the shipped middleware stack cost in requests/s? One worker, "
-            "no nginx, so the app is the bottleneck. `make bench-check` gates the same "
+            "no nginx, so the app is the bottleneck. The cost gate (instructions) answers the same "
             "question by instruction counts, which noise cannot move. The app's access log "
             "is off by default (nginx logs every request with the same id); the last row "
             "shows what turning it on costs.",
@@ -128,7 +122,7 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                 Config(
                     "default-access-log",
                     "default stack + the app's access log",
-                    Stack(app="shipped", workers=1, env=((ACCESS_LOG, "true"),)),
+                    Stack(app="shipped", workers=1, env=((access_log_variable(package), "true"),)),
                 ),
             ),
         ),
@@ -159,7 +153,11 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                 ),
             ),
         ),
-{%- if cookiecutter.database == "postgresql" %}
+    ]
+    if item_id is None:
+        return chosen
+    return [
+        *chosen,
         Experiment(
             id="items",
             title="Items in PostgreSQL: the whole stack against gunicorn directly",
@@ -204,7 +202,6 @@ def experiments(cpus: int, default_workers: int) -> list[Experiment]:
                 ),
             ),
         ),
-{%- endif %}
     ]
 
 
@@ -213,7 +210,7 @@ def select(
 ) -> list[Experiment]:
     """The experiments ``only`` names (all when None); with ``quick``, each keeps its quick
     configurations and those left with none are dropped. ValueError names unknown ids.
-    Shared by `python -m bench run` and the template's scripts/experiments."""
+    Shared by `./scripts/bench` and `./scripts/experiments`."""
     if only:
         unknown = set(only) - {experiment.id for experiment in chosen}
         if unknown:

@@ -13,16 +13,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
-{%- if cookiecutter.database == "postgresql" %}
 from typing import TYPE_CHECKING, TypedDict, Unpack
-{%- else %}
-from typing import TypedDict, Unpack
-{%- endif %}
-{%- if cookiecutter.database == "postgresql" %}
 
 if TYPE_CHECKING:
     from pathlib import Path
-{%- endif %}
 
 INSTALL_HINT = (
     "wrk (the HTTP load generator) is not on PATH: install it with `sudo apt-get install wrk`"
@@ -99,18 +93,14 @@ class Shape(TypedDict, total=False):
     """What may vary between runs besides the URL, duration and connections."""
 
     threads: int  # wrk's threads [1]
-{%- if cookiecutter.database == "postgresql" %}
-    script: Path | None  # a Lua script that shapes the request (bench/items_create.lua: a POST)
-{%- endif %}
+    script: Path | None  # a Lua script that shapes the request (lab/items_create.lua: a POST)
 
 
 def wrk_command(
     wrk: str, url: str, *, duration_s: float, connections: int, **shape: Unpack[Shape]
 ) -> list[str]:
     """The command line of one run: fixed duration, keep-alive connections, latency percentiles."""
-{%- if cookiecutter.database == "postgresql" %}
     script = shape.get("script")
-{%- endif %}
     return [
         wrk,
         f"--threads={shape.get('threads', 1)}",
@@ -120,9 +110,7 @@ def wrk_command(
         # A request slower than this counts as a timeout error instead of a latency sample.
         "--timeout=10s",
         "--latency",
-{%- if cookiecutter.database == "postgresql" %}
         *([f"--script={script}"] if script is not None else []),
-{%- endif %}
         url,
     ]
 

@@ -1,13 +1,14 @@
 """Serve requests to the app in process, in forked children: what valgrind counts.
 
-    python -m bench.drive VARIANT... [--counts 100,600] [--warmup 200] [--factory M:F]
+    python -m lab.drive VARIANT... [--counts 100,600] [--warmup 200] [--factory M:F]
                                      [--path /livez] [--manifest FILE]
 
-Run by bench/cost.py under valgrind's cachegrind. VARIANT is ``default`` (the app exactly as
+Run by lab/cost.py under valgrind's cachegrind, in the measured project's Python. VARIANT is ``default`` (the app exactly as
 the factory builds it), ``bare`` (the same app with its middleware list emptied) or
 ``only:N`` (the bare app plus the factory's N-th middleware, outermost first). The factory
-defaults to ``{{ cookiecutter.package_name }}.main:create_app``, so the stack measured is always
-the one the app ships, middleware added later included.
+is the project's own (lab/project.py finds it: ``create_app`` beside the app gunicorn
+serves), so the stack measured is always the one the app ships, middleware added later
+included.
 
 Every variant is imported, built, started (lifespan) and warmed up first; then, for each
 variant and each count, a forked child serves that many requests and exits. A child's
@@ -15,7 +16,8 @@ instruction count is the parent's up to the fork plus its own requests, so the d
 between two children of one variant is exactly the cost of the extra requests.
 
 No server and no socket: the ASGI app is called directly, one task per request as uvicorn
-does, with the headers nginx sends (deploy/nginx.conf). Depends on the project's package.
+does, with the headers nginx sends (deploy/nginx.conf). Depends on the project's package and
+Starlette's types only.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
     # task can run (ASGIApp only promises an awaitable).
     App = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
 
-DEFAULT_FACTORY = "{{ cookiecutter.package_name }}.main:create_app"
 DEFAULT_PATH = "/livez"
 
 # What nginx sends, in its order: its proxy_set_header lines first (deploy/nginx.conf; the
@@ -55,7 +56,7 @@ _HEADERS = [
 ]
 
 
-def build(variant: str, factory: str = DEFAULT_FACTORY) -> Any:
+def build(variant: str, factory: str) -> Any:
     """The factory's app, with its middleware list cut down as the variant says."""
     module_name, _, function = factory.partition(":")
     application = getattr(importlib.import_module(module_name), function)()
@@ -159,11 +160,11 @@ def _child(app: App, requests: int, path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.drive", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.drive", description=__doc__)
     parser.add_argument("variants", nargs="+", help="default, bare, only:N, or each (every only:N)")
     parser.add_argument("--counts", default="100,600", help="requests per child [100,600]")
     parser.add_argument("--warmup", type=int, default=200, help="requests before forking [200]")
-    parser.add_argument("--factory", default=DEFAULT_FACTORY)
+    parser.add_argument("--factory", required=True, help="the app factory, module:function")
     parser.add_argument("--path", default=DEFAULT_PATH)
     parser.add_argument("--manifest", type=Path, help="write child pid -> variant, count here")
     args = parser.parse_args(argv)
@@ -175,7 +176,7 @@ def main(argv: list[str]) -> int:
     ]
     apps = [build(variant, args.factory) for variant in variants]
     # Every variant is built, started and warmed up BEFORE any fork, so each child inherits
-    # the same process and differs only in what it serves; see bench/cost.py.
+    # the same process and differs only in what it serves; see lab/cost.py.
     asyncio.run(_start(apps, args.warmup, args.path))
     # gunicorn's workers fork from a warm master too; freezing keeps the collector from
     # walking the start-up objects, so a collection costs what it costs a serving worker.

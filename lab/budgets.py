@@ -1,7 +1,7 @@
-"""Check a results file against the budgets in bench/budgets.toml.
+"""Check a results file against the throughput budgets in lab/budgets.toml.
 
-Pure logic (no processes): `check_budgets` returns one outcome per budget; the CLI prints
-them and exits non-zero when any failed.
+Pure logic (no processes): `check_budgets` returns one outcome per budget whose experiment
+ran; the CLI prints them and exits non-zero when any failed.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.stats import ratio
+from lab.stats import ratio
 
 if TYPE_CHECKING:
-    from bench.results import Results
+    from lab.results import Results
 
 BUDGETS_FILE = Path(__file__).with_name("budgets.toml")
 
@@ -50,10 +50,13 @@ def load_budgets(path: Path = BUDGETS_FILE) -> BudgetSet:
 
 
 def check_budgets(results: Results, budgets: BudgetSet) -> list[Outcome]:
-    """Judge every budget on results; a configuration missing from the run fails its budget."""
+    """Judge every budget whose experiment ran (`--only`, or no database: the others are
+    left out); a configuration missing from an experiment that ran fails its budget."""
     outcomes = []
     for budget in budgets.budgets:
         experiment = results.experiment(budget.experiment)
+        if experiment is None:
+            continue
         candidate = experiment.config(budget.candidate) if experiment else None
         baseline = experiment.config(budget.baseline) if experiment else None
         if candidate is None or baseline is None:

@@ -22,13 +22,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from bench.nginx import nginx_binary
-from bench.results import ConfigResult, ExperimentResult, Results
-from bench.servers import Launcher, Processes
-from bench.wrk import WrkResult, find_wrk, run_wrk
+from lab.nginx import nginx_binary
+from lab.results import ConfigResult, ExperimentResult, Results
+from lab.servers import Launcher, Processes
+from lab.wrk import WrkResult, find_wrk, run_wrk
 
 if TYPE_CHECKING:
-    from bench.experiments import Experiment
+    from lab.experiments import Experiment
+    from lab.project import Project
 
 # Rough costs before anything is measured, for the first time-left estimate.
 RUN_OVERHEAD_S = 0.3
@@ -111,7 +112,7 @@ def _version(command: list[str]) -> str:
     return lines[0] if lines else "unknown"
 
 
-def machine_facts(project: Path) -> dict[str, object]:
+def machine_facts() -> dict[str, object]:
     versions = {}
     for package in ("fastapi", "starlette", "pydantic", "uvicorn", "uvicorn-worker", "gunicorn"):
         try:
@@ -119,7 +120,7 @@ def machine_facts(project: Path) -> dict[str, object]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = "missing"
     versions["Python"] = platform.python_version()
-    versions["nginx"] = _version([nginx_binary(project), "-v"]).rpartition("/")[2]
+    versions["nginx"] = _version([nginx_binary(), "-v"]).rpartition("/")[2]
     versions["wrk"] = _version([find_wrk(), "-v"]).split()[1]
     return {
         "cpus": len(os.sched_getaffinity(0))
@@ -135,7 +136,7 @@ def _now() -> str:
 
 
 def run_experiments(  # noqa: PLR0913 - keyword-only, each named at the one call site
-    project: Path,
+    project: Project,
     experiments: list[Experiment],
     settings: RunSettings,
     *,
@@ -171,7 +172,7 @@ def run_experiments(  # noqa: PLR0913 - keyword-only, each named at the one call
         command=command,
         started=started,
         finished=_now(),
-        machine=machine_facts(project),
+        machine=machine_facts(),
         settings={**asdict(settings), "default_workers": default_workers},
         experiments=measured,
     )
@@ -200,7 +201,6 @@ def _run_experiment(
             for config in configs[shift:] + configs[:shift]:
                 url = urls[config.stack] + config.path
                 began = time.monotonic()
-{%- if cookiecutter.database == "postgresql" %}
                 run_wrk(
                     wrk, url, duration_s=settings.warmup_s, connections=settings.connections,
                     script=config.script,
@@ -209,13 +209,6 @@ def _run_experiment(
                     wrk, url, duration_s=settings.duration_s, connections=settings.connections,
                     threads=settings.wrk_threads, script=config.script,
                 )  # fmt: skip
-{%- else %}
-                run_wrk(wrk, url, duration_s=settings.warmup_s, connections=settings.connections)
-                result = run_wrk(
-                    wrk, url, duration_s=settings.duration_s, connections=settings.connections,
-                    threads=settings.wrk_threads,
-                )  # fmt: skip
-{%- endif %}
                 results[config.id].runs.append(result)
                 progress.run_done(
                     f"{experiment.id} / {config.label} (run {round_index + 1}/{settings.runs})",

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.stats import Summary, summarize
-from bench.wrk import WrkResult
+from lab.stats import Summary, summarize
+from lab.wrk import WrkResult
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bench.budgets import load_budgets
-from bench.report import advice, markdown
-from bench.results import ConfigResult, ExperimentResult, Results
-from bench.wrk import WrkResult
+from lab.budgets import load_budgets
+from lab.report import advice, markdown
+from lab.results import ConfigResult, ExperimentResult, Results
+from lab.wrk import WrkResult
 
 MACHINE = {"cpus": 2, "platform": "Linux", "versions": {"nginx": "1.22.1"}}
 SETTINGS = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from bench.budgets import Budget, BudgetSet, check_budgets, load_budgets
-from bench.experiments import experiments
-from bench.results import ConfigResult, ExperimentResult, Results
-from bench.wrk import WrkResult
+from lab.budgets import Budget, BudgetSet, check_budgets, load_budgets
+from lab.experiments import experiments
+from lab.results import ConfigResult, ExperimentResult, Results
+from lab.wrk import WrkResult
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,10 +18,10 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
-from bench.budgets import load_budgets
-from bench.report import budgets_table
-from bench.results import ConfigResult, ExperimentResult, Results
-from bench.wrk import WrkError, WrkResult, find_wrk
+from lab.budgets import load_budgets
+from lab.report import budgets_table
+from lab.results import ConfigResult, ExperimentResult, Results
+from lab.wrk import WrkError, WrkResult, find_wrk
 
 from .tables import fetch
 from .test_docs import doc_commands

@@ -6,8 +6,9 @@ outlive the benchmark, even on Ctrl-C or an error. Their output goes through a p
 small in-memory tail (the app logs every request: files would grow by gigabytes), shown when
 a server fails to start.
 
-Inputs: the project directory (deploy/gunicorn.conf.py, deploy/serve.py, deploy/nginx.conf,
-bench/apps.py) and the Python running the benchmark, which must have gunicorn and uvicorn.
+Inputs: the project (lab/project.py: its deploy/gunicorn.conf.py and deploy/nginx.conf, its
+app factory for lab/apps.py) and the Python running the lab, the project's own, which has
+gunicorn and uvicorn.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench import nginx
+from lab import nginx
+from lab.project import FACTORY_VARIABLE
 
 if TYPE_CHECKING:
-    from bench.experiments import Stack
+    from lab.experiments import Stack
+    from lab.project import Project
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
@@ -166,26 +169,28 @@ def wait_ready(process: Process, address: Path | tuple[str, int], path: str) -> 
     raise ServerError(f"{process.name}: GET {path} answered {status}:\n{process.output()}")
 
 
-def shipped_worker_count(project: Path) -> int:
+def shipped_worker_count(project: Project) -> int:
     """The worker count deploy/gunicorn.conf.py decides on this machine (WEB_CONCURRENCY...)."""
-    namespace = runpy.run_path(str(project / "deploy" / "gunicorn.conf.py"))
+    namespace = runpy.run_path(str(project.gunicorn_conf))
     return int(namespace["workers"])
 
 
 class Launcher:
     """Starts the processes of a Stack and returns the URL wrk should load."""
 
-    def __init__(self, project: Path, workdir: Path, processes: Processes) -> None:
+    def __init__(self, project: Project, workdir: Path, processes: Processes) -> None:
         self.project = project
         self.workdir = workdir
         self.processes = processes
         self.count = 0
         self.env = dict(os.environ)
-        # The project root for `bench`, src/ for the package when it is not installed,
-        # deploy/ for the stack's formatter (deploy/stack_log.py), which logs.py imports.
-        paths = [str(project), str(project / "src"), str(project / "deploy")]
+        # The template's root for `lab` (the servers import lab.apps), the project's src/ for
+        # its packages when they are not installed.
+        paths = [str(Path(__file__).resolve().parent.parent), str(project.root / "src")]
         paths.append(self.env.get("PYTHONPATH", ""))
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        if project.factory is not None:
+            self.env[FACTORY_VARIABLE] = project.factory
 
     def start(self, stack: Stack, ready_path: str) -> str:
         self.count += 1
@@ -204,12 +209,12 @@ class Launcher:
         site = nginx.prepare(self.project, run_dir / "nginx", free_port(), stack.front, app_address)
         # Every process runs in the project directory: easy to find, by cwd, if one survived.
         env = {"PATH": self.env["PATH"], "TZ": "UTC"}
-        proxy = self.processes.start("nginx", site.command, env, self.project)
+        proxy = self.processes.start("nginx", site.command, env, self.project.root)
         wait_ready(proxy, ("127.0.0.1", site.port), ready_path)
         return f"http://127.0.0.1:{site.port}"
 
     def _start_app(self, stack: Stack, run_dir: Path, address: Path | tuple[str, int]) -> Process:
-        module = stack.app if ":" in stack.app else f"bench.apps:{stack.app}"
+        module = stack.app if ":" in stack.app else f"lab.apps:{stack.app}"
         env = dict(self.env, **dict(stack.env))
         if stack.server == "uvicorn":
             if not isinstance(address, tuple) or stack.workers is None:
@@ -221,7 +226,7 @@ class Launcher:
                 # As gunicorn.conf.py: the app logs each request itself; nginx's keepalive.
                 "--no-access-log", "--timeout-keep-alive", "75",
             ]  # fmt: skip
-            return self.processes.start(f"uvicorn ({stack.app})", argv, env, self.project)
+            return self.processes.start(f"uvicorn ({stack.app})", argv, env, self.project.root)
         env.update(APP_MODULE=module, RUN_DIR=str(run_dir))
         if stack.workers is not None:
             env["WEB_CONCURRENCY"] = str(stack.workers)
@@ -230,7 +235,7 @@ class Launcher:
             "-m",
             "gunicorn",
             "--config",
-            str(self.project / "deploy" / "gunicorn.conf.py"),
+            str(self.project.gunicorn_conf),
         ]
         if isinstance(address, Path):
             env["GUNICORN_SOCKET"] = str(address)
@@ -241,5 +246,5 @@ class Launcher:
         if stack.threads is not None:
             argv += ["--threads", str(stack.threads)]
         return self.processes.start(
-            f"gunicorn ({stack.server}, {stack.app})", argv, env, self.project
+            f"gunicorn ({stack.server}, {stack.app})", argv, env, self.project.root
         )

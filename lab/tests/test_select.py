@@ -1,7 +1,7 @@
 """--only and --quick: which experiments and configurations a run measures (bench/experiments)."""
 
 import pytest
-from bench.experiments import Config, Experiment, Stack, select
+from lab.experiments import Config, Experiment, Stack, select
 
 STACK = Stack()
 WITH_QUICK = Experiment(

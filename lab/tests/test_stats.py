@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bench.stats import Outcome, best_within, compare, percent_change, ratio, summarize
-from bench.wrk import WrkResult
+from lab.stats import Outcome, best_within, compare, percent_change, ratio, summarize
+from lab.wrk import WrkResult
 
 
 def run(rps: float, *, p50: float = 1.0, p99: float = 5.0, errors: int = 0) -> WrkResult:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from bench.wrk import WrkResult
+    from lab.wrk import WrkResult
 
 
 @dataclass(frozen=True)

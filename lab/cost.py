@@ -1,19 +1,20 @@
-"""Instructions per request, counted by valgrind: the gate `make bench-check` runs.
+"""Instructions per request, counted by valgrind: the cost gate (`./scripts/bench DIR`).
 
 Throughput ratios from wrk move by +-20 % between two-second runs on a shared machine, so
 they cannot gate anything. The number of instructions the CPU executes for one request does
 not depend on the machine's load: valgrind's cachegrind counts them, and the same command
 gives the same count to within a fraction of a percent on any machine.
 
-bench/drive.py serves the app in process under cachegrind, in forked children; for each
+lab/drive.py serves the app in process under cachegrind, in forked children; for each
 variant, the difference between a child that served N requests and one that served M is
-the cost of M - N requests, without start-up. The variants come from the app factory
-(main.py's ``create_app``): ``bare`` (its middleware list emptied), ``default`` (as shipped)
+the cost of M - N requests, without start-up. The variants come from the project's app factory
+(``create_app``, lab/project.py): ``bare`` (its middleware list emptied), ``default`` (as shipped)
 and each middleware on its own, so middleware added to main.py later is counted with no
-list to keep here. The budget is a ratio, default / bare, in bench/budgets.toml.
+list to keep here. The budget is a ratio, default / bare, in lab/budgets.toml (the
+template's CI blocks on it, tests/test_bench.py).
 
 Depends on valgrind (Debian/Ubuntu: ``apt-get install valgrind``) and the project's
-dependencies in the running Python.
+dependencies in the running Python (the project's own venv).
 """
 
 from __future__ import annotations
@@ -27,21 +28,24 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bench.drive import DEFAULT_FACTORY, DEFAULT_PATH
+from lab.drive import DEFAULT_PATH
+
+if TYPE_CHECKING:
+    from lab.project import Project
 
 INSTALL_HINT = (
     "valgrind is not on PATH: install it with `sudo apt-get install valgrind` (Debian/Ubuntu),"
-    " then run `make bench-check` again"
+    " then run ./scripts/bench again"
 )
 BUDGETS_FILE = Path(__file__).with_name("budgets.toml")
 # Requests per child: the difference (500) is what is measured; the first 100 of each
 # child pay for its fresh event loop, the same in every variant.
 COUNTS = (100, 600)
-{%- if cookiecutter.database == "postgresql" %}
-# Port 9 (discard): the app is built with it and never dials it on the path measured.
+# Port 9 (discard): an app with a database is built with it and never dials it on the path
+# measured.
 UNUSED_DATABASE_URL = "postgresql+asyncpg://bench:livez-never-connects@127.0.0.1:9/bench"
-{%- endif %}
 
 
 class CostError(RuntimeError):
@@ -110,9 +114,9 @@ def _summary(path: Path) -> int:
 
 
 def measure(
-    project: Path,
+    project: Project,
     *,
-    factory: str = DEFAULT_FACTORY,
+    factory: str | None = None,
     path: str = DEFAULT_PATH,
     each: bool = True,
 ) -> Cost:
@@ -120,13 +124,14 @@ def measure(
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise CostError(INSTALL_HINT)
+    factory = factory or project.need_factory()
     variants = ["bare", "default", *(["each"] if each else [])]
     # A clean environment, not the caller's: its size shifts the process's memory layout,
     # and with it which dict and set lookups collide (a make variable on the command line
     # moved a count by 0.4 %). Without the caller's settings variables the stack measured
-    # is the shipped default. On the path: the project root for `bench`, src/ for the
-    # package, deploy/ for the stack's log formatter (the app's logging set-up imports it).
-    paths = [str(project), str(project / "src"), str(project / "deploy")]
+    # is the shipped default. On the path: the template's root for `lab`, the project's src/
+    # for its packages when they are not installed.
+    paths = [str(Path(__file__).resolve().parent.parent), str(project.root / "src")]
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(
@@ -136,12 +141,11 @@ def measure(
         "PYTHONHASHSEED": "0",
         "LC_ALL": "C.UTF-8",
     }
-{%- if cookiecutter.database == "postgresql" %}
-    # The settings refuse to build the app without the database's URL, but GET /livez, the
-    # path measured, never opens a connection: without the caller's URL (CI's gate step has
-    # none), one that nothing answers on will do.
-    env["DATABASE_URL"] = os.environ.get("DATABASE_URL", UNUSED_DATABASE_URL)
-{%- endif %}
+    if project.database:
+        # The settings refuse to build the app without the database's URL, but GET /livez,
+        # the path measured, never opens a connection: without the caller's URL (the
+        # template's gate test has none), one that nothing answers on will do.
+        env["DATABASE_URL"] = os.environ.get("DATABASE_URL", UNUSED_DATABASE_URL)
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as workdir:
         out = Path(workdir)
         manifest = out / "manifest.json"
@@ -155,7 +159,7 @@ def measure(
         command = [
             valgrind, "--tool=cachegrind", "--cache-sim=no",
             "--cachegrind-out-file=cachegrind.%p",
-            sys.executable, "-m", "bench.drive", *variants,
+            sys.executable, "-m", "lab.drive", *variants,
             "--counts", ",".join(map(str, COUNTS)), "--factory", factory, "--path", path,
             "--manifest", manifest.name,
         ]  # fmt: skip

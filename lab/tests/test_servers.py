@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bench.servers import Processes, ServerError, free_port, wait_ready
+from lab.servers import Processes, ServerError, free_port, wait_ready
 
 # A parent that starts a child and both sleep: like gunicorn's master and its workers.
 FAMILY = """

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from {{ cookiecutter.package_name }}_stack import runner as serve
 from {{ cookiecutter.package_name }}_stack import settings as stack_settings
-from bench.experiments import Front
-from bench.nginx import NginxConfigError, vary
+from lab.experiments import Front
+from lab.nginx import NginxConfigError, vary
 
 PROJECT = Path(__file__).resolve().parents[2]
 RUN_DIR = "/srv/bench-x"  # never created: the config is only rendered

@@ -1,18 +1,25 @@
-"""The app variants the benchmark serves, as `bench.apps:<variant>`.
+"""The app variants the lab serves, as `lab.apps:<variant>`.
 
-- shipped: the real application from `{{ cookiecutter.package_name }}.main.create_app()`, with its
-  middleware stack, plus the benchmark's endpoints.
+- shipped: the service's real application from its factory (``$LAB_FACTORY``, which
+  lab/project.py found: ``create_app`` beside the app gunicorn serves), with its middleware
+  stack, plus the lab's endpoints under /bench.
 - bare: the same app with no middleware at all: the baseline.
 
-The template's experiments (scripts/experiments in the template repository) build their
-variants, such as BaseHTTPMiddleware twins, on `build_bare()`.
+The template's experiments (scripts/experiments) build their variants, such as the
+BaseHTTPMiddleware twins, on `build_bare()`.
 
-Each variant is built only when a server imports it (module `__getattr__`).
+Each variant is built only when a server imports it (module `__getattr__`). Runs in the
+measured project's Python (its servers import this module); depends on FastAPI.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+
 from fastapi import APIRouter, FastAPI, Response
+
+from lab.project import FACTORY_VARIABLE
 
 ONE_MIB = 1024 * 1024
 # Built once: the 1 MiB experiment measures moving bytes through the stack, not encoding JSON.
@@ -43,9 +50,8 @@ def large_sync() -> Response:
 
 def build_shipped() -> FastAPI:
     """The real app (its middlewares, settings, routes and logging) with the endpoints added."""
-    from {{ cookiecutter.package_name }}.main import create_app  # noqa: PLC0415 - see module docstring
-
-    application = create_app()
+    module, _, function = os.environ[FACTORY_VARIABLE].partition(":")
+    application: FastAPI = getattr(importlib.import_module(module), function)()
     application.include_router(router)
     return application
 
@@ -63,7 +69,7 @@ _BUILDERS = {"bare": build_bare, "shipped": build_shipped}
 
 
 def __getattr__(name: str) -> FastAPI:
-    # Servers import "bench.apps:<variant>" with getattr, which lands here (PEP 562).
+    # Servers import "lab.apps:<variant>" with getattr, which lands here (PEP 562).
     if name not in _BUILDERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     application = _BUILDERS[name]()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bench import apps
-from bench.experiments import ACCESS_LOG
+from lab import apps
+from lab.experiments import ACCESS_LOG
 from fastapi.testclient import TestClient
 
 VARIANTS = ["bare", "shipped"]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from matplotlib.axes import Axes
 
-    from bench.results import ExperimentResult, Results
+    from lab.results import ExperimentResult, Results
 
 BASELINE_COLOUR = "#8c8c8c"
 COLOUR = "#2a6fb0"

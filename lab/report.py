@@ -1,20 +1,20 @@
 """Turn a results file into Markdown: one table per experiment, the budgets, and a warning
 when the run was too noisy to read.
 
-Pure functions of `Results` (bench/results.py). The seeds' findings and the worker-count
-recommendation belong to the template's experiment grid (scripts/experiments in the template
-repository), which reuses this module for its tables.
+Pure functions of `Results` (lab/results.py). The seeds' findings and the worker-count
+recommendation belong to the template's experiment grid (scripts/experiments), which reuses
+this module for its tables.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.budgets import BudgetSet, check_budgets
-from bench.stats import compare, percent_change, ratio
+from lab.budgets import BudgetSet, check_budgets
+from lab.stats import compare, percent_change, ratio
 
 if TYPE_CHECKING:
-    from bench.results import ExperimentResult, Results
+    from lab.results import ExperimentResult, Results
 
 
 def _rps(value: float) -> str:
@@ -118,18 +118,13 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
         ),
         "",
         (
-{%- if cookiecutter.database == "postgresql" %}
-            "Re-measure on your own machine: `make bench` (about 6 minutes on 2 CPUs) or "
-            "`make bench-quick` (short runs, about a minute and a half); both need wrk and "
-            "nginx (`apt-get install wrk nginx-light`) and DATABASE_URL naming a migrated "
-            "scratch database (docs/database.md), the chart `pip install --group bench`. These "
-{%- else %}
-            "Re-measure on your own machine: `make bench` (about 4 minutes on 2 CPUs) or "
-            "`make bench-quick` (short runs, about a minute); both need wrk and nginx "
-            "(`apt-get install wrk nginx-light`), the chart `pip install --group bench`. These "
-{%- endif %}
-            "ratios are reported, not gated: `make bench-check` gates the middleware's cost "
-            "by instruction counts (valgrind), which a busy machine cannot move."
+            "Re-measure: `./scripts/bench PROJECT_DIR` from the template's checkout (about 4 "
+            "minutes on 2 CPUs, 6 with the items experiment; `--quick` for 1-second runs, about "
+            "a minute); it needs wrk, nginx and valgrind (`apt-get install wrk nginx-light "
+            "valgrind`), the chart matplotlib in the project's environment. Throughput budgets "
+            "are floors that only a broken stack misses (short runs on a shared machine move "
+            "by +-20 %); the cost gate counts the middleware's instructions, which a busy "
+            "machine cannot move."
         ),
         "",
     ]
@@ -145,7 +140,7 @@ def markdown(results: Results, budgets: BudgetSet, chart: str | None) -> str:
             "",
         ]
     parts += [
-        "## Throughput budgets (bench/budgets.toml, reported)",
+        "## Throughput budgets (lab/budgets.toml)",
         "",
         budgets_table(results, budgets),
         "",

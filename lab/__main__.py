@@ -1,0 +1,203 @@
+"""Measure a generated project: `./scripts/bench PROJECT_DIR [--quick] [--only ...] [--out DIR]`.
+
+    python -m lab PROJECT_DIR [--quick] [--only EXPERIMENT ...] [--out DIR] [--budgets FILE]
+
+Experiments (all by default; lab/experiments.py):
+    middleware  requests/s of the bare app and the default middleware stack (wrk, 1 worker)
+    hop         the whole stack (nginx -> unix socket -> gunicorn) against gunicorn directly
+    items       the example resource in PostgreSQL, when the project has the database and
+                DATABASE_URL names a migrated scratch database (rows are written there)
+    cost        the cost gate: instructions per request with valgrind (lab/cost.py)
+
+Writes DIR/benchmark.json, DIR/benchmark.md, DIR/cost.json and, with matplotlib in the
+project's environment, DIR/benchmark.png; prints the tables and one line per check. Exits 1
+when a check FAILs (a budget in lab/budgets.toml) or a tool is missing, 2 on a usage error.
+
+Runs in the measured project's Python (scripts/bench picks it): the servers import the
+project's packages and lab/apps.py. Needs wrk and nginx for the throughput experiments,
+valgrind for the cost gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lab import cost
+from lab.budgets import check_budgets, load_budgets
+from lab.experiments import access_log_variable, experiments, select
+from lab.nginx import NginxConfigError, nginx_binary
+from lab.project import Project, ProjectError, discover
+from lab.report import markdown
+from lab.runner import FULL, QUICK, RunSettings, run_experiments
+from lab.servers import ServerError, shipped_worker_count
+from lab.wrk import WrkError, find_wrk
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from lab.experiments import Experiment
+    from lab.results import Results
+
+COST = "cost"
+THROUGHPUT = ("middleware", "hop", "items")
+
+
+def _stop_on_term(signum: int, _: FrameType | None) -> None:
+    # SystemExit unwinds through the runner's `finally`, which stops every server.
+    print("terminated: stopping every server, no results written", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
+def _write_report(results: Results, out: Path, counted: cost.Cost | None) -> list[str]:
+    """benchmark.json, .png (with matplotlib) and .md in out; the failed budgets' lines."""
+    out.mkdir(parents=True, exist_ok=True)
+    results.write(out / "benchmark.json")
+    chart: str | None = "benchmark.png"
+    try:
+        from lab.chart import draw  # noqa: PLC0415 - matplotlib is optional
+    except ImportError:
+        print("chart skipped: matplotlib is not installed in the project's environment")
+        chart = None
+    else:
+        draw(results, out / "benchmark.png")
+    budgets = load_budgets()
+    report = markdown(results, budgets, chart)
+    if counted is not None:
+        report += "\n## Instructions per request (the cost gate)\n\n" + cost.table(counted) + "\n"
+    (out / "benchmark.md").write_text(report, encoding="utf-8")
+    print(report)
+    failed = []
+    for outcome in check_budgets(results, budgets):
+        line = f"{'pass' if outcome.passed else 'FAIL'}  {outcome.budget.name}: {outcome.message}"
+        print(line)
+        if not outcome.passed:
+            failed.append(line)
+    return failed
+
+
+def _cost_gate(project: Project, args: argparse.Namespace) -> tuple[cost.Cost, bool]:
+    budget = cost.load_budget(args.budgets)
+    print(f"counting instructions per request under valgrind (GET {budget.path})", flush=True)
+    # Quick: bare and default only; full: each middleware alone too.
+    measured = cost.measure(project, path=budget.path, each=not args.quick)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cost.json").write_text(measured.to_json() + "\n", encoding="utf-8")
+    print(cost.table(measured))
+    passed, line = cost.check(measured, budget)
+    print(f"{'pass' if passed else 'FAIL'}  {line}")
+    if not passed:
+        print(f"      why this budget: {budget.why}")
+    return measured, passed
+
+
+def _settings(args: argparse.Namespace) -> RunSettings:
+    base = QUICK if args.quick else FULL
+    return RunSettings(
+        runs=args.runs or base.runs,
+        warmup_s=args.warmup if args.warmup is not None else base.warmup_s,
+        duration_s=args.duration or base.duration_s,
+        connections=args.connections or base.connections,
+    )
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    project = discover(args.project)
+    # The project's own .env and relative settings, as `make serve` reads them there.
+    os.chdir(project.root)
+    only = set(args.only or (*THROUGHPUT, COST))
+    unknown = only - {*THROUGHPUT, COST}
+    if unknown:
+        print(f"error: unknown experiment(s) {sorted(unknown)}", file=sys.stderr)
+        return 2
+    settings = _settings(args)
+    if settings.runs < 3:
+        print("error: at least 3 runs per configuration (median and range)", file=sys.stderr)
+        return 2
+    print(f"measuring {project.root.name}: app {project.app_module}, stack {project.stack}")
+    failed: list[str] = []
+    counted = None
+    chosen: list[Experiment] = []
+    workers = 0
+    if COST in only:
+        counted, passed = _cost_gate(project, args)
+        if not passed:
+            failed.append("cost gate")
+    wanted = only & set(THROUGHPUT)
+    if wanted:
+        find_wrk()
+        nginx_binary()  # fail now with the install command, not after minutes of runs
+        item_id = None
+        if project.database:
+            # The app needs its database to start at all: check it now, not after a server
+            # fails. Imported only here: SQLAlchemy is in such a project's environment only.
+            from lab.database import prepare  # noqa: PLC0415
+
+            item_id = prepare(project.package)
+        workers = shipped_worker_count(project)
+        chosen = experiments(
+            len(os.sched_getaffinity(0)), workers, package=project.package, item_id=item_id
+        )
+        available = {experiment.id for experiment in chosen}
+        if "items" in wanted and "items" not in available:
+            print("items skipped: the project has no database (database=postgresql)")
+        chosen = select(chosen, wanted & available, quick=args.quick) if wanted & available else []
+    if chosen:
+        signal.signal(signal.SIGTERM, _stop_on_term)
+        results = run_experiments(
+            project,
+            chosen,
+            settings,
+            mode="quick" if args.quick else "partial" if args.only else "full",
+            command=shlex.join(["./scripts/bench", project.root.name, *argv[1:]]),
+            default_workers=workers,
+        )
+        failed += _write_report(results, args.out, counted)
+    print(f"results in {args.out}" if not failed else f"{len(failed)} check(s) FAILED")
+    return 1 if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="./scripts/bench", description=__doc__.splitlines()[0])
+    top.add_argument("project", type=Path, help="a generated project's directory")
+    top.add_argument(
+        "--quick", action="store_true", help="the budgets' configurations only, 1-second runs"
+    )
+    top.add_argument(
+        "--only",
+        nargs="+",
+        metavar="EXPERIMENT",
+        help=f"run only these: {', '.join((*THROUGHPUT, COST))}",
+    )
+    top.add_argument("--out", type=Path, default=Path("build/bench"), help="[%(default)s]")
+    top.add_argument("--budgets", type=Path, default=cost.BUDGETS_FILE, help=argparse.SUPPRESS)
+    top.add_argument("--runs", type=int, help="runs per configuration [3]")
+    top.add_argument("--duration", type=int, help="seconds per measured run [quick 1, full 8]")
+    top.add_argument("--warmup", type=int, help="seconds of warm-up per run [quick 1, full 2]")
+    top.add_argument("--connections", type=int, help="wrk keep-alive connections [64]")
+    return top
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    # Before run() moves into the project directory.
+    args.out, args.budgets = args.out.resolve(), args.budgets.resolve()
+    try:
+        return run(args, argv)
+    # ProjectError includes lab/database.py's DatabaseError.
+    except (ProjectError, WrkError, ServerError, NginxConfigError, cost.CostError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # The runner's `finally` has already stopped every server by the time we get here.
+        print("interrupted: every server was stopped, no results written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

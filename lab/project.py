@@ -1,0 +1,105 @@
+"""Which service a project directory holds: its app package, its stack package, what it serves.
+
+The lab measures any project generated from this template, a user's own service included, so
+it assumes none of the template's default names. It reads them from the directory:
+
+- the stack package: the one package under src/ with a ``runner`` and a ``settings`` module
+  (``<package>_stack`` in a bake, whatever it was renamed to);
+- what gunicorn serves: ``APP_MODULE`` as the stack's own settings read it (the caller's
+  environment wins, as in production);
+- the app factory the cost gate and the bare variant need: ``create_app`` beside the app in
+  APP_MODULE's module, or ``LAB_FACTORY`` (``module:function``) when the app is built
+  otherwise;
+- whether the app has the example's database: ``<package>.db`` exists (database=postgresql).
+
+Runs in the project's Python (it imports the stack's settings). Depends on nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# The factory override, for an app not built by a create_app() beside it.
+FACTORY_VARIABLE = "LAB_FACTORY"
+
+
+class ProjectError(RuntimeError):
+    """The directory is no service the lab can measure; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    package: str  # the app's top-level package (APP_MODULE's first part)
+    stack: str  # the serving stack's package (runner, settings)
+    app_module: str  # module:attribute, what gunicorn serves
+    factory: str | None  # module:function building a fresh app; None when there is none
+    database: bool  # the app keeps its data in a database (the items example)
+
+    @property
+    def nginx_conf(self) -> Path:
+        return self.root / "deploy" / "nginx.conf"
+
+    @property
+    def gunicorn_conf(self) -> Path:
+        return self.root / "deploy" / "gunicorn.conf.py"
+
+    def need_factory(self) -> str:
+        if self.factory is None:
+            raise ProjectError(
+                f"{self.app_module} has no create_app() beside it: the lab builds the app "
+                f"several times (bare, default); name a factory with {FACTORY_VARIABLE}="
+                "module:function"
+            )
+        return self.factory
+
+
+def _stack_package(src: Path) -> str:
+    found = sorted(
+        child.name
+        for child in src.iterdir()
+        if (child / "__init__.py").is_file()
+        and (child / "runner.py").is_file()
+        and (child / "settings.py").is_file()
+    )
+    if len(found) != 1:
+        raise ProjectError(
+            f"expected one stack package (runner.py and settings.py) under {src}, found "
+            f"{found or 'none'}: is this a project generated from the template?"
+        )
+    return found[0]
+
+
+def _factory(app_module: str) -> str | None:
+    override = os.environ.get(FACTORY_VARIABLE)
+    if override:
+        return override
+    module_name = app_module.partition(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ProjectError(f"cannot import the app's module {module_name}: {error}") from None
+    return f"{module_name}:create_app" if callable(getattr(module, "create_app", None)) else None
+
+
+def discover(root: Path) -> Project:
+    """The service in ``root`` (a project directory with src/ and deploy/)."""
+    root = root.resolve()
+    src = root / "src"
+    for needed in (src, root / "deploy" / "nginx.conf", root / "deploy" / "gunicorn.conf.py"):
+        if not needed.exists():
+            raise ProjectError(f"{root} is no generated project: {needed.name} is missing")
+    stack = _stack_package(src)
+    settings = importlib.import_module(f"{stack}.settings")
+    # APP_MODULE as production reads it: the caller's environment first, then the default.
+    environ = {"PATH": os.environ.get("PATH", os.defpath)}
+    if "APP_MODULE" in os.environ:
+        environ["APP_MODULE"] = os.environ["APP_MODULE"]
+    app_module = str(settings.load(environ).app_module)
+    package = app_module.partition(":")[0].split(".")[0]
+    database = importlib.util.find_spec(f"{package}.db") is not None
+    return Project(root, package, stack, app_module, _factory(app_module), database)
