@@ -2,10 +2,16 @@
 
 import asyncio
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.main import create_app
@@ -156,3 +162,46 @@ def test_metrics_can_be_turned_off(app: FastAPI) -> None:
     assert count(quiet, method="GET", route="/livez", status="200") == 0
     assert MetricsMiddleware not in middleware_classes(quiet)
     assert MetricsMiddleware in middleware_classes(app)
+
+
+# Run with PROMETHEUS_MULTIPROC_DIR set, as gunicorn's workers are (prometheus_client picks
+# its multiprocess mode at import): requests before a fork (gunicorn's preload_app), in the
+# forked worker, and in the parent after it.
+FORKED_WORKERS = """
+import asyncio, os
+from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics
+
+async def endpoint(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+async def discard(message):
+    pass
+
+app = MetricsMiddleware(endpoint, metrics=RequestMetrics(deadline_seconds=2.5))
+
+async def serve(requests):
+    for _ in range(requests):
+        await app({"type": "http", "method": "GET", "path": "/"}, discard, discard)
+
+asyncio.run(serve(3))
+if os.fork() == 0:
+    asyncio.run(serve(2))
+    os._exit(0)
+os.wait()
+asyncio.run(serve(1))
+"""
+
+
+def test_every_request_is_counted_once_across_a_fork(tmp_path: Path) -> None:
+    """In gunicorn's multiprocess mode, requests before a fork, in the forked worker and
+    after it add up to one count each in the files the metrics listener reads."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", FORKED_WORKERS], env=env, check=True, timeout=60)
+    registry = CollectorRegistry()
+    # prometheus_client leaves this constructor unannotated.
+    MultiProcessCollector(registry, path=str(tmp_path))  # type: ignore[no-untyped-call]
+
+    labels = {"method": "GET", "route": "unmatched", "status": "200"}
+    assert registry.get_sample_value(COUNT, labels) == 6
+    assert registry.get_sample_value("http_server_active_requests") == 0
