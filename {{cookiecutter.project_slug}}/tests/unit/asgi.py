@@ -1,8 +1,12 @@
 """Plain ASGI helpers: call a middleware directly, without a server or a test client."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# The conftest.py fixture's type: client_for(app) starts a client of app for this test.
+ClientFor = Callable[[ASGIApp], TestClient]
 
 
 def http_scope(
@@ -15,20 +19,11 @@ def http_scope(
 ) -> Scope:
     """An HTTP scope as uvicorn builds it."""
     return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query_string,
-        "root_path": "",
-        "headers": list(headers),
-        "client": client,
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query_string,
+        "root_path": "", "headers": list(headers), "client": client,
+        "server": ("127.0.0.1", 8000), "state": {},
+    }  # fmt: skip
 
 
 async def call(app: ASGIApp, scope: Scope) -> list[Message]:
@@ -47,13 +42,8 @@ async def call(app: ASGIApp, scope: Scope) -> list[Message]:
 
 async def ok_app(_scope: Scope, _receive: Receive, send: Send) -> None:
     """A tiny endpoint: 200 with a JSON body."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": b"{}"})
 
 
@@ -69,8 +59,4 @@ async def never_send(message: Message) -> None:
 
 def header(message: Message, name: bytes) -> bytes | None:
     """The value of header ``name`` in a response-start message, or None."""
-    for key, value in message.get("headers", []):
-        if key == name:
-            assert isinstance(value, bytes)
-            return value
-    return None
+    return next((value for key, value in message.get("headers", []) if key == name), None)

@@ -1,40 +1,41 @@
 {% if cookiecutter.layout == "serving-only" -%}
-"""Unit-test fixtures: each test gets the root logger it started with back.
+"""Unit-test fixtures: the root logger restored after each test, JSON log capture, clients.
 
-The middleware modules log through the root logger; a test that configures it must not
-leak handlers or levels into the next one.
+No network and no server: apps run in process through Starlette's TestClient.
 """
 {%- else -%}
-"""Unit-test fixtures: a clean environment and logging state for each test, and an app.
+"""Unit-test fixtures: a clean environment and logging state per test, the app, clients.
 
 The settings read ``<PACKAGE>_*`` variables (and tracing ``OTEL_*``) and ``.env``, so any set
 in the developer's shell are removed and each test runs in its own empty directory; the
-application configures the root logger at start, so each test gets the root logger it
-started with back.
+app configures the root logger at start, so each test gets the one it started with back.
+No network and no server: apps run in process through Starlette's TestClient.
 """
 {%- endif %}
 
-{% if cookiecutter.layout == "serving-only" -%}
 import logging
-from collections.abc import Iterator
-
-import pytest
-
-from .logcapture import JsonLines
-{%- else -%}
-import logging
+{%- if cookiecutter.layout == "service" %}
 import os
+{%- endif %}
 from collections.abc import Iterator
+from contextlib import ExitStack
+{%- if cookiecutter.layout == "service" %}
 from pathlib import Path
+{%- endif %}
 
 import pytest
+{%- if cookiecutter.layout == "service" %}
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
+{%- endif %}
 
+from .asgi import ClientFor
 from .logcapture import JsonLines
+
+{%- if cookiecutter.layout == "service" %}
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +58,13 @@ def _restore_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
+@pytest.fixture
+def client_for() -> Iterator[ClientFor]:
+    """Start a client of an app, its lifespan running until the test ends; server errors
+    come back as responses (the error guard's 500), not as exceptions."""
+    with ExitStack() as running:
+        yield lambda app: running.enter_context(TestClient(app, raise_server_exceptions=False))
+
 {%- if cookiecutter.layout == "service" %}
 
 
@@ -67,10 +75,9 @@ def app() -> FastAPI:
 
 
 @pytest.fixture
-def client(app: FastAPI) -> Iterator[TestClient]:
-    """A client for ``app`` with its lifespan running; server errors come back as responses."""
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
+def client(app: FastAPI, client_for: ClientFor) -> TestClient:
+    """A running client of ``app``."""
+    return client_for(app)
 {%- endif %}
 
 

@@ -1,82 +1,63 @@
-"""The API docs: served from local assets, with a CSP, on in development, off in production."""
+"""GET / and the API docs: an index of the links that answer; the docs served from local
+assets under a CSP, on in development, off in production, and the setting overriding both.
+
+Needs the app (conftest.py's clients); the Swagger UI bundle from fastapi-offline.
+"""
 
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }}.api.docs import DOCS_CSP, _swagger_page
-from {{ cookiecutter.package_name }}.main import create_app
+from {{ cookiecutter.package_name }}.main import TITLE, create_app
 from {{ cookiecutter.package_name }}.settings import Settings
+
+from .asgi import ClientFor
 
 DOC_PATHS = ["/docs", "/openapi.json", "/docs/assets/swagger-ui-bundle.js", "/docs/swagger-init.js"]
 
 
-def client_for(**settings: object) -> TestClient:
-    return TestClient(create_app(Settings(**settings)))  # type: ignore[arg-type]
-
-
-def test_docs_are_off_by_default_in_production() -> None:
-    """With nothing set, production publishes neither the pages nor the schema."""
-    with client_for() as client:
-        for path in DOC_PATHS:
-            assert client.get(path).status_code == 404, path
-        assert client.get("/").json()["docs"] is None
-
-
-def test_docs_are_on_by_default_in_development() -> None:
-    """Development serves the pages, the schema and the assets."""
-    with client_for(environment="development") as client:
-        for path in DOC_PATHS:
-            assert client.get(path).status_code == 200, path
-        assert client.get("/").json()["docs"] == "/docs"
-
-
 @pytest.mark.parametrize(
-    ("environment", "api_docs"), [("production", True), ("development", False)]
-)
-def test_the_setting_overrides_the_environment(
-    environment: str,
-    api_docs: bool,  # noqa: FBT001 - a parameter, not a flag
+    ("environment", "api_docs", "on"),
+    [("production", None, False), ("development", None, True),
+     ("production", True, True), ("development", False, False)],
+)  # fmt: skip
+def test_the_docs_follow_the_environment_unless_set_and_the_index_links_what_answers(
+    client_for: ClientFor, environment: str, *, api_docs: bool | None, on: bool
 ) -> None:
-    """``api_docs`` turns them on in production, or off in development."""
-    with client_for(environment=environment, api_docs=api_docs) as client:
-        for path in DOC_PATHS:
-            assert (client.get(path).status_code == 200) is api_docs, path
+    """Pages, schema and assets answer only where on; GET / names the service and links the
+    health checks and, where on, the docs: every link it gives answers 200."""
+    chosen: dict[str, object] = {"environment": environment}
+    if api_docs is not None:
+        chosen["api_docs"] = api_docs
+    client = client_for(create_app(Settings.model_validate(chosen)))
+    assert [client.get(path).status_code for path in DOC_PATHS] == [200 if on else 404] * 4
+    index = client.get("/").json()
+    assert (index["name"], index["health"]) == (TITLE, ["/livez", "/readyz"])
+    assert (index["docs"], index["openapi"]) == (("/docs", "/openapi.json") if on else (None, None))
+    for link in [*index["health"], *filter(None, [index["docs"], index["openapi"]])]:
+        assert client.get(link).status_code == 200, link
 
 
-def test_the_page_loads_nothing_from_elsewhere_and_carries_a_csp() -> None:
-    """The page's scripts, styles and icon come from this origin; no inline script."""
-    with client_for(environment="development") as client:
-        page = client.get("/docs")
+def test_the_page_loads_nothing_from_elsewhere_under_a_csp(client_for: ClientFor) -> None:
+    """Scripts, styles and icon from this origin, no inline script, types a browser runs
+    under nosniff; no ReDoc (it needs a CDN); the mount serves nothing outside its folder."""
+    client = client_for(create_app(Settings(environment="development")))
+    page = client.get("/docs")
     assert page.headers["content-security-policy"] == DOCS_CSP
     for directive in ["script-src 'self';", "style-src 'self';", "frame-ancestors 'none'"]:
         assert directive in DOCS_CSP
     assert "unsafe" not in DOCS_CSP
-    assert "http" not in page.text
-    assert "<script>" not in page.text
+    assert ("http" in page.text, "<script>" in page.text) == (False, False)
     urls = re.findall(r'(?:src|href|data-openapi-url)="([^"]+)"', page.text)
     assert len(urls) == 5
-    for url in urls:
-        assert url.startswith("/"), url
-
-
-def test_there_is_no_redoc_page() -> None:
-    """ReDoc's bundle fetches from its CDN and needs inline styles: not served, even in dev."""
-    with client_for(environment="development") as client:
-        assert client.get("/redoc").status_code == 404
-
-
-def test_the_assets_are_javascript_and_css() -> None:
-    """The bundles are served with types a browser runs under nosniff."""
-    with client_for(environment="development") as client:
-        for name, kind in [
-            ("swagger-ui-bundle.js", "javascript"),
-            ("swagger-ui.css", "text/css"),
-        ]:
-            response = client.get(f"/docs/assets/{name}")
-            assert kind in response.headers["content-type"], name
-        assert "javascript" in client.get("/docs/swagger-init.js").headers["content-type"]
+    assert all(url.startswith("/") for url in urls), urls
+    for path, kind in [("/docs/assets/swagger-ui-bundle.js", "javascript"),
+                       ("/docs/assets/swagger-ui.css", "text/css"),
+                       ("/docs/swagger-init.js", "javascript")]:  # fmt: skip
+        assert kind in client.get(path).headers["content-type"], path
+    for path in ["/redoc", "/docs/assets/../../settings.py", "/docs/assets/%2e%2e/core.py"]:
+        assert client.get(path).status_code == 404, path
 
 
 def test_the_title_is_escaped() -> None:
@@ -84,10 +65,3 @@ def test_the_title_is_escaped() -> None:
     page = _swagger_page('<script>alert("x")</script>', "", "/openapi.json")
     assert "<script>alert" not in page
     assert "&lt;script&gt;" in page
-
-
-def test_the_asset_mount_does_not_serve_outside_its_directory() -> None:
-    """Path traversal through the asset mount finds nothing."""
-    with client_for(environment="development") as client:
-        for path in ["/docs/assets/../../settings.py", "/docs/assets/%2e%2e/core.py"]:
-            assert client.get(path).status_code == 404, path

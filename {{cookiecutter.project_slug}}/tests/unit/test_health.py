@@ -1,12 +1,20 @@
-"""Health endpoints: /livez touches nothing, /readyz runs the registered checks."""
+"""Health: /livez touches nothing; /readyz runs the registered checks (api/readiness.py)
+concurrently, within a time limit, and answers 503 naming the failing ones.
 
-from typing import TYPE_CHECKING
+Needs the app (conftest.py's ``app`` and ``client``) and the checks registry.
+"""
 
+import asyncio
+import time
+
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-if TYPE_CHECKING:
-    from {{ cookiecutter.package_name }}.api.readiness import ReadinessChecks
+from {{ cookiecutter.package_name }}.api.readiness import ReadinessChecks
+
+from .logcapture import JsonLines
+
 {%- if cookiecutter.database == "postgresql" %}
 
 # The check the app registers itself, in its lifespan, against the tests' PostgreSQL.
@@ -25,49 +33,57 @@ async def not_ready() -> bool:
     return False
 
 
-def test_livez_answers_ok(client: TestClient) -> None:
-    """GET /livez answers 200 without touching any dependency."""
-    response = client.get("/livez")
-    assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+async def broken() -> bool:
+    raise ConnectionError("db down")
 
 
-def test_livez_ignores_failing_readiness(app: FastAPI, client: TestClient) -> None:
-    """A failing dependency never makes the process look dead (no restart loops)."""
-    checks: ReadinessChecks = app.state.readiness
-    checks.add("db", not_ready)
-    assert client.get("/livez").status_code == 200
+async def slow() -> bool:
+    await asyncio.sleep(5)
+    return True
 
 
-def test_readyz_is_ready_without_checks(client: TestClient) -> None:
-    """With nothing but the built-in checks registered the service is ready."""
-    response = client.get("/readyz")
-    assert response.status_code == 200
-    assert response.json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
-
-
-def test_readyz_reports_passing_checks(app: FastAPI, client: TestClient) -> None:
-    """Each passing check is listed as ok."""
-    app.state.readiness.add("db", ready)
-    response = client.get("/readyz")
-    assert response.status_code == 200
-    assert response.json()["checks"] == {**BUILT_IN, "db": "ok"}
-
-
-def test_readyz_answers_503_naming_the_failing_check(app: FastAPI, client: TestClient) -> None:
-    """One failing check makes the whole service unready, and the body names it."""
+def test_readyz_names_the_failing_check_and_livez_stays_up(
+    app: FastAPI, client: TestClient
+) -> None:
+    """Ready with the built-in checks; one failing check makes it 503 naming it (a model
+    the schema documents), while /livez stays 200 (no restart loops)."""
+    live = client.get("/livez")
+    assert (live.status_code, live.json()) == (200, {"status": "ok"})
+    ready_answer = client.get("/readyz")
+    assert ready_answer.status_code == 200
+    assert ready_answer.json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
     app.state.readiness.add("db", ready)
     app.state.readiness.add("cache", not_ready)
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {
-        "status": "not ready",
-        "failing": ["cache"],
+        "status": "not ready", "failing": ["cache"],
         "checks": {**BUILT_IN, "db": "ok", "cache": "failed"},
-    }
+    }  # fmt: skip
+    assert client.get("/livez").status_code == 200
+    assert set(app.openapi()["paths"]["/readyz"]["get"]["responses"]) >= {"200", "503"}
 
 
-def test_openapi_documents_the_503(app: FastAPI) -> None:
-    """Clients reading the schema learn that /readyz may answer 503 with the same model."""
-    responses = app.openapi()["paths"]["/readyz"]["get"]["responses"]
-    assert set(responses) >= {"200", "503"}
+def test_each_outcome_is_told_apart_within_one_timeout(json_lines: JsonLines) -> None:
+    """ok, failed, error (its exception logged, never answered) and timed out, in
+    registration order; the checks run concurrently, so two slow ones take one timeout."""
+    checks = ReadinessChecks(timeout_seconds=0.2)
+    for name, check in [("a", ready), ("b", not_ready), ("c", broken), ("d", slow), ("e", slow)]:
+        checks.add(name, check)
+    started = time.monotonic()
+    outcomes = asyncio.run(checks.run())
+    assert time.monotonic() - started < 0.4
+    assert outcomes == {"a": "ok", "b": "failed", "c": "error", "d": "timed out", "e": "timed out"}
+    [line] = [line for line in json_lines.lines if line.get("check") == "c"]
+    assert line["level"] == "error"
+    assert "ConnectionError: db down" in line["exception"]
+
+
+def test_a_name_is_registered_once_and_can_be_removed() -> None:
+    """A duplicate name would hide a check: refused; a removed check leaves the next run."""
+    checks = ReadinessChecks()
+    checks.add("db", ready)
+    with pytest.raises(ValueError, match="'db' is already registered"):
+        checks.add("db", ready)
+    checks.remove("db")
+    assert (checks.names, asyncio.run(checks.run())) == ([], {})

@@ -1,4 +1,7 @@
-"""The application factory: settings, lifespan, and the middleware working together."""
+"""The application factory (main.py): settings, lifespan, and the middleware in their order.
+
+Needs the app and its settings; apps run in process (conftest.py's clients).
+"""
 
 import asyncio
 
@@ -10,10 +13,30 @@ from {{ cookiecutter.package_name }} import main
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
+from .asgi import ClientFor
 from .logcapture import JsonLines
 
 
-def add_failing_routes(app: FastAPI) -> None:
+def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main:app`` is what servers import; the factory reads the prefixed variables, and
+    unsafe production settings stop it (at import, before a worker serves anything)."""
+    assert isinstance(main.app, FastAPI)
+    info = main.app.openapi()["info"]
+    assert (info["title"], info["description"]) == (main.TITLE, main.DESCRIPTION)
+    monkeypatch.setenv(ENV_PREFIX + "REQUEST_TIMEOUT_SECONDS", "7")
+    assert create_app().state.settings.request_timeout_seconds == 7
+    monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")
+    with pytest.raises(ValueError, match=ENV_PREFIX + "DEBUG"):
+        create_app()
+
+
+@pytest.mark.parametrize(("path", "status"), [("/boom", 500), ("/slow", 504)])
+def test_errors_carry_the_request_id_and_are_access_logged(
+    client_for: ClientFor, json_lines: JsonLines, path: str, status: int
+) -> None:
+    """The error guard and the deadline sit inside the request id and access log."""
+    app = create_app(Settings(request_timeout_seconds=0.1, access_log=True))
+
     @app.get("/boom")
     async def boom() -> None:
         raise RuntimeError("boom")
@@ -22,107 +45,40 @@ def add_failing_routes(app: FastAPI) -> None:
     async def slow() -> None:
         await asyncio.sleep(5)
 
-
-def test_the_module_exposes_an_app_for_servers() -> None:
-    """``main:app`` is what gunicorn and uvicorn import."""
-    assert isinstance(main.app, FastAPI)
-
-
-def test_the_openapi_title_is_the_project_name(app: FastAPI) -> None:
-    """The schema's title and description come from the project's answers."""
-    info = app.openapi()["info"]
-    assert info["title"] == main.TITLE
-    assert info["description"] == main.DESCRIPTION
-    assert info["title"]
+    response = client_for(app).get(path, headers={"x-request-id": "trace-1"})
+    assert (response.status_code, response.headers["x-request-id"]) == (status, "trace-1")
+    assert response.json()["request_id"] == "trace-1"
+    [access] = json_lines.from_logger(main.ACCESS_LOGGER)
+    assert (access["status"], access["request_id"]) == (status, "trace-1")
 
 
-def test_settings_default_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without an argument the factory reads the prefixed variables."""
-    monkeypatch.setenv(ENV_PREFIX + "REQUEST_TIMEOUT_SECONDS", "7")
-    assert create_app().state.settings.request_timeout_seconds == 7
-
-
-def test_unsafe_production_settings_stop_the_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Debug in production fails at import time, before a worker serves anything."""
-    monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")
-    with pytest.raises(ValueError, match=ENV_PREFIX + "DEBUG"):
-        create_app()
-
-
-def test_lifespan_logs_start_and_stop(json_lines: JsonLines) -> None:
-    """Start and stop each leave one line from the application's logger."""
-    with TestClient(create_app(Settings())):
-        pass
-    messages = [line["message"] for line in json_lines.from_logger(main.__name__)]
-    assert messages == ["application starting", "application stopped"]
-
-
-def test_every_response_carries_a_request_id(client: TestClient) -> None:
-    """Successful, missing and invalid requests all echo an id."""
-    for response in [client.get("/livez"), client.get("/nope"), client.get("/items/x")]:
-        assert len(response.headers["x-request-id"]) == 32
-
-
-def test_the_500_carries_the_request_id_and_is_access_logged(json_lines: JsonLines) -> None:
-    """The error guard sits inside the request id and access log middleware."""
-    app = create_app(Settings(access_log=True))
-    add_failing_routes(app)
-    with TestClient(app, raise_server_exceptions=False) as client:
-        response = client.get("/boom", headers={"x-request-id": "trace-500"})
-    assert response.status_code == 500
-    assert response.headers["x-request-id"] == "trace-500"
-    assert response.json()["request_id"] == "trace-500"
-    [access] = [
-        line for line in json_lines.from_logger(main.ACCESS_LOGGER) if line["status"] == 500
-    ]
-    assert access["request_id"] == "trace-500"
-
-
-def test_the_504_carries_the_request_id_and_is_access_logged(json_lines: JsonLines) -> None:
-    """The deadline sits inside the request id and access log middleware."""
-    app = create_app(Settings(request_timeout_seconds=0.1, access_log=True))
-    add_failing_routes(app)
-    with TestClient(app) as client:
-        response = client.get("/slow", headers={"x-request-id": "trace-504"})
-    assert response.status_code == 504
-    assert response.headers["x-request-id"] == "trace-504"
-    assert response.json()["request_id"] == "trace-504"
-    [access] = [
-        line for line in json_lines.from_logger(main.ACCESS_LOGGER) if line["status"] == 504
-    ]
-    assert access["request_id"] == "trace-504"
-    assert access["duration_ms"] >= 100
-
-
-def test_handler_logs_carry_the_request_id(json_lines: JsonLines) -> None:
-    """A log line written inside an endpoint names the request it served."""
+def test_every_answer_and_every_handler_log_carries_the_request_id(
+    json_lines: JsonLines,
+) -> None:
+    """Found, missing and invalid requests echo an id; a handler's log line names it; the
+    lifespan logs its start and stop; without ACCESS_LOG the app writes no access line."""
     app = create_app(Settings())
 
     @app.get("/hello")
-    async def hello() -> dict[str, str]:
+    async def hello() -> None:
         main.logger.info("inside the handler")
-        return {}
 
-    with TestClient(app) as client:
+    with TestClient(app) as client:  # stopped here: the lifespan's last line is read below
+        answers = [client.get("/livez"), client.get("/nope"), client.get("/items/%00")]
         response = client.get("/hello")
+    assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 3
     [line] = [line for line in json_lines.lines if line["message"] == "inside the handler"]
     assert line["request_id"] == response.headers["x-request-id"]
+    assert json_lines.from_logger(main.ACCESS_LOGGER) == []
+    messages = [line["message"] for line in json_lines.from_logger(main.__name__)]
+    assert messages == ["application starting", "inside the handler", "application stopped"]
 
 
-def test_development_logs_are_human_readable(capsys: pytest.CaptureFixture[str]) -> None:
+def test_development_logs_are_human_readable(
+    client_for: ClientFor, capsys: pytest.CaptureFixture[str]
+) -> None:
     """In development the lifespan configures text lines instead of JSON."""
-    with TestClient(create_app(Settings(environment="development"))) as client:
-        client.get("/livez")
+    client_for(create_app(Settings(environment="development"))).get("/livez")
     out = capsys.readouterr().out
     assert "application starting" in out
     assert not any(line.startswith("{") for line in out.splitlines())
-
-
-def test_access_log_is_off_by_default_and_on_when_asked(json_lines: JsonLines) -> None:
-    """By default only nginx logs requests; ACCESS_LOG=true adds the app's own line."""
-    for setting, expected in [(False, 0), (True, 1)]:
-        before = len(json_lines.from_logger(main.ACCESS_LOGGER))
-        with TestClient(create_app(Settings(access_log=setting))) as client:
-            client.get("/livez")
-        assert len(json_lines.from_logger(main.ACCESS_LOGGER)) - before == expected
-    assert Settings().access_log is False
