@@ -41,8 +41,8 @@ Deadline = Annotated[
     Field(
         gt=0,
         le=3600,
-        description="the app's request deadline, s; past it the app answers 504 with the request"
-        " id, and nginx's and gunicorn's timeouts follow it",
+        description="the app's request deadline in seconds: past it the app answers 504 with the"
+        " request id; nginx's and gunicorn's timeouts follow it",
     ),
 ]
 {%- if cookiecutter.database == "postgresql" %}
@@ -181,7 +181,7 @@ class StackSettings(BaseSettings):
     startup_timeout: Seconds = Field(
         60.0,
         alias="STARTUP_TIMEOUT",
-        description="s gunicorn may take to bind its socket and answer",
+        description="seconds gunicorn may take to bind its socket and answer",
     )
     serve_user: str = Field(
         "app",
@@ -202,21 +202,22 @@ class StackSettings(BaseSettings):
     graceful_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
         default_factory=lambda data: data.get("app_deadline", DEADLINE_DEFAULT),
         alias="GRACEFUL_TIMEOUT",
-        description="s gunicorn's workers finish requests in flight after SIGTERM; unset: the"
-        " app deadline, never below it",
+        description="seconds gunicorn's workers get after SIGTERM to finish requests in flight;"
+        " unset: the app deadline (never below it)",
     )
     gunicorn_timeout: Seconds = Field(
         default_factory=lambda data: max(WATCHDOG_FLOOR, data.get("app_deadline", 0.0)),
         alias="GUNICORN_TIMEOUT",
-        description=f"watchdog, s: a worker whose event loop is blocked this long is killed;"
-        f" unset: the larger of {WATCHDOG_FLOOR:g} and the app deadline, never below it",
+        description=f"watchdog, in seconds: a worker whose event loop is blocked this long is"
+        f" killed (no request deadline); unset: the larger of {WATCHDOG_FLOOR:g} and the app"
+        " deadline (never below it)",
     )
     stop_grace_period: Seconds | None = Field(
         None,
         alias="STOP_GRACE_PERIOD",
-        description="s the platform grants before SIGKILL (compose stop_grace_period, Kubernetes"
-        " terminationGracePeriodSeconds minus preStop); a shorter one than the stack's graceful"
-        " stop is refused",
+        description="seconds the platform grants before SIGKILL (compose stop_grace_period,"
+        " Kubernetes terminationGracePeriodSeconds minus preStop); when set, one shorter than"
+        " the stack's graceful stop is refused",
     )
 
     # gunicorn.
@@ -250,10 +251,10 @@ class StackSettings(BaseSettings):
     )
     keepalive: int = Field(
         75,
-        ge=KEEPALIVE_MARGIN + 1,
+        ge=2,
         le=3600,
         alias="KEEPALIVE",
-        description=f"s gunicorn keeps idle upstream connections; nginx closes them"
+        description=f"seconds gunicorn keeps idle upstream connections; nginx closes them"
         f" {KEEPALIVE_MARGIN} s sooner",
     )
     limit_concurrency: int = Field(
@@ -364,7 +365,7 @@ class StackSettings(BaseSettings):
     @property
     def upstream_keepalive(self) -> int:
         """nginx's upstream keepalive_timeout: below KEEPALIVE, so nginx closes first."""
-        return self.keepalive - KEEPALIVE_MARGIN
+        return max(1, self.keepalive - KEEPALIVE_MARGIN)
 
     @property
     def local_address(self) -> str:

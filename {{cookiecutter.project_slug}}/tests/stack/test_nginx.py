@@ -1,0 +1,136 @@
+"""deploy/nginx.conf as the runner renders it, checked by the real `nginx -t`; nginx's worker
+count from the CPUs cpus.py counts, with fake cgroup files.
+
+Needs nginx on PATH or in /usr/sbin for the `nginx -t` tests (skipped, saying so, without it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}_stack import cpus, runner
+from {{ cookiecutter.package_name }}_stack.settings import APP_DEADLINE_NAME, load
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+BEHIND_A_LOAD_BALANCER = {
+    "TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32",
+    "NGINX_ACCESS_LOG": "off",
+    "LISTEN_ADDRESS": "::",
+    "ALLOWED_HOSTS": ".example.com *",
+    APP_DEADLINE_NAME: "30.5",
+}
+
+
+def render(run_dir: Path, **environ: str) -> str:
+    """The nginx.conf the runner writes for this environment."""
+    settings = load({"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
+    conf = runner.write_nginx_conf(settings, settings.socket_path(0))
+    return conf.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("environ", [{}, BEHIND_A_LOAD_BALANCER], ids=["defaults", "behind"])
+def test_nginx_accepts_the_rendered_config(tmp_path: Path, environ: dict[str, str]) -> None:
+    """`nginx -t` accepts the config as rendered, with no placeholder left."""
+    nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+    if nginx is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    text = render(tmp_path, **environ)
+    conf = tmp_path / "nginx.conf"
+
+    checked = subprocess.run(
+        [nginx, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", str(conf)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+    assert checked.returncode == 0, checked.stderr
+    assert not re.search(r"@[A-Z_]+@", text)
+
+
+def test_rendering_follows_the_settings(tmp_path: Path) -> None:
+    """Proxies, access log, address, hosts and the timeout chain come from the settings."""
+    default = render(tmp_path / "a")
+    behind = render(tmp_path / "b", **BEHIND_A_LOAD_BALANCER)
+
+    assert "proxy_read_timeout 35s;" in default
+    assert "keepalive_timeout 60s;" in default
+    assert "keepalive_time 5s;" in default
+    assert "access_log /dev/stdout json;" in default
+    assert f"server unix:{tmp_path / 'a' / 'gunicorn.sock'};" in default
+    assert not re.search(r"^\s*set_real_ip_from", default, re.MULTILINE)
+    assert "proxy_read_timeout 35500ms;" in behind, "a fractional deadline in milliseconds"
+    assert "worker_shutdown_timeout 40500ms;" in behind
+    assert "set_real_ip_from 2001:db8::/32;" in behind
+    assert "access_log off;" in behind
+    assert "listen [::]:8080 backlog=4096;" in behind
+    assert '"~." 1;' in behind, "ALLOWED_HOSTS=* lets any Host through"
+
+
+def test_render_refuses_an_unknown_placeholder() -> None:
+    """A placeholder without a value is an error, never left in the config."""
+    with pytest.raises(runner.ServeError, match="MISSING"):
+        runner.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
+
+
+def cgroup_v2(directory: Path, cpu_max: str, nested: str | None = None) -> tuple[Path, Path]:
+    """A cgroup v2 mount with this cpu.max at its root (and at a child, the process's own,
+    when nested is given), and the process's /proc/self/cgroup."""
+    root = directory / "cgroup"
+    (root / "child").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu\n", encoding="utf-8")
+    (root / "cpu.max").write_text(cpu_max, encoding="utf-8")
+    if nested is not None:
+        (root / "child" / "cpu.max").write_text(nested, encoding="utf-8")
+    (directory / "self").write_text(f"0::/{'child' if nested else ''}\n", encoding="utf-8")
+    return root, directory / "self"
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "nested", "limit"),
+    [
+        ("max 100000\n", None, None),
+        ("150000 100000\n", None, 1.5),
+        ("300000 100000\n", "50000 100000\n", 0.5),  # the tightest of the ancestors
+        ("50000 100000\n", "max 100000\n", 0.5),
+    ],
+)
+def test_cgroup_v2_limit(tmp_path: Path, cpu_max: str, nested: str | None, limit: float) -> None:
+    """cpu.max of the process's cgroup and its ancestors: the tightest quota wins."""
+    assert cpus.cgroup_cpu_limit(*cgroup_v2(tmp_path, cpu_max, nested))[0] == limit
+
+
+def test_cgroup_v1_and_none(tmp_path: Path) -> None:
+    """A v1 cfs quota is read from the cpu mount; no controller at all means no limit."""
+    mount = tmp_path / "cgroup" / "cpu,cpuacct"
+    mount.mkdir(parents=True)
+    (mount / "cpu.cfs_quota_us").write_text("250000\n", encoding="utf-8")
+    (mount / "cpu.cfs_period_us").write_text("100000\n", encoding="utf-8")
+    (tmp_path / "self").write_text("4:cpu,cpuacct:/\n", encoding="utf-8")
+
+    assert cpus.cgroup_cpu_limit(tmp_path / "cgroup", tmp_path / "self")[0] == 2.5
+    assert cpus.cgroup_cpu_limit(tmp_path / "none", tmp_path / "self")[0] is None
+
+
+@pytest.mark.parametrize(("setting", "workers"), [("auto", 2), ("3", 3)])
+def test_nginx_workers_follow_the_cpus_gunicorn_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, workers: int
+) -> None:
+    """auto: 1.5 CPUs of quota on 8 CPUs of affinity is 2 workers (nginx's own auto: 8);
+    a number is kept whatever the CPUs."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    template = str(DEPLOY / "nginx.conf")
+    environ = {"RUN_DIR": str(tmp_path), "NGINX_CONF": template}
+    settings = load({**environ, "NGINX_WORKER_PROCESSES": setting})
+
+    count, facts = runner.nginx_workers(settings, *cgroup_v2(tmp_path, "150000 100000\n"))
+    conf = runner.write_nginx_conf(settings, settings.socket_path(0), count)
+
+    assert count == workers
+    assert facts["source"] == ("cpus" if setting == "auto" else "NGINX_WORKER_PROCESSES")
+    text = conf.read_text(encoding="utf-8")
+    assert re.findall(r"^worker_processes (\S+);$", text, re.MULTILINE) == [str(workers)]

@@ -1,0 +1,191 @@
+"""The stack's settings ({{ cookiecutter.package_name }}_stack.settings): every variable at a non-default value, at a
+boundary and at a wrong value (refused in one line naming it); the timeout chain derived from
+the deadline whichever source set it, .env included; docs/settings.md checked against the model.
+
+No network; the .env test runs the runner's `render` command, as `make serve` renders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+{%- if cookiecutter.layout == "service" %}
+
+from {{ cookiecutter.package_name }}.settings import Settings
+{%- endif %}
+from {{ cookiecutter.package_name }}_stack.settings import (
+    APP_DEADLINE_NAME,
+    SettingError,
+    StackSettings,
+    load,
+    variable_names,
+)
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+# variable, a non-default value, the attribute and what it holds, a boundary, a wrong value.
+CASES: list[tuple[str, str, str, Any, str, str]] = [
+    ("PORT", "8000", "port", 8000, "65535", "0"),
+    ("METRICS_PORT", "9100", "metrics_port", 9100, "1", "65536"),
+    ("LISTEN_ADDRESS", "::1", "listen_address", "::1", "::", "localhost"),
+    ("RUN_DIR", "/srv/run", "run_dir", Path("/srv/run"), "/run/app-2_x.y", "/run/a b"),
+    ("TRUSTED_PROXIES", "10.0.0.0/8, 2001:db8::/32", "trusted_proxies",
+     ("10.0.0.0/8", "2001:db8::/32"), "203.0.113.7", "10.0.0.0/8; include /etc/passwd"),
+    ("ALLOWED_HOSTS", ".example.com API.test", "allowed_hosts", (".example.com", "api.test"),
+     f"{'a' * 63}.b", "exa_mple.com"),
+    ("NGINX_ACCESS_LOG", "off", "nginx_access_log", False, "1", "maybe"),
+    ("NGINX_WORKER_PROCESSES", "3", "nginx_worker_processes", "3", "9999", "4; user root"),
+    ("NGINX_BIN", "/opt/nginx", "nginx_bin", "/opt/nginx", "nginx", "nginx -g x"),
+    ("NGINX_CONF", "/srv/n.conf", "nginx_conf", Path("/srv/n.conf"), "n.conf", "/run/{x}"),
+    ("GUNICORN_CONF", "/srv/g.py", "gunicorn_conf", Path("/srv/g.py"), "g.py", "/run/$x"),
+    ("STARTUP_TIMEOUT", "5", "startup_timeout", 5.0, "86400", "0"),
+    ("SERVE_USER", "www-data", "serve_user", "www-data", "a" * 32, "a b"),
+    ("SERVE_AS_ROOT", "on", "serve_as_root", True, "no", "2"),
+    (APP_DEADLINE_NAME, "45.5", "app_deadline", 45.5, "3600", "3601"),
+    ("GRACEFUL_TIMEOUT", "45", "graceful_timeout", 45.0, "3600", "nan"),
+    ("GUNICORN_TIMEOUT", "120", "gunicorn_timeout", 120.0, "86400", "inf"),
+    ("STOP_GRACE_PERIOD", "90", "stop_grace_period", 90.0, "86400", "1s"),
+    ("APP_MODULE", "main:app", "app_module", "main:app", "a.b:create_app()", "main"),
+    ("GUNICORN_SOCKET", "/srv/g.sock", "gunicorn_socket", Path("/srv/g.sock"), "g", "/r/'q'"),
+    ("WEB_CONCURRENCY", "3", "web_concurrency", 3, "1024", "0"),
+    ("WORKERS_PER_CORE", "1.5", "workers_per_core", 1.5, "1024", "-1"),
+    ("MIN_WORKERS", "1", "min_workers", 1, "8", "0"),
+    ("MAX_WORKERS", "16", "max_workers", 16, "1024", "1025"),
+    ("KEEPALIVE", "120", "keepalive", 120, "2", "1"),
+    ("LIMIT_CONCURRENCY", "0", "limit_concurrency", 0, "1000000", "1.5"),
+    ("MAX_REQUESTS", "1000", "max_requests", 1000, "2147483647", "-1"),
+    ("MAX_REQUESTS_JITTER", "7", "max_requests_jitter", 7, "0", "ten"),
+    ("BACKLOG", "64", "backlog", 64, "65535", "0x10"),
+    ("FORWARDED_ALLOW_IPS", "10.0.0.1", "forwarded_allow_ips", "10.0.0.1", "*", "* 1"),
+    ("LOG_LEVEL", "WARNING", "log_level", "warning", "critical", "verbose"),
+    ("ACCESS_LOG", "yes", "gunicorn_access_log", True, "false", "/var/log/x"),
+    ("PROMETHEUS_MULTIPROC_DIR", "/srv/m", "prometheus_multiproc_dir", Path("/srv/m"), "m",
+     "/run/a;b"),
+    ("WORKER_TMP_DIR", "/tmp/x", "worker_tmp_dir", "/tmp/x", "/dev/shm", "/tmp/a b"),  # noqa: S108
+]  # fmt: skip
+
+
+def test_every_variable_has_a_case() -> None:
+    """Each field of the model is tested below: adding one without a case fails here."""
+    assert sorted(name for name, *_ in CASES) == sorted(variable_names())
+    assert len(CASES) == len(StackSettings.model_fields)
+
+
+@pytest.mark.parametrize(("name", "raw", "attribute", "expected", "boundary", "wrong"), CASES)
+def test_each_variable(  # noqa: PLR0917 - one row of CASES
+    name: str, raw: str, attribute: str, expected: Any, boundary: str, wrong: str
+) -> None:
+    """A non-default value is read, a boundary accepted, blank means the default, and a wrong
+    value is refused in one line naming the variable and the value."""
+    assert getattr(load({name: raw}), attribute) == expected
+    load({name: boundary})
+    assert load({name: "  "}) == load({})
+    with pytest.raises(SettingError) as refused:
+        load({name: wrong})
+    message = str(refused.value)
+    assert message.startswith(f"{name}={wrong!r} is refused: "), message
+    assert "\n" not in message
+
+
+def test_derived_defaults_follow_their_inputs() -> None:
+    """Unset, the drain and watchdog follow the deadline, the socket RUN_DIR, the jitter
+    MAX_REQUESTS; nginx's timeouts follow the deadline."""
+    settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv", "MAX_REQUESTS": "500"})
+    chain = settings.chain
+    assert (chain.app_deadline, chain.graceful, chain.watchdog) == (90, 90, 90)
+    assert (chain.proxy, chain.nginx_drain, chain.stop_budget) == (95, 100, 200)
+    assert settings.gunicorn_socket == Path("/srv/gunicorn.sock")
+    assert settings.metrics_dir == Path("/srv/metrics")
+    assert settings.max_requests_jitter == 50
+    assert (load({}).chain.watchdog, load({}).upstream_keepalive) == (60, 60)
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"GRACEFUL_TIMEOUT": "20"}, "GRACEFUL_TIMEOUT=20 is below"),
+        ({"GUNICORN_TIMEOUT": "20"}, "GUNICORN_TIMEOUT=20 is below"),
+        ({"STOP_GRACE_PERIOD": "79"}, "STOP_GRACE_PERIOD=79 is below the stack's graceful stop"),
+        ({"METRICS_PORT": "8080"}, "METRICS_PORT=8080 is PORT too"),
+        ({"MIN_WORKERS": "9"}, "MIN_WORKERS=9 is above MAX_WORKERS=8"),
+    ],
+)
+def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named: str) -> None:
+    """A pair out of order is refused in one line naming both sides."""
+    with pytest.raises(SettingError, match=f"^{re.escape(named)}[^\n]*$"):
+        load(environ)
+
+
+def test_the_environment_wins_over_dotenv(tmp_path: Path) -> None:
+    """.env sets what the environment leaves unset, as for the app's settings."""
+    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\nPORT=9000\n", encoding="utf-8")
+
+    settings = load({"PORT": "8000"})
+
+    assert (settings.app_deadline, settings.port) == (90, 8000)
+
+
+def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(tmp_path: Path) -> None:
+    """The bug of issue 18: with the deadline in .env only, the runner's render (what `make
+    serve` runs) writes nginx's timeouts from it, and gunicorn.conf.py drains for it."""
+    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\n", encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if k not in variable_names()}
+    environ |= {"RUN_DIR": str(tmp_path / "run"), "NGINX_CONF": str(PROJECT / "deploy/nginx.conf")}
+    run = [sys.executable, "-m", "{{ cookiecutter.package_name }}_stack", "render"]
+    gunicorn = "import runpy, sys; c = runpy.run_path(sys.argv[1]); print(c['graceful_timeout'])"
+
+    rendered = subprocess.run(
+        run, cwd=tmp_path, env=environ, capture_output=True, text=True, check=True
+    )
+    drain = subprocess.run(
+        [sys.executable, "-c", gunicorn, str(PROJECT / "deploy/gunicorn.conf.py")],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+
+    conf = Path(rendered.stdout.strip()).read_text(encoding="utf-8")
+    assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s"]
+    assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
+    assert drain.stdout.strip() == "90"
+{%- if cookiecutter.layout == "service" %}
+
+
+def test_the_app_reads_the_same_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's settings take the deadline field from the stack's, from the same .env."""
+    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\n", encoding="utf-8")
+{%- if cookiecutter.database == "postgresql" %}
+    with (tmp_path / ".env").open("a", encoding="utf-8") as dotenv:
+        dotenv.write("DATABASE_URL=postgresql://app:not-a-placeholder@localhost/app\n")
+{%- endif %}
+    monkeypatch.delenv(APP_DEADLINE_NAME, raising=False)
+
+    assert Settings().request_timeout_seconds == 90
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        return "derived"
+    value = field.default
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ", ".join(value) or "none"
+    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def test_docs_list_every_variable_with_its_default_and_meaning() -> None:
+    """docs/settings.md's table is the model's: every variable, default and description."""
+    rows = [
+        f"| `{field.validation_alias or field.alias}` | {_default(field)} | {field.description} |"
+        for field in StackSettings.model_fields.values()
+    ]
+    expected = "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows])
+    docs = (PROJECT / "docs" / "settings.md").read_text(encoding="utf-8")
+
+    assert expected in docs, f"docs/settings.md: replace the variables table with\n{expected}"
+{%- endif %}
