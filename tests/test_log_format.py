@@ -1,0 +1,156 @@
+"""The generated stack's JSON log formatter in depth, run against a default bake.
+
+The bake's own tests (tests/unit/test_logs.py) keep the contract a service relies on; the
+formatter's exhaustive edge cases belong here, with the template that maintains it: every
+value type, values JSON cannot hold, odd names, the time cache, and the runner's rewrites of
+nginx's error and access lines. The bake's ``<package>_stack/jsonlog.py`` is standard library
+only, so it is loaded from the bake by path: no environment of the project's is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import sys
+from types import ModuleType
+
+import pytest
+
+from .conftest import Bake
+
+
+@pytest.fixture(scope="module")
+def jsonlog(default_bake: Bake) -> ModuleType:
+    """The bake's ``<package>_stack.jsonlog`` module."""
+    [stack] = (default_bake.project / "src").glob("*_stack")
+    path = stack / "jsonlog.py"
+    spec = importlib.util.spec_from_file_location("bake_jsonlog", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and typing look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(message: str = "hello", level: int = logging.INFO, **extra: object) -> logging.LogRecord:
+    logger = logging.getLogger("tests.format")
+    return logger.makeRecord(logger.name, level, __file__, 1, message, (), None, extra=extra)
+
+
+def as_json(jsonlog: ModuleType, log_record: logging.LogRecord) -> dict[str, object]:
+    line = jsonlog.JsonFormatter().format(log_record)
+    assert "\n" not in line
+    assert line.isascii()
+    parsed: dict[str, object] = json.loads(line)
+    return parsed
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_every_value_type_is_json_or_its_string(jsonlog: ModuleType) -> None:
+    """Plain values stay JSON types; NaN anywhere, bytes, cycles, odd keys, any object and
+    objects that refuse str() become strings: the line stays one valid JSON object."""
+    cycle: list[object] = []
+    cycle.append(cycle)
+    marker = object()
+    fields = as_json(jsonlog, record(
+        s="x", i=3, f=1.5, b=False, n=None, l=[1, "a"], nan=float("nan"), inf=float("-inf"),
+        nested_nan=[1.0, float("nan")], raw=b"\xff\x00ok", cycle=cycle, tuple_keys={(1, 2): "x"},
+        o=marker, broken=Unprintable(),
+    ))  # fmt: skip
+    assert fields == {
+        **{key: fields[key] for key in ("time", "level", "logger", "message")},
+        "s": "x", "i": 3, "f": 1.5, "b": False, "n": None, "l": [1, "a"], "nan": "nan",
+        "inf": "-inf", "nested_nan": "[1.0, nan]", "raw": "b'\\xff\\x00ok'", "cycle": "[[...]]",
+        "tuple_keys": "{(1, 2): 'x'}", "o": str(marker), "broken": "<unprintable Unprintable>",
+    }  # fmt: skip
+
+
+def test_time_level_and_names(jsonlog: ModuleType) -> None:
+    """UTC with milliseconds, the per-second cache never reused across seconds; custom levels
+    named; a bad %-format, non-ASCII and lone-surrogate names still give JSON."""
+    formatter = jsonlog.JsonFormatter()
+    first, second = record(), record()
+    first.created, first.msecs = 59.0, 0.0
+    second.created, second.msecs = 60.999, 999.0
+    assert json.loads(formatter.format(first))["time"] == "1970-01-01T00:00:59.000Z"
+    assert json.loads(formatter.format(second))["time"] == "1970-01-01T00:01:00.999Z"
+    assert as_json(jsonlog, record(level=25))["level"] == "level 25"
+    odd = logging.getLogger("t").makeRecord(
+        "t\udcff", logging.INFO, "", 0, "%d items", ("many",), None
+    )
+    odd.__dict__["naïve\n"] = "\udcfe"
+    fields = as_json(jsonlog, odd)
+    assert (fields["message"], fields["logger"]) == ("%d items ('many',)", "t\udcff")
+    assert fields["naïve\n"] == "\udcfe"
+
+
+def test_extra_fields_of_any_record(jsonlog: ModuleType) -> None:
+    """Records from a custom factory keep their extras; attributes other formatters add
+    (message, asctime) are not extras."""
+
+    class Custom(logging.LogRecord):
+        pass
+
+    custom = Custom("n", logging.INFO, "", 0, "m", (), None)
+    custom.user = "u"
+    assert jsonlog.extra_fields(custom) == {"user": "u"}
+    plain = record(k=1)
+    logging.Formatter("%(asctime)s %(message)s").format(plain)
+    assert jsonlog.extra_fields(plain) == {"k": 1}
+
+
+def test_the_runners_lines_share_the_shape(jsonlog: ModuleType) -> None:
+    """The runner's own lines come from the same formatter, protected keys included."""
+    line = json.loads(jsonlog.json_line("serve", "warning", "hi", level="x", name="n", pid=3))
+    assert list(line) == ["time", "level", "logger", "message", "extra_level", "extra_name", "pid"]
+    assert (line["level"], line["logger"], line["message"]) == ("warning", "serve", "hi")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
+         b' temporary file /run/x, client: 127.0.0.1, server: _, request: "POST /a\xff HTTP/1.1", host: "h"\n',
+         {"time": "2026-01-02T03:04:05.000Z", "level": "warning", "logger": "nginx.error",
+          "message": "a client request body is buffered to a temporary file /run/x", "pid": 12,
+          "connection": 7, "client": "127.0.0.1", "server": "_",
+          "request": "POST /a\\xff HTTP/1.1", "host": "h"}),
+        (b'nginx: [emerg] unknown directive "x" in /c',
+         {"level": "critical", "logger": "nginx.error", "message": 'unknown directive "x" in /c'}),
+        (b"something else \xfe",
+         {"level": "error", "logger": "nginx.error", "message": "something else \\xfe"}),
+    ],
+    ids=["error log", "early message", "anything else"],
+)  # fmt: skip
+def test_nginx_error_lines_become_json(
+    jsonlog: ModuleType, raw: bytes, expected: dict[str, object]
+) -> None:
+    """nginx's error line gives its time, level, pid, connection and context as fields;
+    early messages and unexpected text still give one JSON line."""
+    line = jsonlog.nginx_error_line(raw)
+    assert line.isascii()
+    fields = json.loads(line)
+    assert {key: fields.get(key) for key in expected} == expected
+
+
+def test_access_lines_are_made_valid_utf8(jsonlog: ModuleType) -> None:
+    """Valid lines pass untouched; a non-UTF-8 byte becomes a \\udcXX escape, nothing lost."""
+    good = b'{"a":"\xc3\xa9"}\n{"b":1}'
+    assert jsonlog.access_lines(good) == good + b"\n"
+    out = jsonlog.access_lines(b'{"ua":"Mozilla \xff"}\n{"b":1}\nnot json \xfe')
+    first, second, third = (json.loads(line) for line in out.decode("utf-8").splitlines())
+    assert (first, second, third["message"]) == (
+        {"ua": "Mozilla \udcff"},
+        {"b": 1},
+        "not json \\xfe",
+    )
+    assert first["ua"].encode("utf-8", "surrogateescape") == b"Mozilla \xff"
