@@ -119,7 +119,8 @@ def test_the_runners_lines_share_the_shape(jsonlog: ModuleType) -> None:
     ("raw", "expected"),
     [
         (b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
-         b' temporary file /run/x, client: 127.0.0.1, server: _, request: "POST /a\xff HTTP/1.1", host: "h"\n',
+         b" temporary file /run/x, client: 127.0.0.1, server: _,"
+         b' request: "POST /a\xff HTTP/1.1", host: "h"\n',
          {"time": "2026-01-02T03:04:05.000Z", "level": "warning", "logger": "nginx.error",
           "message": "a client request body is buffered to a temporary file /run/x", "pid": 12,
           "connection": 7, "client": "127.0.0.1", "server": "_",
