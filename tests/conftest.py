@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .full_suites import FullSuite, FullSuites
+from .full_suites import FullSuite, FullSuites, Step
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 # Outside the checkout, which may sit in a private directory: as root, the generated project's
@@ -146,6 +146,29 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
 }
 
 
+def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
+    """What each full suite runs, in order (tests/full_suites.py).
+
+    default: `make lint`, `make test`, then the battery against the bake (./scripts/battery's
+    pytest run, with the shared venv's interpreter). postgresql: first a route and a
+    migration added the documented way (tests/documented_changes.py), then lint and test.
+    """
+    python = str(env.venv / "bin" / "python")
+
+    def make(target: str) -> Step:
+        command = ["make", "--no-print-directory", "-C", str(project), target, f"VENV={env.venv}"]
+        return Step(target, command)
+
+    if name == "default":
+        battery = [
+            sys.executable, "-m", "pytest", "battery", "--project", str(project),
+            "--python", python, "-p", "no:cacheprovider",
+        ]  # fmt: skip
+        return [make("lint"), make("test"), Step("battery", battery, TEMPLATE_DIR)]
+    changes = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
+    return [Step("documented changes", changes), make("lint"), make("test")]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "full_suite(bake): reads full_suites.result(bake), the bake's whole suite"
@@ -169,7 +192,8 @@ def full_suites(
         (shared_tmp / f"full-suite-{name}").chmod(0o755)
         # A mypy cache of its own too: the option bakes' lint runs at the same time.
         env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
-        suites[name] = FullSuite(env, result.project)
+        steps = full_suite_steps(name, env, result.project)
+        suites[name] = FullSuite(steps, env.environ(result.project))
     started = FullSuites(suites)
     yield started
     started.stop()

@@ -1,12 +1,13 @@
-"""The generated projects' whole `make lint` + `make test`, run side by side in the background.
+"""The generated projects' whole runs, side by side in the background: two threads of steps.
 
-The default bake's and the postgresql bake's full suites are the two longest steps of the
-template's run (about 8 and 10 minutes alone), and each keeps one of the machine's two CPUs
-busy only part of the time (waits on servers, sockets, sleeps). Started together, the second
-runs while the first waits: the template's run is shorter by most of the shorter suite, and
-each suite still runs whole, in its own bake, venv, ports and PostgreSQL server. The tests
-that measure speed or noise (tests/test_bench.py) call wait_all() first, so nothing of these
-suites runs beside a measurement.
+The default bake's `make lint`, `make test` and then the battery (battery/, the heavy proofs
+of the service's promises, run against that bake as `./scripts/battery` would), and the
+postgresql bake's documented changes (a route and a migration added as its README and
+docs/database.md say), `make lint` and `make test`, are the longest steps of the template's
+run. Each keeps one of the machine's two CPUs busy only part of the time (waits on servers,
+sockets, sleeps): started together, one runs while the other waits, and each still runs
+whole, in its own bake, venv, ports and PostgreSQL server. The tests that measure speed or
+noise call wait_all() first, so nothing of these suites runs beside a measurement.
 """
 
 from __future__ import annotations
@@ -19,19 +20,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
-    from .conftest import ProjectEnv
 
-TARGETS = ("lint", "test")
+@dataclass(frozen=True)
+class Step:
+    """One command of a suite; ``name`` is what results are looked up and reported by."""
+
+    name: str
+    command: list[str]
+    cwd: Path | None = None
 
 
 @dataclass
 class FullSuite:
-    """`make lint`, then (if it passed) `make test`, of one bake, in a thread of its own."""
+    """Steps run in order in a thread of their own; the first failure ends the suite."""
 
-    env: ProjectEnv
-    project: Path
+    steps: list[Step]
+    env: Mapping[str, str]
     results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
     _process: subprocess.Popen[str] | None = None
     _stopped: bool = False
@@ -39,32 +46,32 @@ class FullSuite:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"suite {self.project}")
+        self._thread = threading.Thread(target=self._run, name=f"suite {self.steps[0].name}")
         self._thread.start()
 
     def _run(self) -> None:
-        for target in TARGETS:
-            command = ["make", "--no-print-directory", "-C", str(self.project), target]
+        for step in self.steps:
             with self._lock:
                 if self._stopped:
                     return
-                # A session of its own: stop() ends make and every server its tests started.
+                # A session of its own: stop() ends the step and every server it started.
                 self._process = subprocess.Popen(
-                    [*command, f"VENV={self.env.venv}"],
-                    env=self.env.environ(self.project),
+                    step.command,
+                    cwd=step.cwd,
+                    env=dict(self.env),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
                     start_new_session=True,
                 )
             stdout, stderr = self._process.communicate()
-            result = subprocess.CompletedProcess(command, self._process.returncode, stdout, stderr)
-            self.results.append(result)
-            if result.returncode != 0:
+            code = self._process.returncode
+            self.results.append(subprocess.CompletedProcess([step.name], code, stdout, stderr))
+            if code != 0:
                 return
 
     def wait(self) -> list[subprocess.CompletedProcess[str]]:
-        """Every target's result, in order, once the suite has finished."""
+        """Every step's result (``args`` is ``[step name]``), in order, once the suite ended."""
         if self._thread is not None:
             self._thread.join()
         return self.results
@@ -96,3 +103,13 @@ class FullSuites:
     def stop(self) -> None:
         for suite in self._suites.values():
             suite.stop()
+
+
+def assert_steps_passed(
+    results: list[subprocess.CompletedProcess[str]], names: list[str], tail: int = 20000
+) -> None:
+    """Every step passed, and these were the steps (a failure shows its output's end)."""
+    for result in results:
+        output = f"{result.stdout[-tail:]}\n{result.stderr[-tail:]}"
+        assert result.returncode == 0, f"{result.args[0]} failed:\n{output}"
+    assert [result.args[0] for result in results] == names

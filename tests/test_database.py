@@ -122,16 +122,16 @@ def test_generated_ci_installs_the_postgresql_binaries(database_bake: Bake) -> N
 @pytest.mark.slow
 @pytest.mark.full_suite("postgresql")
 def test_postgresql_bake_lints_and_passes_its_full_suite(full_suites: FullSuites) -> None:
-    """make lint, then the whole make test: a real PostgreSQL, migrations up and down, the
-    items API, the live stack with several workers, a restart under load (run beside the
-    default bake's suite: tests/full_suites.py)."""
+    """A route and a migration added the way the docs say (tests/documented_changes.py),
+    then make lint and the whole make test: a real PostgreSQL, migrations up and down, the
+    items API, the live stack (run beside the default bake's suite: tests/full_suites.py)."""
     if shutil.which("initdb") is None and not list(Path("/usr/lib/postgresql").glob("*/bin")):
         pytest.fail("PostgreSQL's server binaries are missing (apt-get install postgresql)")
     results = full_suites.result("postgresql")
     for result in results:
         target = result.args[-1]
-        assert result.returncode == 0, f"make {target}\n{result.stdout[-20000:]}\n{result.stderr}"
-    assert [result.args[-1] for result in results] == ["lint", "test"]
+        assert result.returncode == 0, f"{target}\n{result.stdout[-20000:]}\n{result.stderr}"
+    assert [result.args[-1] for result in results] == ["documented changes", "lint", "test"]
     # The live tests skip, saying why, where they cannot run the stack: here they must run.
     skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "database" in line or "uid" in line], skipped

@@ -7,8 +7,9 @@ without internet and runs no third-party script on the service's origin. main.py
 
 The page carries a Content-Security-Policy that its own assets satisfy: scripts and styles
 only from this origin (the start-up code is a file, not an inline script), nothing fetched
-from elsewhere, never framed. ``tests/serving/test_docs_browser.py`` renders it in headless
-Chromium under that header and fails on any CSP violation.
+from elsewhere, never framed. The template's battery (``battery/test_docs_browser.py``,
+docs/security.md) renders it in headless Chromium under that header and fails on any CSP
+violation.
 
 No ReDoc page (FastAPI's /redoc): its bundle always fetches a logo from cdn.redoc.ly and
 writes inline styles, so it cannot run under this policy.

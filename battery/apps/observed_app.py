@@ -9,11 +9,13 @@ route of the real app, so the metrics middleware counts it like any other.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
 
-from {{ cookiecutter.package_name }}.main import create_app
+# The service's app: SERVICE_PACKAGE names its package (battery/conftest.py sets it).
+create_app = importlib.import_module(f"{os.environ['SERVICE_PACKAGE']}.main").create_app
 
 app = create_app()
 

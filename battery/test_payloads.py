@@ -20,9 +20,9 @@ import pytest
 from .conftest import error_lines, get, parse_json, request, server_errors
 
 if TYPE_CHECKING:
-    from serving.conftest import LiveStack
+    from .conftest import LiveStack
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 JSON = {"Content-Type": "application/json"}
 # fault_app's strict model with no body-size limit of its own: only nginx's 1 MiB bounds it.
@@ -70,9 +70,7 @@ def test_hostile_body_gets_a_small_4xx(shared_stack: LiveStack, case: str) -> No
     before = worker_cpu_seconds(shared_stack)
     status, headers, reply = request(shared_stack.port, "POST", TARGET, body, headers=JSON)
     spent = worker_cpu_seconds(shared_stack) - before
-    print(  # noqa: T201 - the figure for docs/security.md
-        f"\n{case}: {len(body)} B -> {status}, {len(reply)} B, workers' CPU {spent:.2f} s"
-    )
+    print(f"\n{case}: {len(body)} B -> {status}, {len(reply)} B, workers' CPU {spent:.2f} s")
 
     assert status == expected, reply[:300]
     assert len(reply) < REPLY_LIMIT
@@ -112,7 +110,7 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
         for thread in attackers:
             thread.join(60)
 
-    print(  # noqa: T201 - for the record, not asserted: this machine's speed is not the app's
+    print(
         f"\n/livez under the worst case: slowest {max(waits):.2f} s, median"
         f" {sorted(waits)[len(waits) // 2]:.3f} s, {len(statuses)} attacks answered"
     )

@@ -17,9 +17,9 @@ from .conftest import exchange, get, parse_json, parse_response
 from .test_hostile import never_reaches_app
 
 if TYPE_CHECKING:
-    from serving.conftest import LiveStack
+    from .conftest import LiveStack
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 FOREIGN = {
     "X-Real-IP": "6.6.6.6",

@@ -1,6 +1,6 @@
 """A test-only ASGI app: the real app plus routes that misbehave on purpose.
 
-The reliability tests serve it through the real stack (deploy/serve.py with
+The reliability tests serve it through the real stack (the runner (python -m <package>_stack) with
 APP_MODULE=fault_app:app) so every fault crosses nginx, the socket and gunicorn. Routes live
 inside the real app, behind its middleware (request id, access log, deadline, error guard):
 
@@ -24,6 +24,7 @@ Depends on the generated package only.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -32,11 +33,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Request  # noqa: TC002 - FastAPI reads the annotations at runtime
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from {{ cookiecutter.package_name }}.main import create_app
+# The service's app: SERVICE_PACKAGE names its package (battery/conftest.py sets it).
+create_app = importlib.import_module(f"{os.environ['SERVICE_PACKAGE']}.main").create_app
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -80,7 +82,7 @@ async def sleep(request: Request, seconds: float = 1.0) -> dict[str, float]:
 async def block(request: Request, seconds: float = 1.0) -> dict[str, float]:
     """Block this worker's event loop: nothing else on the worker runs meanwhile."""
     _say("fault handler blocking", request, seconds=seconds, pid=os.getpid())
-    time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the fault under test
+    time.sleep(seconds)
     return {"blocked": seconds}
 
 
@@ -148,7 +150,7 @@ async def _connect_dependencies() -> None:
 
 
 @asynccontextmanager
-async def _failing_lifespan(application: FastAPI) -> AsyncIterator[None]:  # noqa: ARG001
+async def _failing_lifespan(application: FastAPI) -> AsyncIterator[None]:
     await _connect_dependencies()
     yield
 

@@ -10,12 +10,15 @@ inside its middleware (its request deadline included).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from {{ cookiecutter.package_name }}.main import app as real_app
+# The service's app: SERVICE_PACKAGE names its package (battery/conftest.py sets it).
+real_app = importlib.import_module(f"{os.environ['SERVICE_PACKAGE']}.main").create_app()
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send

@@ -26,23 +26,20 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from serving.conftest import wait_for
-
 from .conftest import (
     get,
     mixed_load,
     nginx_access,
     runner_children,
     server_errors,
+    wait_for,
     wait_for_line,
 )
 
 if TYPE_CHECKING:
-    from serving.conftest import LiveStack
+    from .conftest import LiveStack, LoadReport, Stacks
 
-    from .conftest import LoadReport, Stacks
-
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 
 def children_of(pid: int) -> set[int]:
@@ -60,7 +57,7 @@ def children_of(pid: int) -> set[int]:
 
 def assert_nothing_lost(stack: LiveStack, report: LoadReport, what: str) -> None:
     """No failed request on either side, and every POST applied exactly once."""
-    print(  # noqa: T201 - the figures belong in the test's output
+    print(
         f"{what}: {dict(report.ok)} ok, {len(report.failures)} failed,"
         f" {report.stale_retries} stale keep-alive connections resent"
     )

@@ -17,17 +17,17 @@ from .conftest import APP_ACCESS_LOGGER, Stacks, get, parse_json, wait_for_line
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from serving.conftest import LiveStack
+    from .conftest import Identity, LiveStack
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture(scope="module")
-def trusting_stack(nginx_bin: str) -> Iterator[LiveStack]:
+def trusting_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
     """A stack whose nginx trusts the loopback client as its load balancer."""
-    started = Stacks(nginx_bin)
+    started = Stacks(nginx_bin, identity)
     yield started.start(TRUSTED_PROXIES="127.0.0.1/32")
     started.stop_all()
 

@@ -19,7 +19,7 @@ from .conftest import get, parse_json, wait_for_line
 if TYPE_CHECKING:
     from .conftest import Stacks
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 CAP = 3
 CLIENTS = 8

@@ -29,11 +29,9 @@ from .conftest import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from serving.conftest import LiveStack
+    from .conftest import LiveStack, Stacks
 
-    from .conftest import Stacks
-
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",

@@ -26,11 +26,9 @@ from .conftest import (
 )
 
 if TYPE_CHECKING:
-    from serving.conftest import LiveStack
+    from .conftest import LiveStack, Stacks
 
-    from .conftest import Stacks
-
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 
 def gunicorn_workers(stack: LiveStack) -> set[int]:

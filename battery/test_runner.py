@@ -14,22 +14,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from {{ cookiecutter.package_name }}_stack import settings as stack_settings
-from {{ cookiecutter.package_name }}_stack.settings import SettingError
 
-from serving.conftest import DEPLOY, wait_for
-
-from .conftest import get, runner_children, wait_for_line
+from .conftest import get, run_runner, runner_children, wait_for, wait_for_line
 
 if TYPE_CHECKING:
     from .conftest import Stacks
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
+pytestmark = pytest.mark.live
 
 
 def group_alive(pgid: int) -> bool:
@@ -116,20 +111,15 @@ def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:
 
 
 def _run_as_root(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """The runner started as root with this interpreter (private to root when under /root)."""
-    return subprocess.run(
-        [sys.executable, str(DEPLOY / "serve.py")],
-        env={
+    """The runner started as root with the service's interpreter (private to root under /root)."""
+    return run_runner(
+        {
             "PATH": f"{os.environ.get('PATH', os.defpath)}:/usr/sbin",
             "RUN_DIR": str(tmp / "run"),
             "PORT": "1",  # never reached: the runner stops before binding
             "LISTEN_ADDRESS": "127.0.0.1",
             **env,
-        },
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+        }
     )
 
 
@@ -175,17 +165,3 @@ def test_serve_as_root_is_an_explicit_choice(tmp_path: Path) -> None:
         allowed = _run_as_root(tmp_path, SERVE_USER="root", SERVE_AS_ROOT="on", PORT=str(port))
     assert "serving as root (SERVE_AS_ROOT=on)" in allowed.stdout
     assert f"port {port} in use" in allowed.stdout, "it went on past the privilege check"
-
-
-@pytest.mark.parametrize(("raw", "allowed"), [("", False), ("on", True), ("0", False)])
-def test_serve_as_root_values(raw: str, *, allowed: bool) -> None:
-    """SERVE_AS_ROOT is off unless set; the default SERVE_USER is `app`."""
-    settings = stack_settings.load({"SERVE_AS_ROOT": raw})
-    assert settings.serve_as_root is allowed
-    assert settings.serve_user == "app"
-
-
-def test_serve_as_root_refuses_a_wrong_value() -> None:
-    """SERVE_AS_ROOT=maybe: one line naming the variable and what is allowed."""
-    with pytest.raises(SettingError, match=r"^SERVE_AS_ROOT='maybe' is refused: on or off"):
-        stack_settings.load({"SERVE_AS_ROOT": "maybe"})

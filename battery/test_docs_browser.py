@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from {{ cookiecutter.package_name }}.api.docs import DOCS_CSP
+from .conftest import PACKAGE, run_python
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -30,9 +30,17 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.live
 
-API_DOCS = "{{ cookiecutter.package_name | upper }}_API_DOCS"
-ENVIRONMENT = "{{ cookiecutter.package_name | upper }}_ENVIRONMENT"
+API_DOCS = f"{PACKAGE.upper()}_API_DOCS"
+ENVIRONMENT = f"{PACKAGE.upper()}_ENVIRONMENT"
 OPERATION = re.compile(r'class="opblock-summary-path" data-path="([^"]+)"')
+
+
+@pytest.fixture(scope="module")
+def docs_csp() -> str:
+    """The policy the service's docs page declares (api/docs.py), read by its interpreter."""
+    found = run_python("-c", f"from {PACKAGE}.api.docs import DOCS_CSP; print(DOCS_CSP)")
+    assert found.returncode == 0, found.stderr
+    return found.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +74,13 @@ def status_and_csp(url: str) -> tuple[int, list[str]]:
 
 
 def test_docs_render_every_operation_offline_under_their_csp(
-    start_stack: Callable[..., LiveStack], chromium: str, tmp_path: Path
+    start_stack: Callable[..., LiveStack], chromium: str, docs_csp: str, tmp_path: Path
 ) -> None:
     """Development: /docs lists each operation, and Chromium reports no CSP violation."""
     stack = start_stack(**{ENVIRONMENT: "development"})
     status, policies = status_and_csp(f"{stack.base}/docs")
     assert status == 200
-    assert policies == [DOCS_CSP], "nginx must pass the page's own policy, and only it"
+    assert policies == [docs_csp], "nginx must pass the page's own policy, and only it"
     dom, violations = render(chromium, f"{stack.base}/docs", tmp_path)
     assert violations == []
     assert {"/", "/livez", "/readyz", "/items", "/items/{item_id}"} <= set(OPERATION.findall(dom))
@@ -87,10 +95,12 @@ def test_docs_are_off_in_production(start_stack: Callable[..., LiveStack]) -> No
         assert policies == ["frame-ancestors 'none'"], "nginx's minimal policy, once"
 
 
-def test_docs_can_be_turned_on_in_production(start_stack: Callable[..., LiveStack]) -> None:
+def test_docs_can_be_turned_on_in_production(
+    start_stack: Callable[..., LiveStack], docs_csp: str
+) -> None:
     """The one setting publishes them in production."""
     stack = start_stack(**{API_DOCS: "true"})
-    assert status_and_csp(f"{stack.base}/docs") == (200, [DOCS_CSP])
+    assert status_and_csp(f"{stack.base}/docs") == (200, [docs_csp])
     assert status_and_csp(f"{stack.base}/openapi.json")[0] == 200
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .conftest import PACKAGE
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.live
 
-ORIGINS = "{{ cookiecutter.package_name | upper }}_CORS_ORIGINS"
+ORIGINS = f"{PACKAGE.upper()}_CORS_ORIGINS"
 ALLOWED = "https://app.example.com"
 PREFLIGHT = {
     "Access-Control-Request-Method": "POST",

@@ -1,10 +1,11 @@
-"""API fuzzing: schemathesis generates requests from the app's OpenAPI schema.
+"""API fuzzing: schemathesis generates requests from the service's OpenAPI schema.
 
 Every operation is called through nginx on a live stack with generated valid and invalid
 inputs; each answer must be no 5xx and must match the schema (status code, content type,
-body, headers). The schema is built in process at collection time (schemathesis' lazy
-fixture loader breaks on pytest 9), and a test proves the live stack serves the same one.
-Depends on schemathesis (dev group). The example count is bounded so this takes seconds.
+body, headers). The schema is built by the service's interpreter at collection time
+(schemathesis' lazy fixture loader breaks on pytest 9), and a test proves the live stack
+serves the same one. Depends on schemathesis (the template's test group). The example count
+is bounded so this takes seconds per operation.
 """
 
 from __future__ import annotations
@@ -16,18 +17,14 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from {{ cookiecutter.package_name }}.main import app
-
-from .conftest import REAL_APP, Stacks, get
+from .conftest import get, service_openapi
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from .conftest import LiveStack
 
-    from serving.conftest import LiveStack
+pytestmark = pytest.mark.live
 
-pytestmark = [pytest.mark.live, pytest.mark.reliability]
-
-schema = schemathesis.openapi.from_dict(app.openapi())
+schema = schemathesis.openapi.from_dict(service_openapi())
 EXCLUDED_CHECKS = [
     # Sends TRACE, among others: nginx refuses TRACE itself, before any location, with a 405
     # that cannot list each path's methods in Allow (only the app knows them).
@@ -38,20 +35,11 @@ EXCLUDED_CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def real_stack(nginx_bin: str) -> Iterator[LiveStack]:
-    """A stack serving the real app (no fault routes)."""
-    started = Stacks(nginx_bin)
-    # Production turns the schema off by default; publish it so the live one can be compared.
-    yield started.start(REAL_APP, {{ cookiecutter.package_name | upper }}_API_DOCS="true")
-    started.stop_all()
-
-
 def test_live_stack_serves_the_schema_under_test(real_stack: LiveStack) -> None:
     """The schema fuzzed below is the one the live stack publishes."""
     status, _, body = get(real_stack.port, "/openapi.json")
     assert status == 200
-    assert json.loads(body) == app.openapi()
+    assert json.loads(body) == service_openapi()
 
 
 @schema.parametrize()

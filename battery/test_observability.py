@@ -1,9 +1,10 @@
 """Live observability tests: a real Prometheus scrapes the stack; a real OTLP receiver gets spans.
 
-Each starts deploy/serve.py as the container does (2 gunicorn workers, real nginx) serving
-observed_app.py (the real app plus a /hold route). Prometheus is Debian's `prometheus`
-(skipped, with the reason, where it is missing); the OTLP/HTTP receiver is a small HTTP
-server in this process that decodes what the exporter posts.
+Each starts the runner (`python -m <package>_stack`) as the container does (2 gunicorn
+workers, real nginx) serving apps/observed_app.py (the real app plus a /hold route).
+Prometheus is Debian's `prometheus` (skipped, with the reason, where it is missing); the
+OTLP/HTTP receiver is a small HTTP server in this process that decodes what the exporter
+posts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,15 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from .conftest import (
-    PACKAGE,
-    PROJECT,
-    SYSTEM_PATH,
-    LiveStack,
-    free_port,
-    launch_stack,
-    wait_for,
-)
+from . import conftest
+from .conftest import PACKAGE, SYSTEM_PATH, LiveStack, Stacks, free_port, wait_for
 from .test_live import fetch
 
 if TYPE_CHECKING:
@@ -73,38 +66,19 @@ class Observed:
 
 
 @pytest.fixture
-def observed_stack(nginx_bin: str) -> Iterator[Callable[..., Observed]]:
-    """Start the stack serving observed_app.py; stopped and removed after the test."""
-    started: list[tuple[LiveStack, Path]] = []
+def observed_stack(stacks: Stacks) -> Callable[..., Observed]:
+    """Start the stack serving observed_app.py, once its metrics listener answers too."""
 
     def start(**env: str) -> Observed:
-        metrics_port = str(free_port())
-        stack, staging = launch_stack(
-            nginx_bin,
-            APP,
-            [Path(__file__).with_name("observed_app.py")],
-            {"METRICS_PORT": metrics_port, **env},
-        )
-        started.append((stack, staging))
+        stack = stacks.start(APP, **env)
+        metrics_url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
         wait_for(
-            lambda: stack.process.poll() is not None or _ok(f"{stack.base}/livez"),
-            90,
-            "the stack to answer GET /livez",
-        )
-        wait_for(
-            lambda: (
-                stack.process.poll() is not None or _ok(f"http://127.0.0.1:{metrics_port}/metrics")
-            ),
-            30,
-            "the metrics listener",
+            lambda: stack.process.poll() is not None or _ok(metrics_url), 30, "the metrics listener"
         )
         assert stack.process.poll() is None, f"the runner exited:\n{stack.log_text()}"
-        return Observed(stack, int(metrics_port))
+        return Observed(stack, stack.metrics_port)
 
-    yield start
-    for stack, staging in started:
-        stack.stop_everything()
-        shutil.rmtree(staging, ignore_errors=True)
+    return start
 
 
 def _ok(url: str) -> bool:
@@ -313,7 +287,7 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
 
 def documented_queries() -> list[str]:
     """The PromQL blocks of docs/observability.md, in order."""
-    text = (PROJECT / "docs" / "observability.md").read_text(encoding="utf-8")
+    text = (conftest.PROJECT / "docs" / "observability.md").read_text(encoding="utf-8")
     return [
         " ".join(block.split()) for block in re.findall(r"```promql\n(.*?)```", text, re.DOTALL)
     ]
@@ -341,27 +315,6 @@ def test_metrics_are_served_on_their_own_port_only(
     assert fetch(stack.metrics_url.replace("/metrics", "/other"))[0] == 404
 
 
-def test_runner_refuses_a_metrics_port_equal_to_port(tmp_path: Path) -> None:
-    """METRICS_PORT equal to PORT is refused at start with one line naming the variable."""
-    env = {"PATH": SYSTEM_PATH, "RUN_DIR": str(tmp_path), "PORT": "9000", "METRICS_PORT": "9000"}
-    result = subprocess.run(
-        [sys.executable, Path(__file__).parents[2] / "deploy" / "serve.py"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
-
-    assert result.returncode == 1
-    lines = [json.loads(line) for line in result.stdout.splitlines()]
-    message = (
-        "METRICS_PORT=9000 is PORT too: the metrics need a port of their own, never reachable"
-        " through the public one"
-    )
-    assert [line["message"] for line in lines] == [message]
-
-
 # --- OpenTelemetry ----------------------------------------------------------------------------
 
 
@@ -387,7 +340,7 @@ class OtlpReceiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -1,0 +1,685 @@
+"""The battery's fixtures: live stacks of one service directory, raw clients, mixed load.
+
+Run by `./scripts/battery <project-dir>` (or `pytest battery --project DIR [--python PY]`).
+The service directory is a generated project, or a user's own service of the same shape:
+`src/<package>/main.py` with `create_app()`, `src/<package>_stack/` (the runner), `deploy/`
+(nginx.conf, gunicorn.conf.py). Its interpreter (`--python`, by default DIR/.venv/bin/python,
+what `make install` creates) runs the stack; this process only sends requests, signals and
+reads logs, so the battery needs none of the service's packages itself.
+
+Each stack is started from a staging directory: the test apps of battery/apps/ (the real
+app plus misbehaving routes) as the working directory gunicorn imports APP_MODULE from,
+and a copy of deploy/ a test may edit (NGINX_CONF and GUNICORN_CONF point at it). Inputs:
+nginx on PATH or in /usr/sbin (tests skip, saying so, where it is missing); as root,
+setpriv (util-linux) to run the stack as an unprivileged user, as the image does. Every
+wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+APPS = Path(__file__).resolve().parent / "apps"
+# Dedicated numeric identities for the stack and for an outsider when the battery runs as
+# root. They need no /etc/passwd entry: nothing in the stack looks its user up by name.
+STACK_UID = 48151
+OUTSIDER_UID = 48152
+SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+
+# Set by pytest_configure from --project and --python, before any test module is imported.
+PROJECT = Path()
+PYTHON = ""
+PACKAGE = ""
+FAULT_APP = "fault_app:app"
+SLOW_APP = "slow_app:app"
+REAL_APP = ""
+APP_ACCESS_LOGGER = ""
+DEADLINE_VARIABLE = ""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("battery")
+    group.addoption("--project", help="the service directory to prove (a generated project)")
+    group.addoption("--python", help="its interpreter [PROJECT/.venv/bin/python]")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global PROJECT, PYTHON, PACKAGE, REAL_APP, APP_ACCESS_LOGGER, DEADLINE_VARIABLE
+    project = config.getoption("--project")
+    if not project:
+        raise pytest.UsageError("--project DIR: the service directory the battery proves")
+    PROJECT = Path(project).resolve()
+    PYTHON = config.getoption("--python") or str(PROJECT / ".venv" / "bin" / "python")
+    stacks = [path.name for path in (PROJECT / "src").glob("*_stack") if path.is_dir()]
+    if len(stacks) != 1:
+        raise pytest.UsageError(f"{PROJECT}/src must hold one <package>_stack, found {stacks}")
+    PACKAGE = stacks[0].removesuffix("_stack")
+    REAL_APP = f"{PACKAGE}.main:app"
+    APP_ACCESS_LOGGER = f"{PACKAGE}.access"
+    # The app's request deadline variable: the package name, upper case, prefixed.
+    DEADLINE_VARIABLE = f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS"
+    config.addinivalue_line("markers", "live: starts the service's stack")
+
+
+def run_python(
+    *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The service's interpreter run to its end (a refusal, a value it computes...)."""
+    return subprocess.run(
+        [PYTHON, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ if env is None else env),
+        cwd=APPS,  # never the project: its .env must not change what is tested
+        timeout=60,
+    )
+
+
+def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m <package>_stack` run to its end with only env (and the project's deploy/)."""
+    deploy = {
+        "NGINX_CONF": str(PROJECT / "deploy" / "nginx.conf"),
+        "GUNICORN_CONF": str(PROJECT / "deploy" / "gunicorn.conf.py"),
+    }
+    return run_python("-m", f"{PACKAGE}_stack", *args, env={**deploy, **env})
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll condition until it holds; fail naming what did not happen in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def nginx_bin() -> str:
+    """The nginx executable; the test is skipped, with the reason, where there is none."""
+    found = shutil.which("nginx", path=SYSTEM_PATH)
+    if found is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    return found
+
+
+# --- who runs the stack ---------------------------------------------------------------------
+
+
+@dataclass
+class Identity:
+    """Who runs the stack, and the interpreter and import path that user can use."""
+
+    uid: int
+    gid: int
+    python: str
+    pythonpath: list[str] = field(default_factory=list)
+    drop: list[str] = field(default_factory=list)  # the setpriv prefix, as root
+
+    def command(self, *args: str) -> list[str]:
+        return [*self.drop, *args]
+
+
+def setpriv(uid: int) -> list[str]:
+    return [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ]
+
+
+@pytest.fixture(scope="session")
+def identity() -> Identity:
+    """The service's user, or as root a dedicated unprivileged uid.
+
+    As root, the service's interpreter may live where others cannot enter (a pyenv under
+    /root): then the system's interpreter of the same version runs the same installed
+    packages (its site-packages and src/, named on PYTHONPATH for that user only).
+    """
+    if os.geteuid() != 0:
+        return Identity(os.getuid(), os.getgid(), PYTHON)
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): cannot drop privileges")
+    facts = run_python(
+        "-c",
+        "import sys, sysconfig; p = sysconfig.get_paths(); "
+        "print(f'{sys.version_info[0]}.{sys.version_info[1]}', p['purelib'], p['platlib'])",
+    ).stdout.split()
+    version, *site = facts
+    pythonpath = [str(PROJECT / "src"), *dict.fromkeys(site)]
+    env = {"PATH": SYSTEM_PATH, "PYTHONPATH": os.pathsep.join(pythonpath), "HOME": "/"}
+    if "DATABASE_URL" in os.environ:  # importing main.py builds the app, which may need it
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+    # The runner starts gunicorn with sys.executable: that must work too, as this user (a
+    # first exec may still pass where the second, without root's capabilities, does not).
+    check = (
+        "import subprocess, sys\n"
+        f"imports = 'import gunicorn, uvicorn_worker, {PACKAGE}.main'\n"
+        "subprocess.run([sys.executable, '-c', imports], check=True)\n"
+    )
+    errors = []
+    for python in dict.fromkeys(
+        [PYTHON, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    ):
+        probe = subprocess.run(
+            [*setpriv(STACK_UID), python, "-c", check],
+            env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        if probe.returncode == 0:
+            return Identity(STACK_UID, STACK_UID, python, pythonpath, setpriv(STACK_UID))
+        errors.append(f"{python}: {probe.stderr.strip().splitlines()[-1:]}")
+    pytest.skip(f"no Python {version} that uid {STACK_UID} may run with the packages: {errors}")
+
+
+# --- a live stack ---------------------------------------------------------------------------
+
+
+@dataclass
+class LiveStack:
+    """`python -m <package>_stack` running on this host, started as the container starts it."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    staging: Path
+    identity: Identity
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.staging / "run"
+
+    @property
+    def log_path(self) -> Path:
+        return self.staging / "stack.log"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.run_dir / "gunicorn.sock"
+
+    def log_lines(self) -> list[dict[str, object]]:
+        """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
+        lines = []
+        for raw in self.log_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if isinstance(parsed := json.loads(raw), dict):
+                    lines.append(parsed)
+        return lines
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def child_pid(self, name: str) -> int:
+        """The pid of a child the runner logged as started ("nginx" or "gunicorn")."""
+        for line in self.log_lines():
+            if line.get("logger") == "serve" and line.get("message") == f"started {name}":
+                pid = line["pid"]
+                assert isinstance(pid, int)
+                return pid
+        pytest.fail(f"the runner never logged starting {name}:\n{self.log_text()}")
+
+    def wait_exit(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the runner was still running after {timeout:g} s:\n{self.log_text()}")
+
+    def stop_everything(self) -> None:
+        """Clean-up: TERM the runner, then kill whatever of the stack is left."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=60)
+        # Every child the runner started leads its own process group (reloads included).
+        for pid in runner_children(self):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def runner_children(stack: LiveStack) -> list[int]:
+    """Pids of every process the runner logged as started (each leads its process group)."""
+    return [
+        pid
+        for line in stack.log_lines()
+        if line.get("logger") == "serve"
+        and str(line.get("message", "")).startswith("started ")
+        and isinstance(pid := line.get("pid"), int)
+    ]
+
+
+def override_directives(conf: Path, directives: Mapping[str, str]) -> None:
+    """Set each directive's value in an nginx config, failing if it is not there once."""
+    text = conf.read_text(encoding="utf-8")
+    for name, value in directives.items():
+        pattern = re.compile(rf"^(\s*{name}\s+)[^;]+;", re.MULTILINE)
+        text, found = pattern.subn(rf"\g<1>{value};", text)
+        assert found == 1, f"{conf} has {found} {name} directives, expected one"
+    conf.write_text(text, encoding="utf-8")
+
+
+def launch_stack(
+    nginx_bin: str,
+    identity: Identity,
+    app_module: str,
+    env: Mapping[str, str],
+    nginx_directives: Mapping[str, str] | None = None,
+) -> LiveStack:
+    """Start the runner from a fresh staging directory a non-root user can read.
+
+    pytest's own temporary directories are private to the user running the tests (0700).
+    nginx_directives shortens timeouts in the staging copy of deploy/nginx.conf (they are
+    not environment variables): each directive must appear exactly once.
+    """
+    staging = Path(tempfile.mkdtemp(prefix="battery-stack-"))
+    staging.chmod(0o755)
+    for app_file in APPS.glob("*.py"):
+        shutil.copy2(app_file, staging / app_file.name)
+    shutil.copytree(PROJECT / "deploy", staging / "deploy")
+    if nginx_directives:
+        override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
+    run_dir = staging / "run"
+    run_dir.mkdir(mode=0o755)
+    if identity.drop:
+        os.chown(run_dir, identity.uid, identity.gid)
+    port = free_port()
+    metrics_port = free_port()
+    environment = {
+        **os.environ,
+        "PATH": SYSTEM_PATH,
+        "HOME": str(run_dir),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "RUN_DIR": str(run_dir),
+        "PORT": str(port),
+        # Never the default 9464: stacks run side by side (and one may be a developer's).
+        "METRICS_PORT": str(metrics_port),
+        "LISTEN_ADDRESS": "127.0.0.1",
+        "APP_MODULE": app_module,
+        "NGINX_CONF": str(staging / "deploy" / "nginx.conf"),
+        "GUNICORN_CONF": str(staging / "deploy" / "gunicorn.conf.py"),
+        "WEB_CONCURRENCY": "2",
+        "NGINX_WORKER_PROCESSES": "1",
+        "NGINX_BIN": nginx_bin,
+        # The test apps build the service's app from this package.
+        "SERVICE_PACKAGE": PACKAGE,
+        # The app's access line shows which requests (and ids) reached it (off by default).
+        f"{PACKAGE.upper()}_ACCESS_LOG": "true",
+        **env,
+    }
+    if identity.pythonpath:
+        environment["PYTHONPATH"] = os.pathsep.join(identity.pythonpath)
+    log_path = staging / "stack.log"
+    with log_path.open("wb") as output:
+        process = subprocess.Popen(
+            identity.command(identity.python, "-m", f"{PACKAGE}_stack"),
+            env=environment,
+            # gunicorn imports APP_MODULE from here; the app reads .env here (there is none).
+            cwd=staging,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    return LiveStack(process, port, metrics_port, staging, identity)
+
+
+class Stacks:
+    """Starts stacks of the service; stops them all at the end."""
+
+    def __init__(self, nginx_bin: str, identity: Identity) -> None:
+        self.nginx_bin = nginx_bin
+        self.identity = identity
+        self.started: list[LiveStack] = []
+
+    def start(
+        self,
+        app_module: str = FAULT_APP,
+        *,
+        ready: bool = True,
+        extra_env: Mapping[str, str] | None = None,
+        nginx_directives: Mapping[str, str] | None = None,
+        **env: str,
+    ) -> LiveStack:
+        """Start the runner; with ready, wait until GET /livez answers through nginx."""
+        stack = launch_stack(
+            self.nginx_bin,
+            self.identity,
+            app_module,
+            {**(extra_env or {}), **env},
+            nginx_directives,
+        )
+        self.started.append(stack)
+        process = stack.process
+        if ready:
+            wait_for(
+                lambda: process.poll() is not None or get(stack.port, "/livez")[0] == 200,
+                90,
+                f"the stack to answer GET /livez on port {stack.port}",
+            )
+            assert process.poll() is None, f"the runner exited during start:\n{stack.log_text()}"
+        return stack
+
+    def stop_all(self) -> None:
+        for stack in self.started:
+            stack.stop_everything()
+            shutil.rmtree(stack.staging, ignore_errors=True)
+        self.started.clear()
+
+
+@pytest.fixture
+def stacks(nginx_bin: str, identity: Identity) -> Iterator[Stacks]:
+    """Start stacks in one test; all are stopped (and killed if need be) after it."""
+    started = Stacks(nginx_bin, identity)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def start_stack(stacks: Stacks) -> Callable[..., LiveStack]:
+    """Start a stack of the real app plus /slow (apps/slow_app.py) by default."""
+
+    def start(app_module: str = SLOW_APP, **env: str) -> LiveStack:
+        return stacks.start(app_module, **env)
+
+    return start
+
+
+@pytest.fixture(scope="module")
+def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+    """One stack for a module of tests that only send requests (they do not stop it)."""
+    started = Stacks(nginx_bin, identity)
+    yield started.start(FAULT_APP, TRUSTED_PROXIES="192.0.2.0/24")
+    started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def real_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+    """The service's own app, as deployed, with its API docs and schema published."""
+    started = Stacks(nginx_bin, identity)
+    yield started.start(REAL_APP, **{f"{PACKAGE.upper()}_API_DOCS": "true"})
+    started.stop_all()
+
+
+# --- logs -----------------------------------------------------------------------------------
+
+
+def lines_of(stack: LiveStack, logger: str) -> list[dict[str, object]]:
+    """The stack's JSON log lines written by one logger ("nginx.access", the app's, ...)."""
+    return [line for line in stack.log_lines() if line.get("logger") == logger]
+
+
+def nginx_access(stack: LiveStack) -> list[dict[str, object]]:
+    return lines_of(stack, "nginx.access")
+
+
+def app_access(stack: LiveStack) -> list[dict[str, object]]:
+    return lines_of(stack, APP_ACCESS_LOGGER)
+
+
+def wait_for_line(
+    stack: LiveStack, predicate: Callable[[dict[str, object]], bool], what: str, count: int = 1
+) -> list[dict[str, object]]:
+    """Poll the stack's log until count lines match; return them."""
+    found: list[dict[str, object]] = []
+
+    def enough() -> bool:
+        found[:] = [line for line in stack.log_lines() if predicate(line)]
+        return len(found) >= count
+
+    wait_for(enough, 30, what)
+    return found
+
+
+def server_errors(stack: LiveStack) -> list[dict[str, object]]:
+    """nginx access-log lines with a 5xx, or a 499 (the client gave up waiting)."""
+    return [
+        line
+        for line in nginx_access(stack)
+        if isinstance(status := line.get("status"), int) and (status >= 500 or status == 499)
+    ]
+
+
+def error_lines(stack: LiveStack, last: int = 6) -> list[str]:
+    """The stack's last error lines (nginx's upstream errors, the app's tracebacks cut
+    short): what an assertion on statuses prints, so a rare 5xx says where it came from."""
+    said = [line for line in stack.log_lines() if line.get("level") in {"error", "critical"}]
+    return [json.dumps(line)[:1500] for line in said[-last:]]
+
+
+# --- raw HTTP ----------------------------------------------------------------------------
+
+
+def exchange(port: int, payload: bytes | Sequence[bytes], timeout: float = 10.0) -> bytes:
+    """Send raw bytes (pieces in order) to nginx and read until it closes or goes quiet."""
+    pieces = [payload] if isinstance(payload, bytes) else payload
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        # No shutdown(SHUT_WR) after sending: nginx takes a half-closed client for one that
+        # gave up (499). Requests say "Connection: close", so nginx closes when done.
+        try:
+            for piece in pieces:
+                conn.sendall(piece)
+        except OSError:
+            pass  # nginx may answer and close before reading everything: read what it said
+        with contextlib.suppress(OSError):
+            while not _complete(received) and (chunk := conn.recv(65536)):
+                received += chunk
+    return received
+
+
+def _complete(raw: bytes) -> bool:
+    """Whether raw holds a whole response (nginx may linger before closing after an error)."""
+    head, found, body = raw.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    return length is not None and len(body) >= int(length.group(1))
+
+
+def parse_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one HTTP/1.1 response."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+        return 0, {}, raw
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers, body
+
+
+def get(
+    port: int, path: str, headers: dict[str, str] | None = None, timeout: float = 10.0
+) -> tuple[int, dict[str, str], bytes]:
+    """One GET through nginx on a fresh connection; status 0 when nothing came back."""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    wire = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n"
+    try:
+        return parse_response(exchange(port, wire.encode("latin-1"), timeout))
+    except OSError:
+        return 0, {}, b""
+
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, dict[str, str], bytes]:
+    """One request with a body through nginx on a fresh connection."""
+    fields = {"Host": "localhost", "Connection": "close", "Content-Length": str(len(body))}
+    fields.update(headers or {})
+    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
+    return parse_response(exchange(port, (head + "\r\n").encode("latin-1") + body, timeout))
+
+
+def parse_json(body: bytes) -> dict[str, object]:
+    parsed = json.loads(body)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def elapsed(start: float) -> float:
+    return time.monotonic() - start
+
+
+# --- mixed load with keep-alive connections ---------------------------------------------------
+
+
+@dataclass
+class LoadReport:
+    """What the clients saw: successes per method, failures, and stale keep-alive retries."""
+
+    ok: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    # A reused keep-alive connection closed before any byte of the answer: the request never
+    # reached nginx (its access log proves it), and clients resend it on a new connection.
+    stale_retries: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+class _Stale(Exception):
+    """The connection closed before any byte of the response arrived."""
+
+
+async def _exchange_once(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wire: bytes
+) -> tuple[int, bytes, bool]:
+    writer.write(wire)
+    await writer.drain()
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as error:
+        if not error.partial:
+            raise _Stale from error
+        raise
+    except ConnectionResetError as error:
+        raise _Stale from error
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    keep = headers.get("connection", "").lower() != "close"
+    return int(status_line.split(" ", 2)[1]), body, keep
+
+
+async def _client(port: int, method: str, deadline: float, report: LoadReport, expect: int) -> None:
+    """One keep-alive connection sending requests back to back until the deadline."""
+    # GET /livez: every service has it; POST /fault/echo: a body through the app's router.
+    path = "/livez" if method == "GET" else "/fault/echo"
+    body = b'{"name":"load","n":1}' if method == "POST" else b""
+    wire = (
+        f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    reused = False
+    loop = asyncio.get_running_loop()
+    while loop.time() < deadline:
+        if conn is None:
+            conn = await asyncio.open_connection("127.0.0.1", port)
+            reused = False
+        started = loop.time()
+        try:
+            status, _, keep = await asyncio.wait_for(_exchange_once(*conn, wire), 30)
+        except _Stale:
+            conn[1].close()
+            conn = None
+            if not reused:
+                report.failures.append(f"{method}: closed before answering on a new connection")
+            else:
+                report.stale_retries += 1
+            continue
+        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+            report.failures.append(f"{method}: {type(error).__name__}: {error}")
+            conn[1].close()
+            conn = None
+            continue
+        report.latencies.append(loop.time() - started)
+        if status == expect:
+            report.ok[method] += 1
+        else:
+            report.failures.append(f"{method}: status {status}")
+        reused = True
+        if not keep:
+            conn[1].close()
+            conn = None
+    if conn is not None:
+        conn[1].close()
+
+
+def mixed_load(
+    port: int, seconds: float, connections: int = 4
+) -> tuple[threading.Thread, LoadReport]:
+    """Start GET and POST keep-alive clients in a thread for seconds; join the thread to end."""
+    report = LoadReport()
+
+    async def main() -> None:
+        deadline = asyncio.get_running_loop().time() + seconds
+        await asyncio.gather(
+            *(_client(port, "GET", deadline, report, 200) for _ in range(connections)),
+            *(_client(port, "POST", deadline, report, 201) for _ in range(connections)),
+        )
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    return thread, report
+
+
+_OPENAPI: list[dict[str, Any]] = []
+
+
+def service_openapi() -> dict[str, Any]:
+    """The service's OpenAPI document, built by its own interpreter (cached for the session)."""
+    if not _OPENAPI:
+        built = run_python(
+            "-c", f"import json; from {PACKAGE}.main import create_app; "
+            "print(json.dumps(create_app().openapi()))",
+        )  # fmt: skip
+        assert built.returncode == 0, built.stderr
+        _OPENAPI.append(json.loads(built.stdout))
+    return _OPENAPI[0]

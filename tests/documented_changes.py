@@ -1,0 +1,103 @@
+"""Change a postgresql bake the way its docs say: a new endpoint, a new table and its migration.
+
+    python tests/documented_changes.py PROJECT_DIR
+
+Run by the postgresql full suite (tests/conftest.py) with the project's interpreter, before
+that bake's `make lint` and `make test`: adding an endpoint or a migration as documented
+must break no test the user did not write. The README's way to add an endpoint: "a router
+module in api/ (copy items.py), included in create_app() in main.py"; docs/database.md's way
+to change the schema: change db/models.py, then `alembic revision --autogenerate` against a
+migrated database. Needs PostgreSQL's server binaries: the bake's own tests/pg_server.py
+starts a throwaway server, as its tests do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROUTE = '''"""Notes: how many there are (added after generation, the README's way)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+from sqlalchemy import func, select
+
+from {package}.db.models import NoteRow
+
+from .items_db import UNAVAILABLE, Session
+
+router = APIRouter(prefix="/notes", tags=["notes"], responses=UNAVAILABLE)
+
+
+class NoteCount(BaseModel):
+    """How many notes are stored."""
+
+    count: int
+
+
+@router.get("/count")
+async def count_notes(db: Session) -> NoteCount:
+    """Count the notes."""
+    total = await db.scalar(select(func.count()).select_from(NoteRow))
+    return NoteCount(count=total or 0)
+'''
+MODEL = '''
+
+class NoteRow(Base):
+    """A note (added after generation: its migration is `alembic revision --autogenerate`)."""
+
+    __tablename__ = "notes"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    text: Mapped[str] = mapped_column(String(200))
+'''
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace the one occurrence of old in path (fail loudly if the file changed shape)."""
+    text = path.read_text(encoding="utf-8")
+    if text.count(old) != 1:
+        sys.exit(f"{path}: expected one {old!r}")
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def add_endpoint(project: Path, package: str) -> None:
+    api = project / "src" / package / "api"
+    (api / "notes.py").write_text(ROUTE.format(package=package), encoding="utf-8")
+    main = project / "src" / package / "main.py"
+    routers = "from .api import health, index, items_db"
+    edit(main, f"{routers}\n", f"{routers}, notes\n")
+    include = "    application.include_router(items_db.router)\n"
+    edit(main, include, f"{include}    application.include_router(notes.router)\n")
+
+
+def add_migration(project: Path, package: str) -> None:
+    models = project / "src" / package / "db" / "models.py"
+    models.write_text(models.read_text(encoding="utf-8") + MODEL, encoding="utf-8")
+    sys.path.insert(0, str(project / "tests"))  # the bake's own throwaway-server helper
+    from pg_server import start_server  # imported once the bake is known
+
+    server = start_server()
+    try:
+        env = {**os.environ, "DATABASE_URL": server.url()}
+        for command in (["upgrade", "head"], ["revision", "--autogenerate", "-m", "add notes"]):
+            subprocess.run(
+                [sys.executable, "-m", "alembic", *command], cwd=project, env=env, check=True
+            )
+    finally:
+        server.remove()
+
+
+def main(project: Path) -> None:
+    (stack,) = (project / "src").glob("*_stack")
+    package = stack.name.removesuffix("_stack")
+    add_endpoint(project, package)
+    add_migration(project, package)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]).resolve())

@@ -1,0 +1,102 @@
+"""The battery (battery/, ./scripts/battery) and the promises the generated docs list.
+
+Every test docs/security.md and docs/reliability.md name exists, in the bake (`tests/...`)
+or in the template's battery (`battery/...`, or a bare `test_*.py` in reliability.md's
+battery table), and every battery module is named there. The battery itself runs against
+the default bake in the background (tests/full_suites.py); this file reads its result.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import TEMPLATE_DIR, Bake
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .full_suites import FullSuites
+
+BATTERY = TEMPLATE_DIR / "battery"
+DOCS = ("docs/security.md", "docs/reliability.md")
+NAMED = re.compile(r"`((?:[\w./]+/)?test_\w+\.py)::(test_\w+)`")
+
+
+def functions_of(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def named_tests(project: Path) -> list[tuple[Path, str]]:
+    """(module, function) for each `path::name` in the docs; bare names are the battery's."""
+    named = []
+    for page in DOCS:
+        for path, name in NAMED.findall((project / page).read_text(encoding="utf-8")):
+            if path.startswith("tests/"):
+                named.append((project / path, name))
+            else:
+                named.append((BATTERY / path.removeprefix("battery/"), name))
+    return named
+
+
+def test_every_test_the_docs_name_exists(default_bake: Bake) -> None:
+    """Each `path::name` on the two pages is a test function in the bake or in the battery."""
+    named = named_tests(default_bake.project)
+    missing = [
+        f"{module}::{name}"
+        for module, name in named
+        if not module.is_file() or name not in functions_of(module)
+    ]
+    assert len(named) > 40, named
+    assert missing == []
+
+
+def test_every_battery_module_is_named_in_the_docs(default_bake: Bake) -> None:
+    """A new battery module gets its promises listed (the docs say what it proves)."""
+    named = {module for module, _ in named_tests(default_bake.project)}
+    text = "".join((default_bake.project / page).read_text(encoding="utf-8") for page in DOCS)
+    unlisted = [
+        module.name
+        for module in sorted(BATTERY.glob("test_*.py"))
+        if module not in named and module.name not in text
+    ]
+    assert unlisted == []
+
+
+def test_the_contract_suite_is_named_in_the_docs(default_bake: Bake) -> None:
+    """Every test of the bake's live contract suite is on docs/security.md."""
+    contract = default_bake.project / "tests" / "live" / "test_contract.py"
+    security = (default_bake.project / "docs" / "security.md").read_text(encoding="utf-8")
+    unlisted = [name for name in functions_of(contract) if f"::{name}`" not in security]
+    assert unlisted == []
+
+
+def test_the_battery_refuses_to_run_without_a_project() -> None:
+    """./scripts/battery without a directory prints its usage and exits 2."""
+    result = subprocess.run(
+        [str(TEMPLATE_DIR / "scripts" / "battery")], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stderr.startswith("usage:")) == (2, True), result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.full_suite("default")
+def test_the_battery_passes_against_the_default_bake(full_suites: FullSuites) -> None:
+    """Load, fuzzing, faults, reloads, hostile and slow clients, observability, the docs page
+    in a browser: every battery test passes against the default bake, none skipped but the
+    root-only ones (scripts/test installs every tool the battery uses)."""
+    results = {result.args[0]: result for result in full_suites.result("default")}
+    assert "battery" in results, f"the battery did not run: {list(results)} (see test_bake.py)"
+    battery = results["battery"]
+    assert battery.returncode == 0, f"{battery.stdout[-20000:]}\n{battery.stderr[-5000:]}"
+    skipped = [line for line in battery.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert [line for line in skipped if "root" not in line] == [], skipped

@@ -1,0 +1,211 @@
+"""One live stack for the contract tests: `python -m {{ cookiecutter.package_name }}_stack`, started once.
+
+Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
+one slow route). Inputs: the project installed (`make install`), nginx on PATH or in
+/usr/sbin (the tests skip, saying so, where it is missing). The environment passes through
+unchanged but for the stack's own variables below; started as root (a container's CI, say),
+the stack stays root only because SERVE_AS_ROOT=on says so (docs/settings.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+HERE = Path(__file__).resolve().parent
+DEPLOY = HERE.parent.parent / "deploy"
+PACKAGE = "{{ cookiecutter.package_name }}"
+# The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
+DEADLINE_SECONDS = 2
+SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll condition until it holds; fail naming what did not happen in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def exchange(port: int, wire: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes (what urllib would refuse to send); status, headers (lower case), body."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
+        with contextlib.suppress(OSError):  # nginx may answer and close before reading all
+            client.sendall(wire)
+        with contextlib.suppress(OSError):
+            while chunk := client.recv(65536):
+                received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in lines)
+    }
+    return int(status_line.split(" ", 2)[1]), headers, body
+
+
+def request(
+    port: int, method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, dict[str, str], bytes]:
+    """One request on a fresh connection (Connection: close)."""
+    fields = {"Host": "localhost", "Connection": "close", **(headers or {})}
+    if body:
+        fields["Content-Length"] = str(len(body))
+    head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+    return exchange(port, f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body)
+
+
+@dataclass
+class LiveStack:
+    """The runner's process, its ports and its log (every line of every process)."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    run_dir: Path
+    log_path: Path
+
+    def log_lines(self) -> list[dict[str, object]]:
+        """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
+        lines = []
+        for raw in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                if isinstance(parsed := json.loads(raw), dict):
+                    lines.append(parsed)
+        return lines
+
+    def app_request_ids(self) -> set[object]:
+        """The request ids of the app's access lines: the requests that reached the app."""
+        access = f"{PACKAGE}.access"
+        return {line.get("request_id") for line in self.log_lines() if line["logger"] == access}
+
+    def stop(self) -> None:
+        """TERM the runner; kill whatever of the stack is left (a test failed half-way)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=30)
+        for line in self.log_lines():
+            if str(line.get("message", "")).startswith("started ") and "pid" in line:
+                with contextlib.suppress(OSError):
+                    os.killpg(int(str(line["pid"])), signal.SIGKILL)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
+    """Start the stack as the image does (env adds or overrides variables); wait until ready.
+
+    The caller stops it (``LiveStack.stop``) and removes ``run_dir.parent``.
+    """
+    if shutil.which("nginx", path=SYSTEM_PATH) is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    run_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
+    port, metrics_port = free_port(), free_port()
+    environment = {
+        **os.environ,
+        "PATH": SYSTEM_PATH,
+        "RUN_DIR": str(run_dir / "run"),
+        "PORT": str(port),
+        # Never the default 9464: a developer's own stack may be using it.
+        "METRICS_PORT": str(metrics_port),
+        "LISTEN_ADDRESS": "127.0.0.1",
+        "APP_MODULE": app_module,
+        # This project's deploy/ files, as edited: the stack runs from tests/live/ (below).
+        "NGINX_CONF": str(DEPLOY / "nginx.conf"),
+        "GUNICORN_CONF": str(DEPLOY / "gunicorn.conf.py"),
+        "WEB_CONCURRENCY": "2",
+        "NGINX_WORKER_PROCESSES": "1",
+        # The app's access line says which requests (and ids) reached it (off by default).
+        f"{PACKAGE.upper()}_ACCESS_LOG": "true",
+        **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
+        **env,
+    }
+    log_path = run_dir / "stack.log"
+    with log_path.open("wb") as output:
+        # cwd: gunicorn imports APP_MODULE from its working directory, and the app and the
+        # stack read .env there; there is none, so a developer's own changes nothing here.
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"{PACKAGE}_stack"],
+            cwd=HERE,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    started = LiveStack(process, port, metrics_port, run_dir / "run", log_path)
+    try:
+        wait_for(
+            lambda: process.poll() is not None or _answers(f"http://127.0.0.1:{port}/livez"),
+            60,
+            "the stack to answer GET /livez",
+        )
+        assert process.poll() is None, log_path.read_text(encoding="utf-8", errors="replace")
+    except BaseException:
+        started.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return started
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LiveStack]:
+    """The stack serving live_app.py, with a short deadline; the last test may stop it."""
+    started = launch(**{f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS)})
+    yield started
+    started.stop()
+    shutil.rmtree(started.run_dir.parent, ignore_errors=True)
+
+
+REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def assert_json_error(
+    answer: tuple[int, dict[str, str], bytes], expected: int, *, id_in_body: bool = True
+) -> None:
+    """An error in the service's shape: a JSON detail, the request id in X-Request-ID (and in
+    the body, where nginx or the app's deadline and error guard wrote it)."""
+    status, headers, body = answer
+    assert status == expected, body[:300]
+    assert headers["content-type"].startswith("application/json"), headers
+    assert REQUEST_ID.match(headers.get("x-request-id", "")), headers
+    error = json.loads(body)
+    assert error["detail"], error
+    if id_in_body:
+        assert error["request_id"] == headers["x-request-id"], error

@@ -1,1 +1,0 @@
-"""Reliability and security battery: reloads, faults, hostile clients, fuzzing, load."""

@@ -1,1 +1,0 @@
-"""Tests of the production serving stack (deploy/, Dockerfile, compose.yaml)."""
