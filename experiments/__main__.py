@@ -4,9 +4,10 @@
     python -m experiments --project BAKE --cpu-share [--quick] [--out DIR]
     python -m experiments --project BAKE --floors [--out DIR]
 
-Run through `scripts/experiments`, which bakes the default project, installs it and puts this
-package and the bake on PYTHONPATH. Writes DIR/experiments.json, DIR/experiments.md (every
-table, the seeds' findings, a recommendation) and, with matplotlib, DIR/experiments.png.
+Run through `scripts/experiments`, which bakes the default project, installs it and puts the
+template's root (experiments/, lab/) and the bake's src/ on PYTHONPATH. Writes
+DIR/experiments.json, DIR/experiments.md (every table, the seeds' findings, a
+recommendation) and, with matplotlib, DIR/experiments.png.
 The findings table is the template README's "Re-measured" table.
 """
 
@@ -18,7 +19,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from experiments.package import VARIABLE, discover
+from experiments.package import VARIABLE
+from lab.project import FACTORY_VARIABLE, discover
 
 
 def main(argv: list[str]) -> int:
@@ -38,9 +40,10 @@ def main(argv: list[str]) -> int:
         help="instead of the grid: the least each middleware job can cost, in instructions",
     )
     args = parser.parse_args(argv)
-    project = args.project.resolve()
-    # Before importing the bake's bench package: the servers inherit this environment.
-    os.environ[VARIABLE] = discover(project)
+    project = discover(args.project)
+    # Before the experiments' modules are imported: the servers inherit this environment.
+    os.environ[VARIABLE] = project.package
+    os.environ[FACTORY_VARIABLE] = project.need_factory()
     if args.cpu_share:
         from experiments.cpu_share import cpu_share
 
@@ -59,17 +62,16 @@ def main(argv: list[str]) -> int:
         print(table)
         return 0
 
-    from bench.budgets import load_budgets  # the bake's, on PYTHONPATH
-    from bench.experiments import select
-    from bench.report import markdown
-    from bench.runner import FULL, QUICK, run_experiments
-    from bench.servers import shipped_worker_count
-
     from experiments.findings import findings_table, recommendation
     from experiments.grid import grid
+    from lab.budgets import load_budgets
+    from lab.experiments import select
+    from lab.report import markdown
+    from lab.runner import FULL, QUICK, run_experiments
+    from lab.servers import shipped_worker_count
 
     workers = shipped_worker_count(project)
-    chosen = grid(len(os.sched_getaffinity(0)), workers)
+    chosen = grid(len(os.sched_getaffinity(0)), workers, package=project.package)
     try:
         chosen = select(chosen, args.only, quick=args.quick)
     except ValueError as error:
@@ -88,12 +90,12 @@ def main(argv: list[str]) -> int:
     results.write(out / "experiments.json")
     chart: str | None = "experiments.png"
     try:
-        from bench.chart import draw  # matplotlib is optional
+        from lab.chart import draw  # matplotlib is optional
     except ImportError:
         chart = None
     else:
         draw(results, out / "experiments.png")
-    report = markdown(results, load_budgets(project / "bench" / "budgets.toml"), chart)
+    report = markdown(results, load_budgets(), chart)
     report = report.replace("# Benchmark results", "# The template's experiment grid", 1)
     findings = findings_table(results)
     if findings:

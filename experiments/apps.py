@@ -1,6 +1,6 @@
 """The app variants only the template's experiments serve, as gunicorn app factories.
 
-- `experiments.apps:basehttp()`: the bake's bare app (bench/apps.py) plus its middleware
+- `experiments.apps:basehttp()`: the bake's bare app (lab/apps.py) plus its middleware
   rewritten as BaseHTTPMiddleware (experiments/basehttp.py): the anti-pattern, to show its cost.
 - `experiments.apps:asgi_passthrough()`, `experiments.apps:basehttp_passthrough()`: bare plus
   ONE middleware that does nothing, pure ASGI or BaseHTTPMiddleware: the seed's own
@@ -8,15 +8,15 @@
 
 gunicorn calls the factory in each worker (its `module:function()` form, which APP_MODULE
 accepts), so importing this module builds nothing. Only the gunicorn servers load factories:
-bench/servers.py starts `uvicorn` without `--factory`, and the grid never runs these under it.
-Depends on the bake's `bench` package being importable (its directory on PYTHONPATH).
+lab/servers.py starts `uvicorn` without `--factory`, and the grid never runs these under it.
+Depends on the template's lab (lab/apps.py: $LAB_FACTORY names the bake's app factory).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.apps import build_bare
+from lab.apps import build_bare
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -8,7 +8,7 @@ TID251); it lives here, in the template's experiments, because measuring that co
 purpose.
 
 Each class does the work of its twin in the baked package's `middleware` the way people
-write it with `call_next`, in main.py's order, on the same app (the bake's bench/apps.py), so
+write it with `call_next`, in main.py's order, on the same app (lab/apps.py), so
 the difference in the benchmark is the middleware style. The baked package is named by
 $EXPERIMENTS_PACKAGE (experiments/__main__.py sets it).
 """

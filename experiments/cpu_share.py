@@ -7,7 +7,7 @@ divides each process group's CPU time (user + system, /proc/<pid>/stat, children
 and wrk's own by the requests served. On a machine whose CPUs are all busy, the hop's ratio
 can be no better than (app + wrk) / (app' + nginx + wrk): the printed "CPU-bound ratio".
 
-Depends on the bake's bench package (servers, wrk, experiments' Stack and Front) and Linux's
+Depends on the template's lab (servers, wrk, experiments' Stack and Front) and Linux's
 /proc. Run through `scripts/experiments --cpu-share`.
 """
 
@@ -18,10 +18,14 @@ import resource
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bench.experiments import LARGE, SMALL, Front, Stack
-from bench.servers import Launcher, Processes
-from bench.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
+from lab.experiments import LARGE, SMALL, Front, Stack
+from lab.servers import Launcher, Processes
+from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
+
+if TYPE_CHECKING:
+    from lab.project import Project
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -45,7 +49,7 @@ def _load(url: str, seconds: int, groups: dict[str, int]) -> tuple[WrkResult, di
     """One wrk run; CPU microseconds per request of each group and of wrk."""
     before = {name: group_cpu_seconds(group) for name, group in groups.items()}
     started = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(  # noqa: S603 - wrk, with the argument list bench/wrk.py builds
+    done = subprocess.run(  # noqa: S603 - wrk, with the argument list lab/wrk.py builds
         wrk_command(find_wrk(), url, duration_s=seconds, connections=64),
         capture_output=True, text=True, check=True, timeout=seconds + 30,
     )  # fmt: skip
@@ -60,7 +64,7 @@ def _load(url: str, seconds: int, groups: dict[str, int]) -> tuple[WrkResult, di
     return result, per_request
 
 
-def cpu_share(project: Path, seconds: int = 8) -> str:
+def cpu_share(project: Project, seconds: int = 8) -> str:
     """Measure and return a Markdown table."""
     rows = [
         "| endpoint | path | requests/s | app us | nginx us | wrk us | CPU-bound ratio |",

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bench.stats import Outcome, Summary, best_within, compare, percent_change, ratio
+from lab.stats import Outcome, Summary, best_within, compare, percent_change, ratio
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from bench.results import Results
+    from lab.results import Results
 
 # More workers must beat fewer by more than this to be worth their memory and CPU.
 WORKER_TOLERANCE = 0.03

@@ -4,37 +4,39 @@
 
 Each row is the bake's bare app plus ONE pure-ASGI layer doing one job of the default stack
 and nothing else, written as cheaply as we know how; the last row does every job of the
-request id, deadline and error guard in a single layer. Counted by the bake's own gate
-(bench/cost.py: valgrind's cachegrind, GET /livez in process, forked children) in one run,
+request id, deadline and error guard in a single layer. Counted by the lab's cost gate
+(lab/cost.py: valgrind's cachegrind, GET /livez in process, forked children) in one run,
 beside the shipped stacks, so the table answers: how far can pure-ASGI middleware on this Python go
 below what the template ships, and what does keeping one module per middleware cost?
 
-`create_app` is the factory bench/drive.py builds in the measured process; it finds the
-bake's package from bench/drive.py's own default factory. Depends on the bake's `bench`
-package and Starlette; valgrind on PATH.
+`create_app` is the factory lab/drive.py builds in the measured process; it finds the
+bake's own factory in $LAB_FACTORY (lab/cost.py passes it on). Depends on the template's lab
+and Starlette; valgrind on PATH.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from asyncio import current_task
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from bench.drive import DEFAULT_FACTORY
 from starlette.middleware import Middleware
+
+from lab.project import FACTORY_VARIABLE
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
-    from pathlib import Path
 
     from fastapi import FastAPI
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# The bake's package, from the factory bench/drive.py names (`<package>.main:create_app`).
-REQUEST_ID = importlib.import_module(
-    DEFAULT_FACTORY.split(".", 1)[0] + ".request_context"
-).REQUEST_ID
+    from lab.project import Project
+
+# The bake's app factory (`<package>.main:create_app`), and its package's request id.
+FACTORY = os.environ[FACTORY_VARIABLE]
+REQUEST_ID = importlib.import_module(FACTORY.split(".", 1)[0] + ".request_context").REQUEST_ID
 _HEADER = b"x-request-id"
 
 
@@ -198,10 +200,10 @@ def _stack(middleware: list[Middleware]) -> Callable[[ASGIApp], ASGIApp]:
 def create_app() -> FastAPI:
     """The bake's app with the floor layers, then its own stacks, as its middleware list.
 
-    bench/drive.py measures each entry alone on the bare app (``only:N``): each floor layer,
+    lab/drive.py measures each entry alone on the bare app (``only:N``): each floor layer,
     the shipped request id, deadline and error guard, and the whole shipped stack.
     """
-    module, _, function = DEFAULT_FACTORY.partition(":")
+    module, _, function = FACTORY.partition(":")
     application: FastAPI = getattr(importlib.import_module(module), function)()
     shipped = list(application.user_middleware)
     without_metrics = [m for m in shipped if getattr(m.cls, "__name__", "") != "MetricsMiddleware"]
@@ -220,10 +222,10 @@ SHIPPED = (
 )
 
 
-def floors(project: Path) -> str:
+def floors(project: Project) -> str:
     """Markdown: each floor layer and the shipped stacks, against the same bare app, counted
     in one run of the bake's gate."""
-    from bench.cost import measure
+    from lab.cost import measure
 
     floor = measure(project, factory=f"{__name__}:create_app")
     bare = floor.per_request["bare"]

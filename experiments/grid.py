@@ -1,10 +1,10 @@
 """The template's experiment grid: every choice the generated stack ships with, re-measured.
 
-Pure data, in the shapes of the bake's bench/experiments.py (Experiment, Config, Stack,
+Pure data, in the shapes of lab/experiments.py (Experiment, Config, Stack,
 Front), run by its runner. These experiments argue the template's defaults (pure ASGI over
 BaseHTTPMiddleware, socket and keepalive over TCP, buffering on, the worker count, the
-server); a generated service only keeps its own lean benchmark (`make bench`). The grid's
-middleware experiment is the bake's own, extended: its rows come from bench/experiments.py,
+server); `./scripts/bench` measures a service with the lean list. The grid's middleware
+experiment is that list's own, extended: its rows come from lab/experiments.py,
 so the two measure the same stacks. `quick=True` marks the configurations
 `scripts/experiments --quick` measures.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.experiments import (
+from lab.experiments import (
     LARGE,
     LARGE_SYNC,
     SMALL,
@@ -26,19 +26,21 @@ from bench.experiments import (
 )
 
 
-def _service_experiment(experiment_id: str, cpus: int, default_workers: int) -> Experiment:
-    """One of the bake's own experiments (`make bench`), which the grid extends."""
-    for experiment in experiments(cpus, default_workers):
+def _service_experiment(
+    experiment_id: str, cpus: int, default_workers: int, package: str
+) -> Experiment:
+    """One of the lab's experiments (`./scripts/bench`), which the grid extends."""
+    for experiment in experiments(cpus, default_workers, package=package):
         if experiment.id == experiment_id:
             return experiment
-    raise LookupError(f"the bake's bench/experiments.py has no {experiment_id!r} experiment")
+    raise LookupError(f"lab/experiments.py has no {experiment_id!r} experiment")
 
 
-def grid(cpus: int, default_workers: int) -> list[Experiment]:
+def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
     """Every experiment, for a machine with `cpus` CPUs where the shipped config runs
-    `default_workers` workers."""
+    `default_workers` workers; `package` is the bake's app package."""
     production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
-    middleware = _service_experiment("middleware", cpus, default_workers)
+    middleware = _service_experiment("middleware", cpus, default_workers, package)
     # The template's variants run on the baseline's own stack (one worker, no nginx), so
     # against it only the middleware differs.
     bare = middleware.config(middleware.baseline).stack
@@ -50,7 +52,7 @@ def grid(cpus: int, default_workers: int) -> list[Experiment]:
             question="What does the shipped middleware stack cost, and what would the "
             "BaseHTTPMiddleware way (`@app.middleware('http')`) cost? One worker, no nginx, "
             "so the app is the bottleneck. The rows before the BaseHTTPMiddleware ones are the "
-            "bake's own middleware experiment (`make bench`), its access-log row included (the "
+            "lab's own middleware experiment (`./scripts/bench`), its access-log row included (the "
             "app's access log is off by default: nginx logs every request with the same id). "
             "The two pass-through rows repeat the seed's own experiment (one middleware that "
             "does nothing).",

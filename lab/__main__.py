@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from lab import cost
 from lab.budgets import check_budgets, load_budgets
-from lab.experiments import access_log_variable, experiments, select
+from lab.experiments import experiments, select
 from lab.nginx import NginxConfigError, nginx_binary
 from lab.project import Project, ProjectError, discover
 from lab.report import markdown

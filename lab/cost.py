@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.drive import DEFAULT_PATH
+from lab.project import FACTORY_VARIABLE
 
 if TYPE_CHECKING:
     from lab.project import Project
@@ -141,6 +142,9 @@ def measure(
         "PYTHONHASHSEED": "0",
         "LC_ALL": "C.UTF-8",
     }
+    if project.factory is not None:
+        # What lab/apps.py and the template's experiments build on (experiments/floors.py).
+        env[FACTORY_VARIABLE] = project.factory
     if project.database:
         # The settings refuse to build the app without the database's URL, but GET /livez,
         # the path measured, never opens a connection: without the caller's URL (the

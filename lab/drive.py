@@ -3,12 +3,12 @@
     python -m lab.drive VARIANT... [--counts 100,600] [--warmup 200] [--factory M:F]
                                      [--path /livez] [--manifest FILE]
 
-Run by lab/cost.py under valgrind's cachegrind, in the measured project's Python. VARIANT is ``default`` (the app exactly as
-the factory builds it), ``bare`` (the same app with its middleware list emptied) or
-``only:N`` (the bare app plus the factory's N-th middleware, outermost first). The factory
-is the project's own (lab/project.py finds it: ``create_app`` beside the app gunicorn
-serves), so the stack measured is always the one the app ships, middleware added later
-included.
+Run by lab/cost.py under valgrind's cachegrind, in the measured project's Python. VARIANT is
+``default`` (the app exactly as the factory builds it), ``bare`` (the same app with its
+middleware list emptied) or ``only:N`` (the bare app plus the factory's N-th middleware,
+outermost first). The factory is the project's own (lab/project.py finds it: ``create_app``
+beside the app gunicorn serves), so the stack measured is always the one the app ships,
+middleware added later included.
 
 Every variant is imported, built, started (lifespan) and warmed up first; then, for each
 variant and each count, a forked child serves that many requests and exits. A child's

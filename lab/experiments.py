@@ -32,6 +32,7 @@ def access_log_variable(package: str) -> str:
     default, nginx logs every request."""
     return f"{package.upper()}_ACCESS_LOG"
 
+
 Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
 
 

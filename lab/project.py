@@ -21,7 +21,10 @@ import importlib
 import importlib.util
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # The factory override, for an app not built by a create_app() beside it.
 FACTORY_VARIABLE = "LAB_FACTORY"

@@ -16,6 +16,8 @@ import pytest
 from .conftest import TEMPLATE_DIR, Bake, ProjectEnv
 
 SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
+# The default bake's app package (cookiecutter.json's default answers).
+PACKAGE = "my_service"
 
 
 def test_the_script_passes_shellcheck() -> None:
@@ -28,7 +30,7 @@ def test_the_script_passes_shellcheck() -> None:
     assert done.returncode == 0, done.stdout
 
 
-# The app variants grid.py serves on top of the bake's own (bench/apps.py).
+# The app variants grid.py serves on top of the lab's own (lab/apps.py).
 GRID_VARIANTS = (
     "experiments.apps:asgi_passthrough()",
     "experiments.apps:basehttp()",
@@ -36,7 +38,7 @@ GRID_VARIANTS = (
 )
 LIST_APPS = (
     "from experiments.grid import grid; "
-    "print(*{c.stack.app for e in grid(2, 2) for c in e.configs})"
+    f"print(*{{c.stack.app for e in grid(2, 2, package='{PACKAGE}') for c in e.configs}})"
 )
 
 
@@ -49,11 +51,12 @@ def test_every_template_variant_loads_under_gunicorn(
     renamed variant fails here rather than minutes into a run."""
     project = default_bake.project
     python = str(project_env.venv / "bin" / "python")
-    layout = [TEMPLATE_DIR, project, project / "src", project / "deploy"]  # as scripts/experiments
+    layout = [TEMPLATE_DIR, project / "src"]  # as scripts/experiments
     env = dict(
         project_env.environ(project),
         PYTHONPATH=os.pathsep.join(map(str, layout)),
-        EXPERIMENTS_PACKAGE=default_bake.package_name,
+        EXPERIMENTS_PACKAGE=PACKAGE,
+        LAB_FACTORY=f"{PACKAGE}.main:create_app",
         RUN_DIR=str(tmp_path),
     )
     listed = subprocess.run(
@@ -127,7 +130,7 @@ def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Pat
 def test_floors_put_the_shipped_middleware_beside_the_least_each_job_costs(
     project_env: ProjectEnv, tmp_path: Path
 ) -> None:
-    """--floors counts, with the bake's own cachegrind gate, one cheapest layer per job and
+    """--floors counts, with the lab's cachegrind gate, one cheapest layer per job and
     all three jobs in one layer, beside the shipped middleware; the table is what the
     README's performance section quotes."""
     env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))

@@ -1,11 +1,17 @@
-"""The benchmark's app variants serve the same endpoints; only their middleware differs."""
+"""The lab's app variants serve the same endpoints; only their middleware differs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
-from lab import apps
-from lab.experiments import ACCESS_LOG
 from fastapi.testclient import TestClient
+
+from lab import apps
+from lab.experiments import access_log_variable
+
+if TYPE_CHECKING:
+    from lab.project import Project
 
 VARIANTS = ["bare", "shipped"]
 
@@ -27,10 +33,10 @@ def test_every_variant_serves_every_endpoint(variant: str, path: str, size: int 
 
 
 def test_shipped_is_the_real_stack(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    project: Project, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the access log on, it echoes a request id and writes one contract access line."""
-    monkeypatch.setenv(ACCESS_LOG, "true")
+    monkeypatch.setenv(access_log_variable(project.package), "true")
     # Built afresh, not `apps.shipped`: the module caches the app built without the switch.
     with caplog.at_level("INFO"), TestClient(apps.build_shipped()) as client:
         response = client.get("/bench/small", headers={"X-Request-ID": "abc-123"})
@@ -52,6 +58,6 @@ def test_bare_has_no_middleware() -> None:
 
 
 def test_unknown_variant_is_an_attribute_error() -> None:
-    """A typo in a server's `bench.apps:<name>` fails like any missing attribute."""
+    """A typo in a server's `lab.apps:<name>` fails like any missing attribute."""
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         getattr(apps, "nope")  # noqa: B009 - the dynamic lookup is what is tested

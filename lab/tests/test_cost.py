@@ -1,7 +1,7 @@
-"""The instruction-count gate (bench/cost.py): its verdict, and that it fails for real.
+"""The instruction-count gate (lab/cost.py): its verdict, and that it fails for real.
 
-The live test runs valgrind on the app, as `make bench-check` does; it is skipped where
-valgrind is not installed (`apt-get install valgrind`).
+The live tests run valgrind on the project's app, as `./scripts/bench DIR --only cost` does;
+they are skipped where valgrind is not installed (`apt-get install valgrind`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,24 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
 from lab.cost import Cost, CostBudget, check, load_budget, table
 
-PROJECT = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from lab.project import Project
 
 
-def factory_source(middleware: str, first_line: str) -> str:
-    """A module whose ``create_app`` is the shipped one plus a middleware ``middleware`` that
-    runs ``first_line`` on every scope, the way a developer adds one to main.py."""
+def factory_source(project: Project, middleware: str, first_line: str) -> str:
+    """A module whose ``create_app`` is the project's own plus a middleware ``middleware``
+    that runs ``first_line`` on every scope, the way a developer adds one to main.py."""
+    module, _, function = project.need_factory().partition(":")
     return f"""
-from {{ cookiecutter.package_name }}.main import create_app as shipped
+from {module} import {function} as shipped
 
 
 class {middleware}:
@@ -44,9 +49,28 @@ def create_app():
 
 # Pointless work on every request: about 60k instructions, 14 % of the bare app. The gate
 # has to find it without being told.
-SLOW_FACTORY = factory_source("SlowMiddleware", "sum(range(3000))")
+SLOW = ("SlowMiddleware", "sum(range(3000))")
 # Forgets to pass the lifespan scope through (it has no headers): the app can never start.
-BROKEN_FACTORY = factory_source("HeadersOnlyMiddleware", 'scope["headers"]')
+BROKEN = ("HeadersOnlyMiddleware", 'scope["headers"]')
+
+
+def gate(project: Project, tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """`./scripts/bench PROJECT --only cost --quick` with the app built by ``source``."""
+    (tmp_path / "changed_stack.py").write_text(source, encoding="utf-8")
+    env = dict(
+        os.environ,
+        LAB_FACTORY="changed_stack:create_app",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]),
+    )
+    # As in the template's CI: no database URL (the measured path never needs one).
+    env.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [
+            sys.executable, "-m", "lab", str(project.root), "--only", "cost", "--quick",
+            "--out", str(tmp_path / "out"),
+        ],
+        env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
 
 
 def cost(default: float, bare: float = 400_000.0) -> Cost:
@@ -55,7 +79,7 @@ def cost(default: float, bare: float = 400_000.0) -> Cost:
 
 
 def test_the_budget_file_sets_the_gate() -> None:
-    """bench/budgets.toml holds the gate's endpoint and a ratio above 1 and below 1.2."""
+    """lab/budgets.toml holds the gate's endpoint and a ratio above 1 and below 1.2."""
     budget = load_budget()
     assert budget.path == "/livez"
     assert 1.0 < budget.max_ratio < 1.2
@@ -86,22 +110,12 @@ def test_the_table_lists_bare_each_middleware_and_default() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_a_slow_middleware_added_to_the_factory_fails_the_gate(tmp_path: Path) -> None:
-    """`python -m bench check` counts the factory's own stack, so a slow middleware added to
-    it is measured and the gate exits 1 naming the budget."""
-    (tmp_path / "slow_stack.py").write_text(SLOW_FACTORY, encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PROJECT / "src")]))
-{%- if cookiecutter.database == "postgresql" %}
-    # As in CI's gate step: no database URL (the measured path never needs one).
-    env.pop("DATABASE_URL", None)
-{%- endif %}
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "bench", "check", "--factory", "slow_stack:create_app",
-            "--no-breakdown", "--out", str(tmp_path / "out"),
-        ],
-        cwd=PROJECT, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+def test_a_slow_middleware_added_to_the_factory_fails_the_gate(
+    project: Project, tmp_path: Path
+) -> None:
+    """The gate counts the factory's own stack, so a slow middleware added to it is measured
+    and the run exits 1 naming the budget."""
+    done = gate(project, tmp_path, factory_source(project, *SLOW))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL  default stack:" in done.stdout
     measured = json.loads((tmp_path / "out" / "cost.json").read_text(encoding="utf-8"))
@@ -111,19 +125,11 @@ def test_a_slow_middleware_added_to_the_factory_fails_the_gate(tmp_path: Path) -
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_an_app_that_cannot_start_is_one_error_not_a_hang(tmp_path: Path) -> None:
+def test_an_app_that_cannot_start_is_one_error_not_a_hang(project: Project, tmp_path: Path) -> None:
     """A factory whose lifespan start-up raises ends the gate with an error naming it (it
     used to wait for the start-up for ever)."""
-    (tmp_path / "broken_stack.py").write_text(BROKEN_FACTORY, encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PROJECT / "src")]))
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "bench", "check", "--factory", "broken_stack:create_app",
-            "--no-breakdown", "--out", str(tmp_path / "out"),
-        ],
-        cwd=PROJECT, env=env, capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
-    assert done.returncode != 0
+    done = gate(project, tmp_path, factory_source(project, *BROKEN))
+    assert done.returncode == 1
     assert "lifespan start-up did not complete: KeyError('headers')" in done.stderr
     assert not (tmp_path / "out" / "cost.json").exists()
 

@@ -1,27 +1,32 @@
-"""The benchmark's nginx variants differ from the shipped deploy/nginx.conf only where meant."""
+"""The lab's nginx variants differ from the project's deploy/nginx.conf only where meant."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from {{ cookiecutter.package_name }}_stack import runner as serve
-from {{ cookiecutter.package_name }}_stack import settings as stack_settings
+
 from lab.experiments import Front
 from lab.nginx import NginxConfigError, vary
 
-PROJECT = Path(__file__).resolve().parents[2]
-RUN_DIR = "/srv/bench-x"  # never created: the config is only rendered
-SOCKET = Path(RUN_DIR) / "gunicorn.sock"
+if TYPE_CHECKING:
+    from lab.project import Project
+
+SOCKET = Path("/srv/bench-x/gunicorn.sock")  # never created: the config is only rendered
 
 
 @pytest.fixture(scope="module")
-def rendered() -> str:
-    """deploy/nginx.conf rendered by deploy/serve.py's own functions."""
-    settings = stack_settings.load({"RUN_DIR": RUN_DIR, "NGINX_ACCESS_LOG": "off"})
-    values = serve.nginx_values(settings, SOCKET)
-    return serve.render(settings.nginx_conf.read_text(encoding="utf-8"), values)
+def rendered(project: Project, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """deploy/nginx.conf rendered by the project's stack, as `make serve` renders it."""
+    run_dir = tmp_path_factory.mktemp("run")
+    environ = {"RUN_DIR": str(run_dir), "NGINX_CONF": str(project.nginx_conf)}
+    settings = importlib.import_module(f"{project.stack}.settings").load(environ)
+    runner = importlib.import_module(f"{project.stack}.runner")
+    conf: Path = runner.write_nginx_conf(settings, SOCKET)
+    return conf.read_text(encoding="utf-8")
 
 
 def changed_lines(before: str, after: str) -> set[str]:
@@ -65,6 +70,6 @@ def test_buffering_off_front(rendered: str) -> None:
 
 
 def test_a_config_that_changed_shape_is_refused() -> None:
-    """If the line an experiment varies is gone, the benchmark stops instead of mismeasuring."""
+    """If the line an experiment varies is gone, the lab stops instead of mismeasuring."""
     with pytest.raises(NginxConfigError, match="keepalive"):
         vary("http { upstream app { server unix:/x; } }", Front(keepalive=False), Path("/x"), None)

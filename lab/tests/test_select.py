@@ -1,6 +1,7 @@
-"""--only and --quick: which experiments and configurations a run measures (bench/experiments)."""
+"""--only and --quick: which experiments and configurations a run measures (lab/experiments)."""
 
 import pytest
+
 from lab.experiments import Config, Experiment, Stack, select
 
 STACK = Stack()

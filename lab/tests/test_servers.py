@@ -1,4 +1,4 @@
-"""The benchmark's process handling leaves nothing running, children of children included."""
+"""The lab's process handling leaves nothing running, children of children included."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from lab.servers import Processes, ServerError, free_port, wait_ready
 
 # A parent that starts a child and both sleep: like gunicorn's master and its workers.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lab.stats import Outcome, best_within, compare, percent_change, ratio, summarize
 from lab.wrk import WrkResult
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lab.wrk import INSTALL_HINT, WrkError, find_wrk, parse_wrk_output, wrk_command
 
 # Real wrk 4.1 reports (Debian bookworm), one healthy and one with errors.
