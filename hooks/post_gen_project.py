@@ -3,7 +3,9 @@
 cookiecutter renders this file with Jinja first and runs it inside the new project. The
 answers arrive as one JSON document and are read as data (see pre_gen_project.py for why).
 Whole directories are removed here because cookiecutter cannot skip a directory by name
-without leaving an empty one behind; so are the files that only one layout has.
+without leaving an empty one behind; so are the files that only one layout has. In
+layout=serving-only the stack package moves into deploy/, beside its own pyproject.toml, so
+the one directory a repository copies is the whole stack (`pip install ./deploy`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ SERVICE_ONLY = (
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
     "tests/serving/observed_app.py", "tests/serving/test_observability.py",
     "tests/serving/test_docs_browser.py", "tests/serving/test_example_consistency.py",
-    "tests/serving/test_cors.py",
+    "tests/serving/test_cors.py", "tests/live",
 )  # fmt: skip
-# The serving stack's own requirements, for a repository that is not this project.
-SERVING_ONLY = ("deploy/requirements.txt",)
+# The serving stack's own distribution, for a repository that is not this project.
+SERVING_ONLY = ("deploy/pyproject.toml",)
+# layout=serving-only: (from, to), the stack package into that distribution's directory.
+SERVING_ONLY_MOVES = (("src/{package}_stack", "deploy/{package}_stack"),)
 # database=postgresql only: whole files and directories (lines inside shared files are
 # switched by Jinja conditions where they are).
 DATABASE_ONLY = (
@@ -65,6 +69,10 @@ def main() -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    if CONTEXT["layout"] == "serving-only":
+        for source, target in SERVING_ONLY_MOVES:
+            package = CONTEXT["package_name"]
+            shutil.move(source.format(package=package), target.format(package=package))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -44,12 +44,12 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
     if "app_module" in answers:
-        # The stack's one settings module holds the default; read it as the runner does.
-        default = subprocess.run(
-            [sys.executable, "-c", "import stack_settings as s; print(s.APP_MODULE.default)"],
-            cwd=result.project / "deploy", capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        assert default == answers["app_module"]
+        # The stack's settings hold the default: APP_MODULE's field, read as Python source.
+        package = f"{result.package_name}_stack"
+        source = (result.project / "deploy" / package / "settings.py").read_text("utf-8")
+        field = re.search(r"app_module: str = Field\(\s*(\"[^\"]*\")", source)
+        assert field is not None
+        assert ast.literal_eval(field.group(1)) == answers["app_module"]
     for source in result.project.rglob("*.py"):
         compile(source.read_text(encoding="utf-8"), str(source), "exec")
 

@@ -2,7 +2,8 @@
 
 The app is FastAPI's own tutorial ("First Steps" plus its path-parameter route), written by
 the test as a one-file repository. The bake's files are copied next to it with the command
-the rendered README gives, then the copied deploy/serve.py runs the stack as the container
+the rendered README gives, the copied deploy/ is installed as the README says (a package with
+its own pyproject.toml), then `python -m <package>_stack` runs the stack as the container
 would (working directory = the repository, APP_MODULE from the answer, not from the
 environment) and real requests go through nginx.
 """
@@ -17,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -62,8 +62,10 @@ STACK_UID = 48151
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 # What serving-only keeps (with its package's name) and what belongs to the service only.
 KEPT = [
-    "deploy/serve.py", "deploy/nginx.conf", "deploy/gunicorn.conf.py", "deploy/requirements.txt",
-    "deploy/stack_settings.py", "deploy/stack_log.py", "deploy/cpus.py",
+    "deploy/nginx.conf", "deploy/gunicorn.conf.py", "deploy/pyproject.toml",
+    "deploy/{package}_stack/runner.py", "deploy/{package}_stack/settings.py",
+    "deploy/{package}_stack/jsonlog.py", "deploy/{package}_stack/cpus.py",
+    "deploy/{package}_stack/gunicorn_config.py", "deploy/{package}_stack/metrics_listener.py",
     "src/{package}/request_context.py",
     "Dockerfile", ".dockerignore", "compose.yaml", "Makefile", "README.md", "pyproject.toml",
     "src/{package}/__init__.py", "src/{package}/logs.py", "src/{package}/py.typed",
@@ -71,9 +73,8 @@ KEPT = [
     "src/{package}/middleware/deadline.py", "src/{package}/middleware/error_guard.py",
     "tests/unit/test_request_id.py", "tests/unit/test_access_log.py",
     "tests/unit/test_deadline.py", "tests/unit/test_error_guard.py", "tests/unit/test_logs.py",
-    "tests/serving/test_config.py", "tests/serving/test_cgroup.py",
-    "deploy/metrics.py", "src/{package}/middleware/metrics.py", "src/{package}/tracing.py",
-    "tests/serving/test_metrics_listener.py",
+    "tests/stack/test_settings.py", "tests/stack/test_nginx.py", "tests/stack/test_processes.py",
+    "src/{package}/middleware/metrics.py", "src/{package}/tracing.py",
 ]  # fmt: skip
 DROPPED = [
     ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
@@ -82,6 +83,7 @@ DROPPED = [
     "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
     "tests/serving/observed_app.py", "tests/serving/test_observability.py",
+    "deploy/requirements.txt", "src/{package}_stack",  # here the stack is deploy/'s package
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
 
@@ -117,10 +119,11 @@ def test_serving_only_keeps_the_stack_and_drops_the_service(serving_bake: Bake) 
         assert not service_imports.search(text), f"{path.relative_to(project)} needs the service"
 
 
-def test_the_answer_is_what_gunicorn_serves(serving_bake: Bake) -> None:
-    """APP_MODULE defaults to the answer (stack_settings.py) and is set in compose.yaml."""
+def test_the_answer_is_what_gunicorn_serves(serving_bake: Bake, project_env: ProjectEnv) -> None:
+    """APP_MODULE defaults to the answer (the stack's settings) and is set in compose.yaml."""
+    read = f"import {serving_bake.package_name}_stack.settings as s; print(s.load({{}}).app_module)"
     default = subprocess.run(
-        [sys.executable, "-c", "import stack_settings; print(stack_settings.load({}).app_module)"],
+        [project_env.venv / "bin" / "python", "-c", read],
         cwd=serving_bake.project / "deploy",
         capture_output=True,
         text=True,
@@ -133,28 +136,33 @@ def test_the_answer_is_what_gunicorn_serves(serving_bake: Bake) -> None:
 
 
 def test_stack_requirements_match_the_service(serving_bake: Bake, default_bake: Bake) -> None:
-    """deploy/requirements.txt asks for the serving packages at the service's own versions."""
-    text = (serving_bake.project / "deploy" / "requirements.txt").read_text(encoding="utf-8")
-    requirements = [line for line in text.splitlines() if line and not line.startswith("#")]
+    """deploy/pyproject.toml asks for the serving packages at the service's own versions and
+    builds the stack package beside it; the service installs the stack with itself."""
+    stack = tomllib.loads((serving_bake.project / "deploy" / "pyproject.toml").read_text("utf-8"))
+    requirements = stack["project"]["dependencies"]
     pyproject = tomllib.loads((default_bake.project / "pyproject.toml").read_text("utf-8"))
-    service = {dep.split("#")[0].strip() for dep in pyproject["project"]["dependencies"]}
+    package = f"{serving_bake.package_name}_stack"
 
     assert {r.split(">")[0].split("[")[0] for r in requirements} == {
         "gunicorn", "uvicorn", "uvicorn-worker",
-        "prometheus-client",  # deploy/metrics.py and gunicorn.conf.py's child_exit
+        "prometheus-client",  # the metrics listener and gunicorn's child_exit hook
+        "pydantic-settings", "pydantic",  # the stack's settings
     }  # fmt: skip
-    assert set(requirements) <= service
-    assert (default_bake.project / "deploy").is_dir()
-    assert not (default_bake.project / "deploy" / "requirements.txt").exists(), "service: pyproject"
+    assert set(requirements) <= set(pyproject["project"]["dependencies"])
+    assert stack["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == [package]
+    assert (serving_bake.project / "deploy" / package / "__main__.py").is_file()
+    assert not (default_bake.project / "deploy" / "pyproject.toml").exists(), "service: its own"
 
 
 def test_dockerfile_installs_the_stack_then_the_app(serving_bake: Bake) -> None:
-    """The image installs deploy/requirements.txt, then the repository's own, and copies it."""
+    """The image installs the stack (deploy/, a package), then the repository's own, copies
+    the repository, and runs the installed package's runner."""
     dockerfile = (serving_bake.project / "Dockerfile").read_text(encoding="utf-8")
     ignored = (serving_bake.project / ".dockerignore").read_text(encoding="utf-8").splitlines()
-
-    assert "--requirement deploy-requirements.txt" in dockerfile
-    assert "--requirement requirements.txt" in dockerfile
+    module = f"{serving_bake.package_name}_stack"
+    assert "pip install --no-cache-dir ./deploy\n" in dockerfile
+    assert dockerfile.index("./deploy\n") < dockerfile.index("--requirement requirements.txt")
+    assert f'\nENTRYPOINT ["python", "-m", "{module}"]\n' in dockerfile
     assert "\nCOPY . /app\n" in dockerfile
     assert {".git", ".venv", ".env", ".env.*"} <= set(ignored), "secrets and junk stay out"
     # No Docker engine here: at least every RUN's shell must parse (sh -n), conditionals too.
@@ -173,7 +181,8 @@ def test_rerender_from_recorded_answers_keeps_the_layout(tmp_path: Path) -> None
     rendered = rerender(original.project, tmp_path / "again")
 
     assert tree(rendered) == tree(original.project)
-    assert (rendered / "deploy" / "requirements.txt").is_file()
+    assert (rendered / "deploy" / "pyproject.toml").is_file()
+    assert (rendered / "deploy" / f"{original.package_name}_stack").is_dir()
 
 
 @pytest.mark.slow
@@ -265,10 +274,20 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
         (copy,) = [line.strip() for line in readme.splitlines() if "cp -R deploy " in line]
         command = copy.replace("/path/to/your-repo/", f"{repo}/")
         subprocess.run(["sh", "-c", command], cwd=serving_bake.project, check=True)
-        assert (repo / "deploy" / "serve.py").is_file()
+        assert (repo / "deploy" / "pyproject.toml").is_file()
         assert (repo / "Dockerfile").is_file()
 
         drop, python, pythonpath = _stack_python(project_env, repo)
+        # Step 3's `pip install ./deploy`, into a directory of its own: the shared venv stays
+        # as it is, and the stack runs from the package built from the copied deploy/.
+        site = repo / ".stack-site"
+        subprocess.run(
+            [project_env.venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps",
+             "--target", site, repo / "deploy"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        pythonpath = [str(site), *pythonpath]
+        module = f"{serving_bake.package_name}_stack"
         run_dir = repo / ".run"
         run_dir.mkdir(mode=0o755)
         if drop:
@@ -288,12 +307,11 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
             "NGINX_WORKER_PROCESSES": "1",
             "NGINX_BIN": nginx,
         }
-        if pythonpath:
-            environment["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        environment["PYTHONPATH"] = os.pathsep.join(pythonpath)
         # Step 3, as the image's ENTRYPOINT: the runner, from the repository's root.
         with log_path.open("wb") as output:
             process = subprocess.Popen(
-                [*drop, python, str(repo / "deploy" / "serve.py")],
+                [*drop, python, "-m", module],
                 cwd=repo,
                 env=environment,
                 stdout=output,
@@ -319,7 +337,7 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
             assert NGINX_REQUEST_ID.fullmatch(headers.get("X-Request-ID", "")), headers
         # The image's HEALTHCHECK command, through nginx to the app's /livez.
         check = subprocess.run(
-            [*drop, python, str(repo / "deploy" / "serve.py"), "check"],
+            [*drop, python, "-m", module, "check"],
             cwd=repo, env=environment, capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
         assert check.returncode == 0, check.stdout + check.stderr
@@ -369,7 +387,8 @@ def test_middleware_snippet_works_on_the_tutorial_app(
         "    reply = client.get('/items/7', headers={'X-Request-ID': 'abc-123'})\n"
         "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
     )
-    # deploy/ too: logs.py formats with the stack's one formatter, deploy/stack_log.py.
+    # deploy/ too, as if installed (`pip install ./deploy`): logs.py formats with the stack's
+    # one formatter, <package>_stack.jsonlog.
     deploy = serving_bake.project / "deploy"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(deploy)])}
     result = subprocess.run(

@@ -105,13 +105,27 @@ def _host(value: str) -> str:
         return host
 
 
-def _listed(check: Callable[[str], str]) -> BeforeValidator:
-    return BeforeValidator(lambda value: tuple(check(item) for item in _items(value)))
-
-
+# The kinds of values; a field's docstring says what it means.
 Seconds = Annotated[float, Field(gt=0, le=86400)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+Workers = Annotated[int, Field(ge=1, le=1024)]
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 SafePath = Annotated[Path, AfterValidator(_safe_path)]
+Address = Annotated[str, AfterValidator(lambda value: str(ipaddress.ip_address(value)))]
+LogLevel = Annotated[
+    Literal["debug", "info", "warning", "error", "critical"],
+    BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
+]
+Networks = Annotated[
+    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_network, _items(v))))
+]
+Hosts = Annotated[
+    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_host, _items(v))))
+]
+_WORD = r"^\S+$"
+_WORKERS = r"^(?:auto|[1-9][0-9]{0,3})$"
+_USER = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$"
+_APP = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?$"
 
 
 class StackSettings(BaseSettings):
@@ -125,191 +139,105 @@ class StackSettings(BaseSettings):
         frozen=True,
         validate_by_name=True,
         validate_default=True,
+        use_attribute_docstrings=True,  # each field's docstring is its description
     )
 
     # Where nginx listens, and where everything writes.
-    port: Port = Field(8080, alias="PORT", description="TCP port nginx listens on")
-    metrics_port: Port = Field(
-        9464,
-        alias="METRICS_PORT",
-        description="TCP port of the metrics listener on LISTEN_ADDRESS; never PORT",
-    )
-    listen_address: Annotated[str, AfterValidator(lambda v: str(ipaddress.ip_address(v)))] = Field(
-        "0.0.0.0",  # noqa: S104 - a container listens on all interfaces
-        alias="LISTEN_ADDRESS",
-        description="IP address nginx listens on; `make serve` uses 127.0.0.1",
-    )
-    run_dir: SafePath = Field(
-        Path("/run/app"),
-        alias="RUN_DIR",
-        description="socket, pid, rendered nginx.conf, metric and nginx temp files",
-    )
-    trusted_proxies: Annotated[tuple[str, ...], NoDecode, _listed(_network)] = Field(
-        (),
-        alias="TRUSTED_PROXIES",
-        description="CIDRs (commas or spaces) of load balancers allowed to set X-Forwarded-For"
-        " and X-Forwarded-Proto",
-    )
-    allowed_hosts: Annotated[tuple[str, ...], NoDecode, _listed(_host)] = Field(
-        ("localhost", "127.0.0.1", "::1"),
-        alias="ALLOWED_HOSTS",
-        description='Host names nginx lets through (others: 400; ".example.com": it and every'
-        ' name under it; "name.*"; IP addresses; * for any); /livez and /readyz answer any Host',
-    )
-    nginx_access_log: bool = Field(
-        default=True, alias="NGINX_ACCESS_LOG", description="nginx's JSON access line per request"
-    )
-    nginx_worker_processes: str = Field(
-        "auto",
-        alias="NGINX_WORKER_PROCESSES",
-        description="nginx workers, 1-9999; auto: the CPUs this container may use (cpus.py),"
-        " as gunicorn counts them (nginx's own auto counts the machine's)",
-        pattern=r"^(?:auto|[1-9][0-9]{0,3})$",
-    )
-    nginx_bin: str | None = Field(
-        None,
-        alias="NGINX_BIN",
-        description="the nginx executable; unset: nginx on PATH, else /usr/sbin/nginx",
-        pattern=r"^(?:\S+)$",
-    )
-    nginx_conf: SafePath = Field(
-        Path("deploy/nginx.conf"), alias="NGINX_CONF", description="the nginx.conf template"
-    )
-    gunicorn_conf: SafePath = Field(
-        Path("deploy/gunicorn.conf.py"), alias="GUNICORN_CONF", description="gunicorn's config"
-    )
-    startup_timeout: Seconds = Field(
-        60.0,
-        alias="STARTUP_TIMEOUT",
-        description="seconds gunicorn may take to bind its socket and answer",
-    )
-    serve_user: str = Field(
-        "app",
-        alias="SERVE_USER",
-        description="started as root: the user running nginx and gunicorn; a dedicated one,"
-        " never the shared `nobody`, whose other processes could reach the socket",
-        pattern=r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})$",
-    )
-    serve_as_root: bool = Field(
-        default=False,
-        alias="SERVE_AS_ROOT",
-        description="started as root and SERVE_USER cannot run the stack: serve as root anyway"
-        " (otherwise the runner refuses to start)",
-    )
+    port: Port = Field(8080, alias="PORT")
+    """TCP port nginx listens on"""
+    metrics_port: Port = Field(9464, alias="METRICS_PORT")
+    """TCP port of the metrics listener on LISTEN_ADDRESS; never PORT"""
+    listen_address: Address = Field("0.0.0.0", alias="LISTEN_ADDRESS")  # noqa: S104 - all of a container's interfaces
+    """IP address nginx listens on; `make serve` uses 127.0.0.1"""
+    run_dir: SafePath = Field(Path("/run/app"), alias="RUN_DIR")
+    """socket, pid, rendered nginx.conf, metric and nginx temp files"""
+    trusted_proxies: Networks = Field((), alias="TRUSTED_PROXIES")
+    """CIDRs (commas or spaces) of load balancers allowed to set X-Forwarded-For and
+    X-Forwarded-Proto"""
+    allowed_hosts: Hosts = Field(("localhost", "127.0.0.1", "::1"), alias="ALLOWED_HOSTS")
+    """Host names nginx lets through (others: 400; ".example.com": it and every name under
+    it; "name.*"; IP addresses; * for any); /livez and /readyz answer any Host"""
+    nginx_access_log: bool = Field(default=True, alias="NGINX_ACCESS_LOG")
+    """nginx's JSON access line per request"""
+    nginx_worker_processes: str = Field("auto", alias="NGINX_WORKER_PROCESSES", pattern=_WORKERS)
+    """nginx workers, 1-9999; auto: the CPUs this container may use (cpus.py), as gunicorn
+    counts them (nginx's own auto counts the machine's)"""
+    nginx_bin: str | None = Field(None, alias="NGINX_BIN", pattern=_WORD)
+    """the nginx executable; unset: nginx on PATH, else /usr/sbin/nginx"""
+    nginx_conf: SafePath = Field(Path("deploy/nginx.conf"), alias="NGINX_CONF")
+    """the nginx.conf template"""
+    gunicorn_conf: SafePath = Field(Path("deploy/gunicorn.conf.py"), alias="GUNICORN_CONF")
+    """gunicorn's config"""
+    startup_timeout: Seconds = Field(60.0, alias="STARTUP_TIMEOUT")
+    """seconds gunicorn may take to bind its socket and answer"""
+    serve_user: str = Field("app", alias="SERVE_USER", pattern=_USER)
+    """started as root: the user running nginx and gunicorn; a dedicated one, never the
+    shared `nobody`, whose other processes could reach the socket"""
+    serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
+    """started as root and SERVE_USER cannot run the stack: serve as root anyway (otherwise
+    the runner refuses to start)"""
 
     # The timeout chain (TimeoutChain below derives nginx's).
     app_deadline: Deadline = Field(DEADLINE_DEFAULT, validation_alias=APP_DEADLINE_NAME)
     graceful_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
         default_factory=lambda data: data.get("app_deadline", DEADLINE_DEFAULT),
         alias="GRACEFUL_TIMEOUT",
-        description="seconds gunicorn's workers get after SIGTERM to finish requests in flight;"
-        " unset: the app deadline (never below it)",
     )
+    """seconds gunicorn's workers get after SIGTERM to finish requests in flight; unset: the
+    app deadline (never below it)"""
     gunicorn_timeout: Seconds = Field(
         default_factory=lambda data: max(WATCHDOG_FLOOR, data.get("app_deadline", 0.0)),
         alias="GUNICORN_TIMEOUT",
-        description=f"watchdog, in seconds: a worker whose event loop is blocked this long is"
-        f" killed (no request deadline); unset: the larger of {WATCHDOG_FLOOR:g} and the app"
-        " deadline (never below it)",
     )
-    stop_grace_period: Seconds | None = Field(
-        None,
-        alias="STOP_GRACE_PERIOD",
-        description="seconds the platform grants before SIGKILL (compose stop_grace_period,"
-        " Kubernetes terminationGracePeriodSeconds minus preStop); when set, one shorter than"
-        " the stack's graceful stop is refused",
-    )
+    """watchdog, in seconds: a worker whose event loop is blocked this long is killed (no
+    request deadline); unset: the larger of 60 and the app deadline (never below it)"""
+    stop_grace_period: Seconds | None = Field(None, alias="STOP_GRACE_PERIOD")
+    """seconds the platform grants before SIGKILL (compose stop_grace_period, Kubernetes
+    terminationGracePeriodSeconds minus preStop); when set, one shorter than the stack's
+    graceful stop is refused"""
 
     # gunicorn.
-    app_module: str = Field(
-        "{{ cookiecutter.app_module }}",
-        alias="APP_MODULE",
-        description="the ASGI app gunicorn serves, module.path:attribute",
-        pattern=r"^(?:[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?)$",
-    )
+    app_module: str = Field("{{ cookiecutter.app_module }}", alias="APP_MODULE", pattern=_APP)
+    """the ASGI app gunicorn serves, module.path:attribute"""
     gunicorn_socket: SafePath = Field(
         default_factory=lambda data: data.get("run_dir", Path()) / "gunicorn.sock",
         alias="GUNICORN_SOCKET",
-        description="gunicorn's socket; unset: $RUN_DIR/gunicorn.sock",
     )
-    web_concurrency: int | None = Field(
-        None,
-        ge=1,
-        le=1024,
-        alias="WEB_CONCURRENCY",
-        description="gunicorn workers; unset: usable CPUs x WORKERS_PER_CORE, within"
-        " MIN_WORKERS..MAX_WORKERS",
-    )
-    workers_per_core: float = Field(
-        1.0, gt=0, le=1024, alias="WORKERS_PER_CORE", description="workers per usable CPU"
-    )
-    min_workers: int = Field(
-        2, ge=1, le=1024, alias="MIN_WORKERS", description="fewest workers when computed"
-    )
-    max_workers: int = Field(
-        8, ge=1, le=1024, alias="MAX_WORKERS", description="most workers when computed"
-    )
-    keepalive: int = Field(
-        75,
-        ge=2,
-        le=3600,
-        alias="KEEPALIVE",
-        description=f"seconds gunicorn keeps idle upstream connections; nginx closes them"
-        f" {KEEPALIVE_MARGIN} s sooner",
-    )
-    limit_concurrency: int = Field(
-        1000,
-        ge=0,
-        le=1_000_000,
-        alias="LIMIT_CONCURRENCY",
-        description="connections + tasks per worker before it answers 503; 0: no cap",
-    )
-    max_requests: int = Field(
-        0,
-        ge=0,
-        le=2**31 - 1,
-        alias="MAX_REQUESTS",
-        description="recycle a worker after this many requests; 0: never",
-    )
-    max_requests_jitter: int = Field(
+    """gunicorn's socket; unset: $RUN_DIR/gunicorn.sock"""
+    web_concurrency: Workers | None = Field(None, alias="WEB_CONCURRENCY")
+    """gunicorn workers; unset: usable CPUs x WORKERS_PER_CORE, within
+    MIN_WORKERS..MAX_WORKERS"""
+    workers_per_core: float = Field(1.0, gt=0, le=1024, alias="WORKERS_PER_CORE")
+    """workers per usable CPU"""
+    min_workers: Workers = Field(2, alias="MIN_WORKERS")
+    """fewest workers when computed"""
+    max_workers: Workers = Field(8, alias="MAX_WORKERS")
+    """most workers when computed"""
+    keepalive: int = Field(75, ge=2, le=3600, alias="KEEPALIVE")
+    """seconds gunicorn keeps idle upstream connections; nginx closes them 15 s sooner"""
+    limit_concurrency: int = Field(1000, ge=0, le=1_000_000, alias="LIMIT_CONCURRENCY")
+    """connections + tasks per worker before it answers 503; 0: no cap"""
+    max_requests: Count = Field(0, alias="MAX_REQUESTS")
+    """recycle a worker after this many requests; 0: never"""
+    max_requests_jitter: Count = Field(
         default_factory=lambda data: data.get("max_requests", 0) // 10,
-        ge=0,
-        le=2**31 - 1,
         alias="MAX_REQUESTS_JITTER",
-        description="random extra requests, so workers do not recycle together; unset:"
-        " MAX_REQUESTS / 10",
     )
-    backlog: int = Field(
-        2048, ge=1, le=65535, alias="BACKLOG", description="listen backlog of gunicorn's socket"
-    )
-    forwarded_allow_ips: str = Field(
-        "*",
-        alias="FORWARDED_ALLOW_IPS",
-        description="peers whose X-Forwarded-* headers gunicorn trusts",
-        pattern=r"^(?:\S+)$",
-    )
-    log_level: Annotated[
-        Literal["debug", "info", "warning", "error", "critical"],
-        BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v),
-    ] = Field("info", alias="LOG_LEVEL", description="gunicorn's and uvicorn's log level")
-    gunicorn_access_log: bool = Field(
-        default=False,
-        alias="ACCESS_LOG",
-        description="gunicorn's own access line (nginx already logs each request)",
-    )
+    """random extra requests, so workers do not recycle together; unset: MAX_REQUESTS / 10"""
+    backlog: Port = Field(2048, alias="BACKLOG")
+    """listen backlog of gunicorn's socket"""
+    forwarded_allow_ips: str = Field("*", alias="FORWARDED_ALLOW_IPS", pattern=_WORD)
+    """peers whose X-Forwarded-* headers gunicorn trusts"""
+    log_level: LogLevel = Field("info", alias="LOG_LEVEL")
+    """gunicorn's and uvicorn's log level"""
+    gunicorn_access_log: bool = Field(default=False, alias="ACCESS_LOG")
+    """gunicorn's own access line (nginx already logs each request)"""
     # None: the runner did not set it, and gunicorn alone owns and cleans the directory.
-    prometheus_multiproc_dir: SafePath | None = Field(
-        None,
-        alias="PROMETHEUS_MULTIPROC_DIR",
-        description="every worker's metric files; unset: $RUN_DIR/metrics (the runner sets"
-        " and cleans it at start; gunicorn alone cleans it when it starts)",
-    )
-    worker_tmp_dir: str | None = Field(
-        None,
-        alias="WORKER_TMP_DIR",
-        description="the workers' heartbeat files; unset: /dev/shm when present",
-        pattern=r"^(?:\S+)$",
-    )
+    prometheus_multiproc_dir: SafePath | None = Field(None, alias="PROMETHEUS_MULTIPROC_DIR")
+    """every worker's metric files; unset: $RUN_DIR/metrics (the runner sets and cleans it
+    at start; gunicorn alone cleans it when it starts)"""
+    worker_tmp_dir: str | None = Field(None, alias="WORKER_TMP_DIR", pattern=_WORD)
+    """the workers' heartbeat files; unset: /dev/shm when present"""
 
     @classmethod
     def settings_customise_sources(

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-{%- if cookiecutter.layout == "service" %}
 
+{% if cookiecutter.layout == "service" -%}
 from {{ cookiecutter.package_name }}.settings import Settings
-{%- endif %}
+{% endif -%}
 from {{ cookiecutter.package_name }}_stack.settings import (
     APP_DEADLINE_NAME,
     SettingError,
@@ -181,8 +181,9 @@ def _default(field: Any) -> str:
 def test_docs_list_every_variable_with_its_default_and_meaning() -> None:
     """docs/settings.md's table is the model's: every variable, default and description."""
     rows = [
-        f"| `{field.validation_alias or field.alias}` | {_default(field)} | {field.description} |"
+        f"| `{field.validation_alias or field.alias}` | {_default(field)} | {meaning} |"
         for field in StackSettings.model_fields.values()
+        for meaning in [" ".join(str(field.description).split())]
     ]
     expected = "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows])
     docs = (PROJECT / "docs" / "settings.md").read_text(encoding="utf-8")

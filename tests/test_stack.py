@@ -1,0 +1,102 @@
+"""The default bake's serving stack, checked from outside: gixy on the nginx.conf the runner
+renders, `gunicorn --check-config` on deploy/gunicorn.conf.py with the real app, the image's
+entrypoint, and the package's boundaries (it never imports the app; only its settings module
+reads the environment).
+
+The bake's own tests/stack holds the unit tests (every variable, `nginx -t`, the deadline
+from .env); these need the project's installed tools (project_env) or read its files whole.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import Bake, ProjectEnv
+
+BEHIND_A_LOAD_BALANCER = {"TRUSTED_PROXIES": "10.0.0.0/8 2001:db8::/32", "NGINX_ACCESS_LOG": "off"}
+
+
+def _stack(bake: Bake) -> Path:
+    """src/<package>_stack, beside the app's package."""
+    (stack,) = (bake.project / "src").glob("*_stack")
+    return stack
+
+
+def _package(bake: Bake) -> str:
+    return _stack(bake).name.removesuffix("_stack")
+
+
+@pytest.mark.parametrize("extra", [{}, BEHIND_A_LOAD_BALANCER], ids=["defaults", "behind"])
+def test_gixy_finds_nothing_in_the_rendered_config(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path, extra: dict[str, str]
+) -> None:
+    """gixy (the maintained fork) reports no issue in nginx.conf as the runner renders it."""
+    env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path), **extra}
+    render = [str(project_env.venv / "bin" / "python"), "-m", f"{_package(default_bake)}_stack"]
+
+    rendered = subprocess.run(
+        [*render, "render"], cwd=default_bake.project, env=env, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    gixy = subprocess.run(
+        [str(project_env.venv / "bin" / "gixy"), rendered.stdout.strip()],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+    assert gixy.returncode == 0, gixy.stdout + gixy.stderr
+
+
+def test_gunicorn_accepts_its_config_and_the_app(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """`gunicorn --check-config` loads deploy/gunicorn.conf.py and imports the app."""
+    env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path)}
+    python = str(project_env.venv / "bin" / "python")
+
+    result = subprocess.run(
+        [python, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "--check-config"],
+        cwd=default_bake.project, env=env, capture_output=True, text=True, check=False,
+        timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_image_runs_the_installed_stack_as_a_fixed_non_root_user(default_bake: Bake) -> None:
+    """The image's user is numeric and not root; the entrypoint and the health check run the
+    installed package in exec form; no curl in the image."""
+    dockerfile = (default_bake.project / "Dockerfile").read_text(encoding="utf-8")
+    module = f"{_package(default_bake)}_stack"
+
+    assert "\nUSER 10001:10001\n" in dockerfile
+    assert f'\nENTRYPOINT ["python", "-m", "{module}"]\n' in dockerfile
+    assert f'CMD ["python", "-m", "{module}", "check"]' in dockerfile, "HEALTHCHECK"
+    assert not re.search(r"apt-get install[^\n]*\bcurl\b", dockerfile), "no curl in the image"
+
+
+def test_the_stack_never_imports_the_app(default_bake: Bake) -> None:
+    """The stack gets the app as APP_MODULE only: no module of the package imports it."""
+    app = re.compile(rf"^\s*(?:from|import)\s+{_package(default_bake)}\b(?!_stack)", re.M)
+
+    importing = [p.name for p in _stack(default_bake).glob("*.py") if app.search(p.read_text())]
+
+    assert importing == []
+
+
+def test_only_the_settings_module_reads_the_environment(default_bake: Bake) -> None:
+    """Every variable is a field of the settings model: no other module reads one itself."""
+    reads = re.compile(r"environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]*)\"\s*[,)\]](?!\s*=)")
+    # PATH finds nginx (load() and the runner); the others are written for child processes.
+    allowed = {"PATH"}
+
+    found = {
+        path.name: set(reads.findall(path.read_text(encoding="utf-8"))) - allowed
+        for path in _stack(default_bake).glob("*.py")
+        if path.name != "settings.py"
+    }
+
+    assert {name: names for name, names in found.items() if names} == {}
