@@ -84,7 +84,7 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 
 # Where a change reaches every test without being named: the code and the tests' shared
 # fixtures. pyproject.toml is compared apart (pytest_config).
-CODE_DIRS = ("src", "deploy", "bench")
+CODE_DIRS = ("src", "deploy")
 # pyproject.toml keys that only `make lint` or packaging read, never pytest: mypy's target
 # and the license expression (test_license_file_matches_the_choice checks that one).
 LINT_ONLY_KEYS = (("tool", "mypy", "python_version"), ("project", "license"))

@@ -21,7 +21,6 @@ DATABASE_PATHS = [
     "alembic.ini", "migrations/env.py", "migrations/versions/rev_0001_create_items.py",
     "docs/database.md", "src/{package}/db/engine.py", "src/{package}/db/pool.py",
     "src/{package}/api/items_db.py", "tests/pg_server.py", "tests/database/test_live.py",
-    "bench/database.py", "bench/items_create.lua", "tests/database/test_bench.py",
 ]  # fmt: skip
 # Words only the database option writes; none may appear in a bake without it.
 DATABASE_WORDS = re.compile(r"sqlalchemy|asyncpg|alembic|postgres|DATABASE_URL|migrat", re.I)

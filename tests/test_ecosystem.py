@@ -157,15 +157,11 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
     workflow = load_yaml(project / WORKFLOW)
     check, image = workflow["jobs"]["check"], workflow["jobs"]["image"]
     check_runs = "\n".join(step.get("run", "") for step in check["steps"])
-    for command in (
-        "apt-get install", "nginx-light", "wrk", "valgrind", "chromium", "make install",
-        "make lint", "make test", "make bench-check",
-    ):  # fmt: skip
+    for command in ("apt-get install", "nginx-light", "make install", "make lint", "make test"):
         assert command in check_runs
-    # The cost gate blocks: instruction counts do not move with the runner's load.
-    gate = [s for s in check["steps"] if "make bench-check" in s.get("run", "")]
-    assert len(gate) == 1
-    assert "continue-on-error" not in gate[0]
+    # The cost gate and the benchmark block the template's CI (tests/test_bench.py), not the
+    # service's: they measure the template's choices.
+    assert "bench" not in check_runs
     makefile = (project / "Makefile").read_text(encoding="utf-8")
     for target in ("install", "lint", "test"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"Makefile lacks {target}"

@@ -3,7 +3,7 @@
 Depends on Starlette's ASGI types only. The request id, access log, deadline and error guard
 all need something from the response on its way out: a header added, its status, whether it
 has started. Each wrapping ``send`` on its own cost about 4,000 instructions per request
-(two coroutines per response, measured with ``make bench-check``'s cachegrind count), more
+(two coroutines per response, measured by the template's cost gate, valgrind's cachegrind), more
 than all the rest of its work. So the outermost of them wraps ``send`` once in a
 ``ResponseTracker`` and passes it inward; the inner ones find it as their ``send`` and use
 it instead of wrapping again (``tracker(send)``). Used alone, each makes its own.
