@@ -1,6 +1,7 @@
 """The battery's fixtures: live stacks of one service directory, raw clients, mixed load.
 
-Run by `./scripts/battery <project-dir>` (or `pytest battery --project DIR [--python PY]`).
+Run by `./scripts/battery <project-dir>` (or `pytest battery --project=DIR [--python=PY]`:
+in one word each, or pytest takes DIR for a test path before it knows the option).
 The service directory is a generated project, or a user's own service of the same shape:
 `src/<package>/main.py` with `create_app()`, `src/<package>_stack/` (the runner), `deploy/`
 (nginx.conf, gunicorn.conf.py). Its interpreter (`--python`, by default DIR/.venv/bin/python,
@@ -683,3 +684,13 @@ def service_openapi() -> dict[str, Any]:
         assert built.returncode == 0, built.stderr
         _OPENAPI.append(json.loads(built.stdout))
     return _OPENAPI[0]
+
+
+def needs_the_example() -> pytest.MarkDecorator:
+    """Skip, saying so, where the service lacks the template's example routes (/items).
+
+    The tests so marked use the example resource; a service that removed it keeps the rest.
+    """
+    paths = service_openapi()["paths"]
+    missing = [path for path in ("/items", "/items/{item_id}") if path not in paths]
+    return pytest.mark.skipif(bool(missing), reason=f"no {missing}: the template's example routes")

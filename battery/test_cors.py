@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import PACKAGE
+from .conftest import PACKAGE, needs_the_example
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .conftest import LiveStack
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, needs_the_example()]
 
 ORIGINS = f"{PACKAGE.upper()}_CORS_ORIGINS"
 ALLOWED = "https://app.example.com"

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .conftest import needs_the_example
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .conftest import LiveStack
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, needs_the_example()]
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 

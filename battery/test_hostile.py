@@ -19,6 +19,7 @@ from .conftest import (
     app_access,
     exchange,
     get,
+    needs_the_example,
     nginx_access,
     parse_json,
     parse_response,
@@ -182,6 +183,7 @@ def test_trusted_proxy_sets_address_and_scheme(stacks: Stacks) -> None:
 # --- security headers on every kind of answer --------------------------------------------------
 
 
+@needs_the_example()
 def test_security_headers_on_every_status(shared_stack: LiveStack) -> None:
     """200, 404, 422, 500 from the app and 413, 502 from nginx all carry the headers."""
     port = shared_stack.port

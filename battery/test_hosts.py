@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import exchange, get, parse_json, parse_response
+from .conftest import exchange, get, needs_the_example, parse_json, parse_response
 from .test_hostile import never_reaches_app
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def raw_get(port: int, path: str, host: str | None, version: str = "1.1") -> byt
 
 
 @live
+@needs_the_example()
 @pytest.mark.parametrize(
     "host", ["evil.example", "localhost.evil.example", "127.0.0.2", "_", "[::2]:8080"]
 )
@@ -46,6 +47,7 @@ def test_unknown_host_is_refused_before_the_app(shared_stack: LiveStack, host: s
 
 
 @live
+@needs_the_example()
 def test_redirect_keeps_the_clients_port(shared_stack: LiveStack) -> None:
     """Starlette's trailing-slash redirect points at the host and port the client used."""
     port = shared_stack.port
@@ -56,6 +58,7 @@ def test_redirect_keeps_the_clients_port(shared_stack: LiveStack) -> None:
 
 
 @live
+@needs_the_example()
 def test_request_url_has_the_clients_host_and_port(shared_stack: LiveStack) -> None:
     """request.url in the app is the URL the client asked for, not the socket's."""
     port = shared_stack.port
@@ -65,6 +68,7 @@ def test_request_url_has_the_clients_host_and_port(shared_stack: LiveStack) -> N
 
 
 @live
+@needs_the_example()
 @pytest.mark.parametrize(
     ("path", "host", "version"),
     [

@@ -31,7 +31,15 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from . import conftest
-from .conftest import PACKAGE, SYSTEM_PATH, LiveStack, Stacks, free_port, wait_for
+from .conftest import (
+    PACKAGE,
+    SYSTEM_PATH,
+    LiveStack,
+    Stacks,
+    free_port,
+    needs_the_example,
+    wait_for,
+)
 from .test_live import fetch
 
 if TYPE_CHECKING:
@@ -227,6 +235,7 @@ def prometheus() -> Iterator[Callable[[Observed], Prometheus]]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@needs_the_example()
 def test_prometheus_counts_every_request_across_workers_and_worker_kills(
     observed_stack: Callable[..., Observed], prometheus: Callable[[Observed], Prometheus]
 ) -> None:
@@ -363,6 +372,7 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
     receiver.server.server_close()
 
 
+@needs_the_example()
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted-proxy", "untrusted-client"])
 def test_spans_reach_an_otlp_receiver_and_continue_a_trusted_trace(
     observed_stack: Callable[..., Observed], otlp_receiver: OtlpReceiver, *, trusted: bool

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import error_lines, get, parse_json, request, server_errors
+from .conftest import error_lines, get, needs_the_example, parse_json, request, server_errors
 
 if TYPE_CHECKING:
     from .conftest import LiveStack
@@ -119,6 +119,7 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
     assert set(statuses) == {422}, error_lines(shared_stack)
 
 
+@needs_the_example()
 def test_a_valid_item_still_works(shared_stack: LiveStack) -> None:
     """The bounded handler changes error answers only: a valid body is still 201."""
     status, _, body = request(

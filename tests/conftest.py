@@ -161,8 +161,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
 
     if name == "default":
         battery = [
-            sys.executable, "-m", "pytest", "battery", "--project", str(project),
-            "--python", python, "-p", "no:cacheprovider",
+            sys.executable, "-m", "pytest", "battery", f"--project={project}",
+            f"--python={python}", "-p", "no:cacheprovider",
         ]  # fmt: skip
         return [make("lint"), make("test"), Step("battery", battery, TEMPLATE_DIR)]
     changes = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
