@@ -23,9 +23,11 @@ from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %},
 from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline
+from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, variable_names
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
+# The serving stack's variables as .env's keys reach this model (lower case).
+STACK_KEYS = frozenset(name.lower() for name in variable_names())
 
 # Values people leave in templates and .env examples. Compared after lowercasing and dropping
 # everything but letters and digits, so "change-me", "CHANGE_ME" and "<changeme>" all match.
@@ -154,6 +156,15 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
     )
 {%- endif %}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _leave_the_stack_its_variables(cls, data: Any) -> Any:
+        # .env is the serving stack's too: its unprefixed variables (PORT, RUN_DIR, ...) reach
+        # this model as unknown keys, and extra="forbid" would refuse them as misspellings.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in cls.model_fields or k not in STACK_KEYS}
+        return data
 
     @field_validator("log_level", mode="before")
     @classmethod

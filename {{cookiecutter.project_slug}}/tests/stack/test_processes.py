@@ -1,5 +1,5 @@
 """gunicorn's configuration and worker class, the runner's line relay and refusals, and the
-one JSON log formatter (jsonlog.py) for the lines of processes that do not log in Python.
+JSON log formatter (jsonlog.py) on the lines of nginx, which does not log through Python.
 
 In process, no network: gunicorn's classes are built, not started.
 """
@@ -99,30 +99,24 @@ def test_runner_explains_a_missing_nginx(
     assert "apt-get install -y nginx-light" in line["message"]
 
 
-def test_a_json_line_keeps_the_contract() -> None:
-    """Keys in order, extras after them (one named like a key prefixed), any value as JSON,
-    printable ASCII only."""
-    line = jsonlog.json_line("serve", "info", "caf\u00e9", level="x", nan=float("nan"), raw=b"\xff")
-
-    assert line.isascii()
-    parsed = json.loads(line)
-    assert list(parsed) == ["time", "level", "logger", "message", "extra_level", "nan", "raw"]
-    assert (parsed["message"], parsed["nan"], parsed["raw"]) == ("caf\u00e9", "nan", "b'\\xff'")
-
-
 def test_nginx_lines_become_json_lines() -> None:
-    """nginx's error log becomes the same shape, its context as fields; an access line that is
-    not UTF-8 is re-encoded losslessly, a valid one passed on untouched."""
+    """nginx's error log becomes the stack's JSON line (keys in the contract's order, printable
+    ASCII), its context as fields; an access line that is not UTF-8 is re-encoded losslessly,
+    a valid one passed on untouched."""
     error = (
         b"2026/01/02 03:04:05 [warn] 12#12: *3 a client request body is buffered,"
         b' client: 10.0.0.1, request: "POST / HTTP/1.1"'
     )
     access = b'{"path":"/\xff"}'
 
-    parsed = json.loads(jsonlog.nginx_error_line(error))
+    line = jsonlog.nginx_error_line(error.replace(b"body", b"b\xc3\xb6dy"))
+    parsed = json.loads(line)
 
+    assert line.isascii()
+    assert list(parsed)[:4] == ["time", "level", "logger", "message"]
     assert parsed["time"] == "2026-01-02T03:04:05.000Z"
     assert (parsed["level"], parsed["pid"], parsed["connection"]) == ("warning", 12, 3)
     assert (parsed["client"], parsed["request"]) == ("10.0.0.1", "POST / HTTP/1.1")
+    assert parsed["message"] == "a client request b\u00f6dy is buffered"
     assert json.loads(jsonlog.access_lines(access))["path"] == "/\udcff"
     assert jsonlog.access_lines(b'{"path":"/"}') == b'{"path":"/"}\n'

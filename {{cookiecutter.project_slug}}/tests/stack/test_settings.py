@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}_stack.settings import (
 )
 
 PROJECT = Path(__file__).resolve().parents[2]
+DEPLOY = PROJECT / "deploy"
 
 # variable, a non-default value, the attribute and what it holds, a boundary, a wrong value.
 CASES: list[tuple[str, str, str, Any, str, str]] = [
@@ -122,49 +123,38 @@ def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named:
         load(environ)
 
 
-def test_the_environment_wins_over_dotenv(tmp_path: Path) -> None:
-    """.env sets what the environment leaves unset, as for the app's settings."""
-    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\nPORT=9000\n", encoding="utf-8")
-
-    settings = load({"PORT": "8000"})
-
-    assert (settings.app_deadline, settings.port) == (90, 8000)
-
-
-def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(tmp_path: Path) -> None:
-    """The bug of issue 18: with the deadline in .env only, the runner's render (what `make
-    serve` runs) writes nginx's timeouts from it, and gunicorn.conf.py drains for it."""
-    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\n", encoding="utf-8")
+def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18's bug: with the deadline in .env only, the runner's render (what `make serve`
+    runs) writes nginx's timeouts from it and gunicorn drains for it{% if cookiecutter.layout == "service" %}, as the app cuts at it{% endif %};
+    the environment still wins over .env (PORT)."""
+    dotenv = f"{APP_DEADLINE_NAME}=90\nPORT=9000\n"
+{%- if cookiecutter.database == "postgresql" %}
+    dotenv += "DATABASE_URL=postgresql://app:not-a-placeholder@localhost/app\n"
+{%- endif %}
+    (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
+    monkeypatch.delenv(APP_DEADLINE_NAME, raising=False)
     environ = {k: v for k, v in os.environ.items() if k not in variable_names()}
-    environ |= {"RUN_DIR": str(tmp_path / "run"), "NGINX_CONF": str(PROJECT / "deploy/nginx.conf")}
-    run = [sys.executable, "-m", "{{ cookiecutter.package_name }}_stack", "render"]
-    gunicorn = "import runpy, sys; c = runpy.run_path(sys.argv[1]); print(c['graceful_timeout'])"
+    environ |= {"PORT": "8000", "RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
+    render = [sys.executable, "-m", "{{ cookiecutter.package_name }}_stack", "render"]
+    drain = "import runpy, sys; print(runpy.run_path(sys.argv[1])['graceful_timeout'])"
+    gunicorn = [sys.executable, "-c", drain, str(DEPLOY / "gunicorn.conf.py")]
 
-    rendered = subprocess.run(
-        run, cwd=tmp_path, env=environ, capture_output=True, text=True, check=True
-    )
-    drain = subprocess.run(
-        [sys.executable, "-c", gunicorn, str(PROJECT / "deploy/gunicorn.conf.py")],
-        cwd=tmp_path, env=environ, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    outputs = [
+        subprocess.run(command, env=environ, capture_output=True, text=True, check=True).stdout
+        for command in (render, gunicorn)
+    ]
 
-    conf = Path(rendered.stdout.strip()).read_text(encoding="utf-8")
+    conf = Path(outputs[0].strip()).read_text(encoding="utf-8")
     assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s"]
     assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
-    assert drain.stdout.strip() == "90"
+    assert "listen 0.0.0.0:8000 " in conf
+    assert outputs[1].strip() == "90"
 {%- if cookiecutter.layout == "service" %}
-
-
-def test_the_app_reads_the_same_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The app's settings take the deadline field from the stack's, from the same .env."""
-    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\n", encoding="utf-8")
-{%- if cookiecutter.database == "postgresql" %}
-    with (tmp_path / ".env").open("a", encoding="utf-8") as dotenv:
-        dotenv.write("DATABASE_URL=postgresql://app:not-a-placeholder@localhost/app\n")
-{%- endif %}
-    monkeypatch.delenv(APP_DEADLINE_NAME, raising=False)
-
     assert Settings().request_timeout_seconds == 90
+{%- endif %}
+{%- if cookiecutter.layout == "service" %}
 
 
 def _default(field: Any) -> str:
