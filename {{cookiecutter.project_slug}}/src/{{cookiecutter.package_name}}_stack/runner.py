@@ -1,32 +1,16 @@
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
-The container's entrypoint and `make serve` alike. Needs `nginx` (on PATH or in /usr/sbin)
-and gunicorn importable by this Python. Files: deploy/nginx.conf (a template rendered at
-start into $RUN_DIR/nginx.conf) and deploy/gunicorn.conf.py, from the working directory;
-the package's settings.py (the variables), jsonlog.py (the log lines) and cpus.py (the CPUs
-nginx's `auto` worker count is taken from, as gunicorn's is). Never imports the app.
+The container's entrypoint and `make serve` alike; docs/serving.md describes what it does on
+start, SIGTERM, SIGHUP and a child's death. Needs nginx (on PATH or in /usr/sbin) and gunicorn
+importable by this Python; reads deploy/nginx.conf (rendered into $RUN_DIR/nginx.conf, the
+timeouts derived from the app's deadline) and deploy/gunicorn.conf.py from the working
+directory, and this package's settings (the environment and .env, checked at start: a wrong
+value stops it in one line), jsonlog (every line it writes or relays) and cpus. Never imports
+the app: gunicorn gets it as APP_MODULE.
 
     python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
     python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
     python -m {{ cookiecutter.package_name }}_stack check     exit 0 if GET /livez through nginx answers 200
-
-Environment and .env: settings.py reads and checks every variable at start (docs/settings.md);
-a wrong value stops the runner with one line naming it. nginx's timeouts are derived from the
-app's request deadline, whichever source set it, and rendered into nginx.conf; gunicorn.conf.py
-reads the same settings from the same sources.
-
-On SIGHUP: a new gunicorn generation starts on a socket of its own; once it answers, that
-socket atomically replaces $RUN_DIR/gunicorn.sock, the one path nginx ever connects to (nginx
-is not reloaded, so no client connection is closed); the old generation is stopped once
-nginx holds no connection to it (nginx's upstream keepalive_time ends each one). Any failure
-before the swap is abandoned with a log line; the old generation keeps serving.
-Children get SIGTERM if the runner dies (even by SIGKILL), and a busy port is one line.
-On SIGTERM or SIGINT: nginx stops gracefully first (QUIT: no new connections, requests in
-flight finish), then gunicorn (TERM); exit 0 when both stopped cleanly within budget. If
-either process dies on its own, the other is stopped, and so are the workers the dead one
-left behind; the exit status is 1. Logs: one JSON object per line on stdout, from every
-process, by jsonlog.py's formatter: this runner's, gunicorn's and the app's own,
-nginx's error log (text, turned into JSON here), nginx's access log (JSON, checked here).
 """
 
 from __future__ import annotations
@@ -112,10 +96,6 @@ class ServeError(Exception):
     """A problem the runner explains in one line and exits on."""
 
 
-# The runner's name for the settings (bench/ and the tests use it too).
-Settings = StackSettings
-
-
 # --- rendering ----------------------------------------------------------------------------
 
 
@@ -128,7 +108,7 @@ def render(template: str, values: Mapping[str, str]) -> str:
 
 
 def nginx_workers(
-    settings: Settings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
+    settings: StackSettings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[int, dict[str, Any]]:
     """nginx's worker count, and where it came from (logged once at start).
 
@@ -145,7 +125,7 @@ def nginx_workers(
 
 
 def nginx_values(
-    settings: Settings, upstream_socket: Path, workers: int | None = None
+    settings: StackSettings, upstream_socket: Path, workers: int | None = None
 ) -> dict[str, str]:
     """The placeholder values of deploy/nginx.conf for these settings, this socket and this
     many nginx workers (unset: as nginx_workers() decides)."""
@@ -192,7 +172,9 @@ def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
     return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
-def write_nginx_conf(settings: Settings, upstream_socket: Path, workers: int | None = None) -> Path:
+def write_nginx_conf(
+    settings: StackSettings, upstream_socket: Path, workers: int | None = None
+) -> Path:
     """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path;
     ``workers`` as for nginx_values()."""
     text = render(
@@ -207,7 +189,7 @@ def write_nginx_conf(settings: Settings, upstream_socket: Path, workers: int | N
     return settings.rendered_conf
 
 
-def nginx_command(settings: Settings, *extra: str) -> list[str]:
+def nginx_command(settings: StackSettings, *extra: str) -> list[str]:
     """nginx with the rendered config; `-e stderr` before the config is read, as non-root."""
     if settings.nginx_bin is None:
         raise ServeError(APT_HINT)
@@ -258,7 +240,7 @@ class Stack:
     SIGHUP replaces gunicorn by a new generation on a new socket (see reload()).
     """
 
-    def __init__(self, settings: Settings, nginx_globals: str = "") -> None:
+    def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
         self.nginx_globals = nginx_globals
         self.children: dict[int, Child] = {}
@@ -614,7 +596,7 @@ class Stack:
         return 0
 
 
-def generation_socket(settings: Settings, generation: int) -> Path:
+def generation_socket(settings: StackSettings, generation: int) -> Path:
     """The socket a gunicorn generation binds (publish() links it to nginx's stable path)."""
     return settings.run_dir / f"gunicorn-{generation}.sock"
 
@@ -631,7 +613,7 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return arm
 
 
-def _check_port_free(settings: Settings) -> None:
+def _check_port_free(settings: StackSettings) -> None:
     """Refuse to start when something already listens on PORT (an orphan would answer
     our readiness check, and nginx would fail to bind after gunicorn started)."""
     family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
@@ -724,7 +706,7 @@ def _accepts(address: Path | tuple[str, int]) -> bool:
 # --- privileges ---------------------------------------------------------------------------
 
 
-def drop_privileges(settings: Settings) -> str:
+def drop_privileges(settings: StackSettings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything.
 
     nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
@@ -791,7 +773,7 @@ def drop_privileges(settings: Settings) -> str:
 # --- commands -----------------------------------------------------------------------------
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: StackSettings) -> int:
     if settings.nginx_bin is None:
         log("error", APT_HINT)
         return 1
@@ -836,7 +818,7 @@ def serve(settings: Settings) -> int:
     return Stack(settings, nginx_globals).run()
 
 
-def check(settings: Settings) -> int:
+def check(settings: StackSettings) -> int:
     """The container's health check: the whole chain answers GET /livez (no curl needed)."""
     url = f"{settings.local_url}{HEALTH}"
     try:

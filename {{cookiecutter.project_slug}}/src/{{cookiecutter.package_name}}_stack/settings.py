@@ -330,11 +330,6 @@ class StackSettings(BaseSettings):
         name = "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
         return self.run_dir / name
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> StackSettings:
-        """Alias of ``load()``, the runner's historical name."""
-        return load(environ)
-
 
 @dataclass(frozen=True)
 class TimeoutChain:
