@@ -287,10 +287,11 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
     assert resources["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2
     nginx_conf = (default_bake.project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
-    settings = (default_bake.project / "deploy" / "stack_settings.py").read_text(encoding="utf-8")
+    (stack,) = (default_bake.project / "src").glob("*_stack")
+    settings = (stack / "settings.py").read_text(encoding="utf-8")
     assert "listen @LISTEN@" in nginx_conf
-    default_port = re.search(r'Int\("PORT", "[^"]*", (\d+)', settings)
-    assert default_port is not None, "deploy/stack_settings.py no longer defines PORT's default"
+    default_port = re.search(r'Field\((\d+), alias="PORT"\)', settings)
+    assert default_port is not None, "the stack's settings.py no longer defines PORT's default"
     ports = {port["name"]: port for port in app_container(default_bake.project)["ports"]}
     assert set(ports) == {"http", "metrics"}, "nginx's port, and the metrics listener's"
     port = ports["http"]
@@ -331,8 +332,9 @@ def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
     if user.group(2):
         assert pod["securityContext"]["runAsGroup"] == int(user.group(2))
     # Every path the stack writes must be a volume: RUN_DIR (socket, config, nginx temp).
-    settings = (project / "deploy" / "stack_settings.py").read_text(encoding="utf-8")
-    run_dir = re.search(r'SafePath\(\s*"RUN_DIR", "[^"]*", Path\("([^"]+)"\)', settings)
+    (stack,) = (project / "src").glob("*_stack")
+    settings = (stack / "settings.py").read_text(encoding="utf-8")
+    run_dir = re.search(r'Field\(Path\("([^"]+)"\), alias="RUN_DIR"\)', settings)
     assert run_dir is not None
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -382,12 +384,13 @@ def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
         cwd=project, env=environ,
     )  # fmt: skip
     graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
-    # nginx's drain and the runner's margin, as deploy/stack_settings.py derives them.
+    # nginx's drain and the runner's margin, as the stack's settings derive them.
+    (stack,) = (project / "src").glob("*_stack")
     chain = run(
         env.venv / "bin" / "python", "-c",
-        "import os, stack_settings as s\n"
+        f"import os, {stack.name}.settings as s\n"
         "print(s.load(os.environ).chain.nginx_drain, s.STOP_MARGIN)",
-        cwd=project / "deploy", env=environ,
+        cwd=project, env=environ,
     )  # fmt: skip
     drain, margin = (re.fullmatch(r"[\d.]+", n) for n in chain.split())
     command = container["lifecycle"]["preStop"]["exec"]["command"]
