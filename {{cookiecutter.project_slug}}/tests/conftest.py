@@ -1,10 +1,10 @@
 """Fixtures every test directory may use. Each directory keeps its own in its conftest.py.
 {%- if cookiecutter.database == "postgresql" %}
 
-A throwaway PostgreSQL server (pg_server.py) runs for the whole session, started before
-collection: importing main.py builds the app, whose settings read DATABASE_URL. Its
-database `app` is migrated to head and is what DATABASE_URL names; tests that need a
-database of their own ask ``new_database``.
+A throwaway PostgreSQL server (pg_server.py) runs for the whole session, started once, at
+import: importing main.py builds the app, whose settings read DATABASE_URL. A template
+database is migrated to head once and copied (CREATE DATABASE ... TEMPLATE, a file copy)
+for DATABASE_URL and for every test that asks ``new_database``: one alembic run in all.
 {% endif -%}
 """
 
@@ -12,78 +12,77 @@ database of their own ask ``new_database``.
 import asyncio
 import itertools
 import os
-import subprocess
 import sys
-from collections.abc import Callable, Iterator
 {% endif -%}
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 {%- if cookiecutter.database == "postgresql" %}
+from alembic import command as alembic_command
+from alembic.config import Config
+{%- endif %}
+from fastapi.testclient import TestClient
+{%- if cookiecutter.database == "postgresql" %}
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+{%- endif %}
+from starlette.types import ASGIApp
+{%- if cookiecutter.database == "postgresql" %}
 
 from pg_server import PostgresServer, ServerError, start_server
+{%- endif %}
 
 PROJECT = Path(__file__).resolve().parent.parent
-
-
-async def _create_database(server: PostgresServer, name: str, template: str) -> None:
-    # CREATE DATABASE cannot run inside a transaction: autocommit.
-    engine = create_async_engine(server.url(), isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    finally:
-        await engine.dispose()
-
-
-def migrate(url: str, *command: str) -> subprocess.CompletedProcess[str]:
-    """Run alembic (default: ``upgrade head``) against ``url``, as `make migrate` does."""
-    return subprocess.run(
-        [sys.executable, "-m", "alembic", *(command or ("upgrade", "head"))],
-        cwd=PROJECT,
-        env={**os.environ, "DATABASE_URL": url},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
-
-# Migrated once per session, then copied (CREATE DATABASE ... TEMPLATE, a file copy) for
-# every test that wants a migrated database: one alembic run instead of one per test.
-MIGRATED_TEMPLATE = "migrated_template"
+{%- if cookiecutter.database == "postgresql" %}
+MIGRATED = "migrated_template"
 _names = itertools.count(1)
 
 
-def create_database(server: PostgresServer, *, migrated: bool = True) -> str:
-    """A new database on ``server`` (migrated to head unless told not); its URL."""
-    name = f"test_{next(_names)}"
-    asyncio.run(_create_database(server, name, MIGRATED_TEMPLATE if migrated else "template0"))
+def migrate(url: str, command: str = "upgrade", revision: str = "head") -> None:
+    """Run alembic's ``command`` to ``revision`` on the database at ``url``, in process (the
+    command line's second of imports each time is for the tests that run it as documented)."""
+    session_url = os.environ.get("DATABASE_URL", "")
+    os.environ["DATABASE_URL"] = url  # where migrations/env.py reads it
+    try:
+        getattr(alembic_command, command)(Config(str(PROJECT / "alembic.ini")), revision)
+    finally:
+        os.environ["DATABASE_URL"] = session_url
+
+
+def create_database(server: PostgresServer, template: str = MIGRATED, name: str = "") -> str:
+    """A new database on ``server``, a copy of ``template``; its URL."""
+    name = name or f"test_{next(_names)}"
+
+    async def create() -> None:
+        # CREATE DATABASE cannot run inside a transaction: autocommit.
+        engine = create_async_engine(server.url(), isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as connection:
+                await connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(create())
     return server.url(name)
-
-
-def start_migrated_server() -> PostgresServer:
-    """A new server whose template database holds the migrations (ServerError if not)."""
-    server = start_server()
-    asyncio.run(_create_database(server, MIGRATED_TEMPLATE, "template0"))
-    result = migrate(server.url(MIGRATED_TEMPLATE))
-    if result.returncode != 0:
-        server.remove()
-        raise ServerError(f"the migrations failed on a fresh database:\n{result.stderr}")
-    return server
 
 
 def _start_session_server() -> PostgresServer:
     try:
-        server = start_migrated_server()
+        server = start_server()
+        try:
+            migrate(create_database(server, "template0", MIGRATED))
+        # Whatever failed (alembic, the driver, a migration), it is said in one line.
+        except Exception as failed:  # noqa: BLE001
+            server.remove()
+            raise ServerError(f"the migrations failed on a fresh database: {failed!r}") from None
     except ServerError as error:
         # One line, not pytest's conftest-import traceback: the fix is outside the code.
         sys.exit(f"error: {error}")
     os.environ["DATABASE_URL"] = create_database(server)
     # The worker count is the live stack's to set; one leaking from the shell would size
-    # the unit tests' pools differently.
+    # the tests' pools differently.
     for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
         os.environ.pop(name, None)
     return server
@@ -105,12 +104,11 @@ def postgres() -> PostgresServer:
 
 
 @pytest.fixture
-def spare_server() -> Iterator[tuple[PostgresServer, str]]:
-    """A server of this test's own to stop and start (the session's stays up), and the URL
-    of a migrated database on it."""
-    server = start_migrated_server()
-    yield server, create_database(server)
-    server.remove()
+def stoppable(postgres: PostgresServer) -> Iterator[PostgresServer]:
+    """The session's server, for a test that stops it: running again after the test."""
+    yield postgres
+    if not postgres.running:
+        postgres.start()
 
 
 @pytest.fixture
@@ -118,19 +116,27 @@ def new_database(postgres: PostgresServer) -> Callable[..., str]:
     """Create a database of this test's own (migrated to head unless ``migrated=False``)."""
 
     def create(*, migrated: bool = True) -> str:
-        return create_database(postgres, migrated=migrated)
+        return create_database(postgres, MIGRATED if migrated else "template0")
 
     return create
 
 
 @pytest.fixture(scope="session")
-def alembic() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run alembic against a URL: ``alembic(url, "downgrade", "base")``."""
+def alembic() -> Callable[..., None]:
+    """Run an alembic command against a URL, in process: ``alembic(url, "downgrade", "base")``."""
     return migrate
 {%- endif %}
+
+
+@pytest.fixture
+def client_for() -> Iterator[Callable[[ASGIApp], TestClient]]:
+    """Start a client of an app, its lifespan running until the test ends; server errors
+    come back as responses (the error guard's 500), not as exceptions."""
+    with ExitStack() as running:
+        yield lambda app: running.enter_context(TestClient(app, raise_server_exceptions=False))
 
 
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     """The generated project's top directory (where pyproject.toml is)."""
-    return Path(__file__).resolve().parent.parent
+    return PROJECT

@@ -53,12 +53,11 @@ def find_bindir(environ: dict[str, str] | None = None) -> Path:
     if pg_config := shutil.which("pg_config"):
         found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
         candidates.append(Path(found.stdout.strip()))
-    debian = sorted(
+    candidates += sorted(
         Path("/usr/lib/postgresql").glob("*/bin"),
         key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
         reverse=True,
     )
-    candidates += debian
     if initdb := shutil.which("initdb"):
         candidates.append(Path(initdb).parent)
     for candidate in candidates:
@@ -106,16 +105,14 @@ class PostgresServer:
     def log(self) -> Path:
         return self.root / "server.log"
 
+    @property
+    def running(self) -> bool:
+        """The postmaster runs (it removes its pid file when it exits, crash stops included)."""
+        return (self.data / "postmaster.pid").exists()
+
     def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy URL of ``database`` on this server, as the service reads it."""
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
-
-    def sessions_opened(self, database: str, application_name: str) -> int:
-        """Connections ``application_name`` opened to ``database`` on this server so far
-        (log_connections writes each one's line before the client may use it)."""
-        line = f"connection authorized: user={USER} database={database}"
-        line += f" application_name={application_name}"
-        return self.log.read_text(errors="replace").count(line)
 
     def _run(self, *args: str) -> None:
         # As root: run as an unprivileged user. Elsewhere as the user running the tests.
@@ -160,8 +157,6 @@ class PostgresServer:
             f"-c unix_socket_directories={self.root}",
             "-c max_connections=100",
             *(f"-c {setting}" for setting in FAST_SETTINGS),
-            # One log line per connection: sessions_opened() counts what the app opens.
-            "-c log_connections=on",
         ]
         self._run(
             str(self.bindir / "pg_ctl"), "start", "--wait", "--timeout=60",
@@ -177,7 +172,7 @@ class PostgresServer:
 
     def remove(self) -> None:
         """Stop the server if it runs and delete the cluster."""
-        if (self.data / "postmaster.pid").exists():
+        if self.running:
             self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -18,7 +18,6 @@ import logging
 import os
 {%- endif %}
 from collections.abc import Iterator
-from contextlib import ExitStack
 {%- if cookiecutter.layout == "service" %}
 from pathlib import Path
 {%- endif %}
@@ -30,9 +29,10 @@ from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
-{%- endif %}
 
 from .asgi import ClientFor
+{%- else %}
+{% endif %}
 from .logcapture import JsonLines
 
 {%- if cookiecutter.layout == "service" %}
@@ -57,13 +57,6 @@ def _restore_logging() -> Iterator[None]:
     root.handlers[:] = handlers
     root.setLevel(level)
 
-
-@pytest.fixture
-def client_for() -> Iterator[ClientFor]:
-    """Start a client of an app, its lifespan running until the test ends; server errors
-    come back as responses (the error guard's 500), not as exceptions."""
-    with ExitStack() as running:
-        yield lambda app: running.enter_context(TestClient(app, raise_server_exceptions=False))
 
 {%- if cookiecutter.layout == "service" %}
 

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.logs import JsonFormatter
 from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import call, header, http_scope, never_receive, never_send, ok_app
+from .asgi import call, header, http_scope, ok_app
 
 LOGGER = "tests.access"
 
@@ -25,8 +25,8 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
 
 
 def test_one_line_per_request_with_the_contracts_fields(caplog: pytest.LogCaptureFixture) -> None:
-    """Fields in the contract's order; the path without its query string (tokens); the
-    duration from the request's start to the response's end."""
+    """Fields in the contract's order, the path without its query string (tokens), the
+    duration from the request's start to the response's end; none above INFO."""
     caplog.set_level(logging.INFO)
 
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:
@@ -34,18 +34,18 @@ def test_one_line_per_request_with_the_contracts_fields(caplog: pytest.LogCaptur
         await ok_app(scope, receive, send)
 
     app = RequestIdMiddleware(AccessLogMiddleware(slow, logger=LOGGER))
-    scope = http_scope("/items/7", method="POST", query_string=b"token=s3cret")
-    sent = asyncio.run(call(app, scope))
+    sent = asyncio.run(call(app, {**http_scope("/items/7"), "query_string": b"token=s3cret"}))
     [line] = logged(caplog)
     assert list(line)[3:] == [
         "message", "request_id", "method", "path", "status", "duration_ms", "client",
     ]  # fmt: skip
-    assert line["message"] == "POST /items/7 200"
-    assert (line["path"], line["status"], line["client"]) == ("/items/7", 200, "203.0.113.7")
+    assert (line["message"], line["client"]) == ("GET /items/7 200", "203.0.113.7")
     assert str(line["request_id"]).encode() == header(sent[0], b"x-request-id")
-    assert isinstance(line["duration_ms"], float)
-    assert line["duration_ms"] >= 50
+    assert 50 <= line["duration_ms"] < 5000  # type: ignore[operator]
     assert "s3cret" not in json.dumps(line)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    asyncio.run(call(app, http_scope()))
+    assert len(logged(caplog)) == 1
 
 
 def test_a_crash_is_logged_as_500_and_a_socket_client_as_null(
@@ -57,22 +57,8 @@ def test_a_crash_is_logged_as_500_and_a_socket_client_as_null(
     async def crash(_scope: Scope, _receive: Receive, _send: Send) -> None:
         raise RuntimeError("boom")
 
+    over_a_socket = {**http_scope(), "client": None}
     with pytest.raises(RuntimeError):
-        asyncio.run(call(AccessLogMiddleware(crash, logger=LOGGER), http_scope(client=None)))
+        asyncio.run(call(AccessLogMiddleware(crash, logger=LOGGER), over_a_socket))
     [line] = logged(caplog)
     assert (line["status"], line["client"]) == (500, None)
-
-
-def test_no_record_above_info_nor_outside_http(caplog: pytest.LogCaptureFixture) -> None:
-    """With the logger at WARNING a request costs no record; lifespan events never do."""
-    caplog.set_level(logging.WARNING, logger=LOGGER)
-    asyncio.run(call(AccessLogMiddleware(ok_app, logger=LOGGER), http_scope()))
-    caplog.set_level(logging.INFO, logger=LOGGER)
-    calls: list[str] = []
-
-    async def app(scope: Scope, _receive: Receive, _send: Send) -> None:
-        calls.append(scope["type"])
-
-    middleware = AccessLogMiddleware(app, logger=LOGGER)
-    asyncio.run(middleware({"type": "lifespan"}, never_receive, never_send))
-    assert (calls, logged(caplog)) == (["lifespan"], [])

@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from {{ cookiecutter.package_name }}.middleware.error_guard import ErrorGuardMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import ClientFor, call, http_scope, never_receive, never_send
+from .asgi import ClientFor, call, http_scope
 from .logcapture import JsonLines
 
 
@@ -41,41 +41,31 @@ def failing_app(*, debug: bool = False) -> FastAPI:
 def test_an_exception_is_a_json_500_with_the_id_and_a_logged_traceback(
     client_for: ClientFor, json_lines: JsonLines
 ) -> None:
-    """The body names the request id and holds nothing else; the log has the traceback."""
-    response = client_for(failing_app()).get("/boom")
+    """The body names the request id and nothing else; the log has the traceback; an
+    HTTPException keeps its status; with debug on the body holds the traceback."""
+    client = client_for(failing_app())
+    response = client.get("/boom")
     assert (response.status_code, response.headers["content-type"]) == (500, "application/json")
     request_id = response.headers["x-request-id"]
     assert response.json() == {"detail": "Internal Server Error", "request_id": request_id}
     [line] = [line for line in json_lines.lines if "exception" in line]
     assert (line["level"], line["request_id"], line["path"]) == ("error", request_id, "/boom")
     assert "ValueError: secret internals" in line["exception"]
+    assert client.get("/missing").json() == {"detail": "nope"}
+    debug_body = client_for(failing_app(debug=True)).get("/boom").json()
+    assert "ValueError: secret internals" in debug_body["traceback"]
 
 
-def test_debug_puts_the_traceback_in_the_body(client_for: ClientFor) -> None:
-    """With debug on (refused in production by settings) the body helps the developer."""
-    body = client_for(failing_app(debug=True)).get("/boom").json()
-    assert "ValueError: secret internals" in body["traceback"]
+def test_too_late_for_a_500_the_error_propagates() -> None:
+    """After the response started the server must abort the connection, and a failed
+    lifespan must stop the start: the guard answers neither."""
 
+    async def half_then_crash(scope: Scope, _receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise RuntimeError("too late")
 
-def test_http_exceptions_keep_their_status(client_for: ClientFor) -> None:
-    """Exceptions FastAPI handles (404, 422) never reach the guard."""
-    response = client_for(failing_app()).get("/missing")
-    assert (response.status_code, response.json()) == (404, {"detail": "nope"})
-
-
-def test_too_late_for_a_500_or_outside_http_the_error_propagates() -> None:
-    """After the response started the server must abort; a failed lifespan must stop start-up."""
-
-    async def half_then_crash(_scope: Scope, _receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        raise RuntimeError("mid-stream")
-
-    with pytest.raises(RuntimeError, match="mid-stream"):
-        asyncio.run(call(ErrorGuardMiddleware(half_then_crash), http_scope()))
-
-    async def cannot_start(_scope: Scope, _receive: Receive, _send: Send) -> None:
-        raise RuntimeError("cannot start")
-
-    guard = ErrorGuardMiddleware(cannot_start)
-    with pytest.raises(RuntimeError, match="cannot start"):
-        asyncio.run(guard({"type": "lifespan"}, never_receive, never_send))
+    guard = ErrorGuardMiddleware(half_then_crash)
+    for scope in (http_scope(), {**http_scope(), "type": "lifespan"}):
+        with pytest.raises(RuntimeError, match="too late"):
+            asyncio.run(call(guard, scope))

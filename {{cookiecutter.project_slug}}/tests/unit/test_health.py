@@ -45,13 +45,9 @@ async def slow() -> bool:
 def test_readyz_names_the_failing_check_and_livez_stays_up(
     app: FastAPI, client: TestClient
 ) -> None:
-    """Ready with the built-in checks; one failing check makes it 503 naming it (a model
-    the schema documents), while /livez stays 200 (no restart loops)."""
-    live = client.get("/livez")
-    assert (live.status_code, live.json()) == (200, {"status": "ok"})
-    ready_answer = client.get("/readyz")
-    assert ready_answer.status_code == 200
-    assert ready_answer.json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
+    """Ready with the built-in checks; one failing check makes it 503 naming it (as the
+    schema documents), while /livez stays 200 (no restart loops)."""
+    assert client.get("/readyz").json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
     app.state.readiness.add("db", ready)
     app.state.readiness.add("cache", not_ready)
     response = client.get("/readyz")
@@ -60,13 +56,13 @@ def test_readyz_names_the_failing_check_and_livez_stays_up(
         "status": "not ready", "failing": ["cache"],
         "checks": {**BUILT_IN, "db": "ok", "cache": "failed"},
     }  # fmt: skip
-    assert client.get("/livez").status_code == 200
+    assert client.get("/livez").json() == {"status": "ok"}
     assert set(app.openapi()["paths"]["/readyz"]["get"]["responses"]) >= {"200", "503"}
 
 
 def test_each_outcome_is_told_apart_within_one_timeout(json_lines: JsonLines) -> None:
-    """ok, failed, error (its exception logged, never answered) and timed out, in
-    registration order; the checks run concurrently, so two slow ones take one timeout."""
+    """ok, failed, error (logged, never answered) and timed out, in registration order; the
+    checks run concurrently, so two slow ones take one timeout; names are unique."""
     checks = ReadinessChecks(timeout_seconds=0.2)
     for name, check in [("a", ready), ("b", not_ready), ("c", broken), ("d", slow), ("e", slow)]:
         checks.add(name, check)
@@ -75,15 +71,8 @@ def test_each_outcome_is_told_apart_within_one_timeout(json_lines: JsonLines) ->
     assert time.monotonic() - started < 0.4
     assert outcomes == {"a": "ok", "b": "failed", "c": "error", "d": "timed out", "e": "timed out"}
     [line] = [line for line in json_lines.lines if line.get("check") == "c"]
-    assert line["level"] == "error"
     assert "ConnectionError: db down" in line["exception"]
-
-
-def test_a_name_is_registered_once_and_can_be_removed() -> None:
-    """A duplicate name would hide a check: refused; a removed check leaves the next run."""
-    checks = ReadinessChecks()
-    checks.add("db", ready)
-    with pytest.raises(ValueError, match="'db' is already registered"):
-        checks.add("db", ready)
-    checks.remove("db")
-    assert (checks.names, asyncio.run(checks.run())) == ([], {})
+    with pytest.raises(ValueError, match="'a' is already registered"):
+        checks.add("a", ready)
+    checks.remove("a")
+    assert checks.names == ["b", "c", "d", "e"]

@@ -18,11 +18,10 @@ from .logcapture import JsonLines
 
 
 def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main:app`` is what servers import; the factory reads the prefixed variables, and
-    unsafe production settings stop it (at import, before a worker serves anything)."""
+    """``main:app`` is what servers import, titled from the project's answers; the factory
+    reads the variables, and unsafe production settings stop it before it serves anything."""
     assert isinstance(main.app, FastAPI)
-    info = main.app.openapi()["info"]
-    assert (info["title"], info["description"]) == (main.TITLE, main.DESCRIPTION)
+    assert main.app.openapi()["info"]["title"] == main.TITLE
     monkeypatch.setenv(ENV_PREFIX + "REQUEST_TIMEOUT_SECONDS", "7")
     assert create_app().state.settings.request_timeout_seconds == 7
     monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")
@@ -34,7 +33,7 @@ def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 def test_errors_carry_the_request_id_and_are_access_logged(
     client_for: ClientFor, json_lines: JsonLines, path: str, status: int
 ) -> None:
-    """The error guard and the deadline sit inside the request id and access log."""
+    """The error guard and the deadline sit inside the request id and the access log."""
     app = create_app(Settings(request_timeout_seconds=0.1, access_log=True))
 
     @app.get("/boom")
@@ -46,16 +45,13 @@ def test_errors_carry_the_request_id_and_are_access_logged(
         await asyncio.sleep(5)
 
     response = client_for(app).get(path, headers={"x-request-id": "trace-1"})
-    assert (response.status_code, response.headers["x-request-id"]) == (status, "trace-1")
-    assert response.json()["request_id"] == "trace-1"
+    assert (response.status_code, response.json()["request_id"]) == (status, "trace-1")
     [access] = json_lines.from_logger(main.ACCESS_LOGGER)
     assert (access["status"], access["request_id"]) == (status, "trace-1")
 
 
-def test_every_answer_and_every_handler_log_carries_the_request_id(
-    json_lines: JsonLines,
-) -> None:
-    """Found, missing and invalid requests echo an id; a handler's log line names it; the
+def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLines) -> None:
+    """Found, missing and invalid requests echo an id, a handler's log line names it, the
     lifespan logs its start and stop; without ACCESS_LOG the app writes no access line."""
     app = create_app(Settings())
 
@@ -64,14 +60,14 @@ def test_every_answer_and_every_handler_log_carries_the_request_id(
         main.logger.info("inside the handler")
 
     with TestClient(app) as client:  # stopped here: the lifespan's last line is read below
-        answers = [client.get("/livez"), client.get("/nope"), client.get("/items/%00")]
-        response = client.get("/hello")
-    assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 3
-    [line] = [line for line in json_lines.lines if line["message"] == "inside the handler"]
-    assert line["request_id"] == response.headers["x-request-id"]
+        answers = [client.get(path) for path in ("/livez", "/nope", "/items/%00", "/hello")]
+    assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 4
+    lines = json_lines.from_logger(main.__name__)
+    assert [line["message"] for line in lines] == [
+        "application starting", "inside the handler", "application stopped",
+    ]  # fmt: skip
+    assert lines[1]["request_id"] == answers[-1].headers["x-request-id"]
     assert json_lines.from_logger(main.ACCESS_LOGGER) == []
-    messages = [line["message"] for line in json_lines.from_logger(main.__name__)]
-    assert messages == ["application starting", "inside the handler", "application stopped"]
 
 
 def test_development_logs_are_human_readable(

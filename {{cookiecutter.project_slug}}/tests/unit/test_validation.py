@@ -1,10 +1,10 @@
-"""Hostile input, per endpoint: every operation the app's schema lists gets valid JSON that is
-huge or deeply nested, non-finite numbers, lone surrogates and non-JSON bodies, and hostile
-path and query values; each answer is small, strict JSON, never a 5xx. And validation.py's
-bounded 400/422 answers themselves.
+"""Hostile input, per endpoint: every operation in the app's OpenAPI schema gets valid JSON
+that is huge or deeply nested, non-finite numbers, lone surrogates and non-JSON bodies, and
+hostile path and query values: each answer small, strict JSON, never a 5xx. And
+validation.py's bounded 400/422 answers themselves.
 
-The operations come from the app (its OpenAPI schema), so an endpoint added the way the
-README says is probed too, with no table to extend. Needs the app (conftest.py's ``client``).
+The operations come from the app, so an endpoint added the way the README says is probed
+too, with no table to extend. Needs the app (conftest.py's ``client``).
 """
 
 import json
@@ -16,12 +16,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel, ConfigDict
 
 from {{ cookiecutter.package_name }}.main import app as served
-from {{ cookiecutter.package_name }}.validation import (
-    MAX_ERRORS,
-    MAX_LOC,
-    MAX_TEXT,
-    validation_payload,
-)
+from {{ cookiecutter.package_name }}.validation import MAX_ERRORS, MAX_LOC, MAX_TEXT, validation_payload
 
 JSON = {"content-type": "application/json"}
 # Just under nginx's 1 MiB body limit: one unknown key per 10 bytes, one error per key.
@@ -40,34 +35,22 @@ HOSTILE_BODIES = {
     "binary": b"\x1a\xffb\x03l",
 }
 HOSTILE_VALUES = ["A" * 5000, "%00", "\u00e9t\u00e9", "..%2F..%2F", "-1", "9" * 40, "NaN", "1e999"]
-
-
-def operations(app: FastAPI) -> list[tuple[str, str, dict[str, object]]]:
-    """(method, path, operation) for every operation in the app's OpenAPI schema."""
-    return [
-        (method.upper(), path, operation)
-        for path, methods in app.openapi()["paths"].items()
-        for method, operation in methods.items()
-    ]
-
-
-def with_body(app: FastAPI) -> list[tuple[str, str]]:
-    """The operations that take a JSON body, their path parameters filled in."""
-    return [
-        (method, re.sub(r"\{[^}]+\}", "1", path))
-        for method, path, operation in operations(app)
-        if "application/json" in operation.get("requestBody", {}).get("content", {})  # type: ignore[attr-defined]
-    ]
-
-
-def with_parameters(app: FastAPI) -> list[tuple[str, str, str, str]]:
-    """(method, path, where, name) for every path and query parameter of every operation."""
-    return [
-        (method, path, parameter["in"], parameter["name"])
-        for method, path, operation in operations(app)
-        for parameter in operation.get("parameters", [])  # type: ignore[attr-defined]
-        if parameter["in"] in {"path", "query"}
-    ]
+OPERATIONS = [
+    (method.upper(), path, operation)
+    for path, methods in served.openapi()["paths"].items()
+    for method, operation in methods.items()
+]
+WITH_BODY = [
+    (method, re.sub(r"\{[^}]+\}", "1", path))
+    for method, path, operation in OPERATIONS
+    if "application/json" in operation.get("requestBody", {}).get("content", {})
+]
+WITH_PARAMETERS = [
+    (method, path, parameter["in"], parameter["name"])
+    for method, path, operation in OPERATIONS
+    for parameter in operation.get("parameters", [])
+    if parameter["in"] in {"path", "query"}
+]
 
 
 def bounded_status(client: TestClient, method: str, url: str, **request: object) -> int:
@@ -79,7 +62,7 @@ def bounded_status(client: TestClient, method: str, url: str, **request: object)
     return response.status_code
 
 
-@pytest.mark.parametrize(("method", "path"), with_body(served))
+@pytest.mark.parametrize(("method", "path"), WITH_BODY)
 @pytest.mark.parametrize("body", HOSTILE_BODIES.values(), ids=HOSTILE_BODIES.keys())
 def test_hostile_bodies_get_small_4xx_answers(
     client: TestClient, method: str, path: str, body: bytes
@@ -88,7 +71,7 @@ def test_hostile_bodies_get_small_4xx_answers(
     assert bounded_status(client, method, path, content=body) >= 400
 
 
-@pytest.mark.parametrize(("method", "path", "where", "name"), with_parameters(served))
+@pytest.mark.parametrize(("method", "path", "where", "name"), WITH_PARAMETERS)
 @pytest.mark.parametrize("value", HOSTILE_VALUES, ids=range(len(HOSTILE_VALUES)))
 def test_hostile_parameters_get_bounded_answers(
     client: TestClient, method: str, path: str, *, where: str, name: str, value: str
