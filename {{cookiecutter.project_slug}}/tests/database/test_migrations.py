@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
+from alembic.config import main as alembic_cli
 
 from .tables import AT_HEAD, fetch, head, migrations, revision, tables
 
@@ -35,42 +36,49 @@ def doc_commands(project_root: Path, section: str) -> list[str]:
 
 
 def test_the_documented_commands_run(
-    project_root: Path, tmp_path: Path, new_database: Callable[..., str]
+    project_root: Path,
+    tmp_path: Path,
+    new_database: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Run verbatim in a copy of the project: make migrate, twice at once (pods starting
-    together take turns on env.py's advisory lock), reaches head; check finds models and
-    migrations agreeing; --sql prints DDL; revision --autogenerate writes an empty revision;
-    downgrade -1 undoes the newest applied one."""
+    """In a copy of the project: make migrate, twice at once (pods starting together take
+    turns on env.py's advisory lock), reaches head; check finds models and migrations
+    agreeing; --sql prints DDL; revision --autogenerate writes an empty revision; downgrade
+    -1 undoes the newest applied one. The alembic lines run in process, argument for argument
+    (the command line's own second of imports each is all they skip)."""
     first, *commands = doc_commands(project_root, "Migrations")
     assert first == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
-    for name in ("Makefile", "alembic.ini", "migrations", "src"):
+    for name in ("Makefile", "alembic.ini", "migrations"):
         source = project_root / name
         copy = shutil.copytree if source.is_dir() else shutil.copy2
         copy(source, tmp_path / name)
     (tmp_path / ".venv").symlink_to(sys.prefix)
     url = new_database(migrated=False)
-    env = {**os.environ, "DATABASE_URL": url}
 
-    def run(command: str) -> str:
-        done = subprocess.run(
-            shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True, check=False
-        )
-        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
-        return done.stdout
+    def make_migrate(_: int) -> subprocess.CompletedProcess[bytes]:
+        env = {**os.environ, "DATABASE_URL": url}
+        command = shlex.split(first)
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, check=False)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(run, [first, first]))
-    assert (tables(url), fetch(url, "SELECT version_num FROM alembic_version")) == (
-        AT_HEAD, [(head(),)],
-    )  # fmt: skip
-    outputs = {command: run(command) for command in commands}
-    assert "CREATE TABLE" in "".join(out for command, out in outputs.items() if "--sql" in command)
+        done = list(pool.map(make_migrate, range(2)))
+    assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
+    versions = fetch(url, "SELECT version_num FROM alembic_version")
+    assert (tables(url), versions) == (AT_HEAD, [(head(),)])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # alembic.ini's prepend_sys_path, undone
+    for command in commands:
+        program, *arguments = shlex.split(command)
+        assert program == ".venv/bin/alembic", command
+        alembic_cli(arguments)
+    assert "CREATE TABLE" in capsys.readouterr().out
     # The models and migrations agree, so the new revision is empty; it was never applied,
     # so `downgrade -1` undid the newest applied one, the head before it.
-    versions = "migrations/versions/"
-    shipped = {path.name for path in (project_root / versions).glob("*.py")}
-    [new] = [path for path in (tmp_path / versions).glob("*.py") if path.name not in shipped]
+    shipped = {path.name for path in (project_root / "migrations/versions").glob("*.py")}
+    [new] = [path for path in tmp_path.glob("migrations/versions/*.py") if path.name not in shipped]
     assert "op." not in new.read_text(encoding="utf-8")
     assert revision(url) == migrations().get_revision(head()).down_revision
 
