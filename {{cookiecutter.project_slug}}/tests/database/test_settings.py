@@ -93,11 +93,8 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(
     monkeypatch: pytest.MonkeyPatch, count: str
 ) -> None:
     """gunicorn's configuration exports the count it decided as GUNICORN_WORKERS, which the
-    app reads (over WEB_CONCURRENCY; 1 when neither is set) to size each worker's pool."""
+    app reads to size each worker's pool (1 when unset: `make run`)."""
     assert Settings().workers == 1
-    monkeypatch.setenv("WEB_CONCURRENCY", "3")
-    assert Settings().workers == 3
-    monkeypatch.delenv("WEB_CONCURRENCY")
     monkeypatch.setenv("GUNICORN_WORKERS", "not yet")  # so that monkeypatch restores it
     monkeypatch.setenv("MIN_WORKERS", count)
     monkeypatch.setenv("MAX_WORKERS", count)
