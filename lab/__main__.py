@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             len(os.sched_getaffinity(0)), workers, package=project.package, item_id=item_id
         )
         available = {experiment.id for experiment in chosen}
-        if "items" in wanted and "items" not in available:
+        if args.only and "items" in wanted and "items" not in available:
             print("items skipped: the project has no database (database=postgresql)")
         chosen = select(chosen, wanted & available, quick=args.quick) if wanted & available else []
     if chosen:

@@ -89,6 +89,8 @@ def budgets_table(results: Results, budgets: BudgetSet) -> str:
             result = "not measured in this run"
         else:
             result = "pass" if outcome.passed else f"FAIL: {outcome.message}"
+            if outcome.passed and outcome.ratio < outcome.budget.min_ratio:
+                result = "pass, within noise: " + outcome.message.partition("(")[2].rstrip(")")
         rows.append(
             f"| {outcome.budget.name} | {found} | {outcome.budget.min_ratio:.2f} x | {result} |"
         )
