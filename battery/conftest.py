@@ -98,12 +98,14 @@ def run_python(
 
 
 def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m <package>_stack` run to its end with only env (and the project's deploy/)."""
-    deploy = {
+    """`python -m <package>_stack` run to its end with only env, the project's deploy/ and
+    how its interpreter finds the project (PYTHONPATH, where the project is not installed)."""
+    given = {
         "NGINX_CONF": str(PROJECT / "deploy" / "nginx.conf"),
         "GUNICORN_CONF": str(PROJECT / "deploy" / "gunicorn.conf.py"),
+        **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
     }
-    return run_python("-m", f"{PACKAGE}_stack", *args, env={**deploy, **env})
+    return run_python("-m", f"{PACKAGE}_stack", *args, env={**given, **env})
 
 
 def free_port() -> int:

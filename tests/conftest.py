@@ -149,8 +149,8 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
 def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
-    default: `make lint`, `make test`, then the battery against the bake (./scripts/battery's
-    pytest run, with the shared venv's interpreter). postgresql: first a route and a
+    default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
+    shared venv's interpreter). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test.
     """
     python = str(env.venv / "bin" / "python")
@@ -160,11 +160,9 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         return Step(target, command)
 
     if name == "default":
-        battery = [
-            sys.executable, "-m", "pytest", "battery", f"--project={project}",
-            f"--python={python}", "-p", "no:cacheprovider",
-        ]  # fmt: skip
-        return [make("lint"), make("test"), Step("battery", battery, TEMPLATE_DIR)]
+        # The script a person runs (it checks nginx and the template's venv, then pytest).
+        battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
+        return [make("lint"), make("test"), Step("battery", battery)]
     changes = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
     return [Step("documented changes", changes), make("lint"), make("test")]
 
