@@ -42,7 +42,7 @@ ACCEPTED = [
     ("cors_origins", " , ", []),
 ]  # fmt: skip
 REFUSED = [
-    ("environment", "staging"), ("debug", "true"), ("log_level", "verbose"),
+    ("environment", "staging"), ("debug", "true"), ("debug", "maybe"), ("log_level", "verbose"),
     ("request_timeout_seconds", "0"), ("request_timeout_seconds", "3600.5"),
     ("request_timeout_seconds", "soon"), ("access_log", "maybe"), ("metrics", "maybe"),
     ("api_docs", "maybe"),
