@@ -122,7 +122,8 @@ class LiveStack:
             self.process.wait(timeout=10)
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether GET url answers 200 (False while nothing listens yet)."""
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
             return bool(response.status == 200)
@@ -172,7 +173,7 @@ def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
     started = LiveStack(process, port, metrics_port, run_dir / "run", log_path)
     try:
         wait_for(
-            lambda: process.poll() is not None or _answers(f"http://127.0.0.1:{port}/livez"),
+            lambda: process.poll() is not None or answers(f"http://127.0.0.1:{port}/livez"),
             60,
             "the stack to answer GET /livez",
         )

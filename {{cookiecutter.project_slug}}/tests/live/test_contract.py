@@ -22,6 +22,7 @@ from .conftest import (
     PACKAGE,
     REQUEST_ID,
     LiveStack,
+    answers,
     assert_json_error,
     exchange,
     free_port,
@@ -127,7 +128,10 @@ def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
     for _ in range(3):
         request(stack.port, "GET", "/livez")
 
-    page = _scrape(f"http://127.0.0.1:{stack.metrics_port}/metrics")
+    url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
+    # The listener starts once the stack is ready: give it its moment when this runs first.
+    wait_for(lambda: answers(url), 10, "the metrics listener")
+    page = _scrape(url)
 
     assert "http_server_request_duration_seconds_count" in page
     assert "\nnginx_up 1.0\n" in page, page[:500]
@@ -149,18 +153,21 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
 def test_sigterm_lets_requests_in_flight_finish_then_exits_0(stack: LiveStack) -> None:
     """SIGTERM with requests in flight: each answers 200, the runner exits 0, every line is JSON."""
     in_flight = 4
+    # Every process up first (the metrics listener starts last), so all of them are stopped.
+    metrics = f"http://127.0.0.1:{stack.metrics_port}/metrics"
+    wait_for(lambda: answers(metrics), 10, "the metrics listener")
 
     def started() -> int:
         return sum(line.get("message") == "slow request started" for line in stack.log_lines())
 
     before = started()
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        answers = [
+        replies = [
             pool.submit(request, stack.port, "GET", "/slow?seconds=1") for _ in range(in_flight)
         ]
         wait_for(lambda: started() >= before + in_flight, 20, "the requests to reach the app")
         stack.process.send_signal(signal.SIGTERM)
-        statuses = [answer.result(timeout=30)[0] for answer in answers]
+        statuses = [reply.result(timeout=30)[0] for reply in replies]
 
     assert statuses == [200] * in_flight
     assert stack.process.wait(timeout=30) == 0
