@@ -109,9 +109,8 @@ def test_unstorable_bodies_are_422_and_store_nothing(
 def test_a_stopped_database_gives_503s_and_recovers(
     stoppable: PostgresServer, url: str, client_for: ClientFor
 ) -> None:
-    """Down: readyz 503 naming it, livez 200, items a JSON 503 with Retry-After; up again,
-    the same app answers 200s (pool pre-ping replaced the dead connections). A host that
-    does not resolve (a service name gone) fails as fast."""
+    """Down (or a host that no longer resolves): readyz 503 naming it, livez 200, items a
+    JSON 503 with Retry-After; up again, the same app answers 200s (pool pre-ping)."""
     gone = client_for(app_on(url.replace("127.0.0.1", "db.invalid")))
     assert (gone.get("/items").status_code, gone.get("/readyz").status_code) == (503, 503)
     client = client_for(app_on(url))
@@ -219,9 +218,9 @@ def losing_client(url: str) -> Iterator[TestClient]:
 def test_a_lost_connection_costs_only_the_query_that_needed_it(
     losing_client: TestClient, url: str
 ) -> None:
-    """Lost after the last query: the read and the create keep their answer (stored once: a
-    503 would make the client create it again). Lost before a query: that query's JSON 503.
-    The pool replaces the dead connection for the next request."""
+    """Lost after the last query, a read and a create keep their answer (stored once: a 503
+    would make the client create it again); lost before a query, that query answers a JSON
+    503; the pool replaces the dead connection for the next request."""
     read = losing_client.post("/test/read_then_lose")
     assert (read.status_code, read.json()) == (200, [])
     assert losing_client.post("/test/create_then_lose").status_code == 200

@@ -42,11 +42,11 @@ def test_the_documented_commands_run(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """In a copy of the project: make migrate, twice at once (pods starting together take
-    turns on env.py's advisory lock), reaches head; check finds models and migrations
-    agreeing; --sql prints DDL; revision --autogenerate writes an empty revision; downgrade
-    -1 undoes the newest applied one. The alembic lines run in process, argument for argument
-    (the command line's own second of imports each is all they skip)."""
+    """In a copy of the project, docs/database.md's commands succeed: make migrate, twice at
+    once (env.py's advisory lock), reaches head; check finds models and migrations agreeing;
+    --sql prints DDL; revision --autogenerate writes an empty revision; downgrade -1 undoes
+    the newest applied one (the alembic lines through alembic's own command-line entry
+    point, in process, argument for argument)."""
     first, *commands = doc_commands(project_root, "Migrations")
     assert first == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.

@@ -76,8 +76,8 @@ def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None
 
 
 def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered() -> None:
-    """A response under way cannot become a 504: the error reaches the server. A server
-    shutting down cancels the task: that is no timeout, and no 504 follows."""
+    """A response under way cannot become a 504 (the error reaches the server), and a server
+    shutting down cancels the task without a 504 following."""
 
     async def stalls_mid_body(_scope: Scope, _receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
