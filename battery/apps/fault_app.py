@@ -1,6 +1,6 @@
 """A test-only ASGI app: the real app plus routes that misbehave on purpose.
 
-The reliability tests serve it through the real stack (the runner (python -m <package>_stack) with
+The battery serves it through the service's real stack (`python -m <package>_stack` with
 APP_MODULE=fault_app:app) so every fault crosses nginx, the socket and gunicorn. Routes live
 inside the real app, behind its middleware (request id, access log, deadline, error guard):
 
@@ -17,8 +17,8 @@ inside the real app, behind its middleware (request id, access log, deadline, er
 
 Inputs: FAULT_APP_FAIL_AT_STARTUP=import|lifespan makes the app fail to start that way;
 FAULT_APP_FAIL_IF_EXISTS=PATH makes it fail at import while PATH exists (a bad deploy: the
-running generation started fine, the next one will not).
-Depends on the generated package only.
+running generation started fine, the next one will not). SERVICE_PACKAGE names the
+service's package, whose main.py has create_app(); nothing else of the service is assumed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The observability tests serve it through the real stack (APP_MODULE=observed_app:app) to
 keep a request in flight in a known worker: /hold logs a JSON line with that worker's pid
 before it waits, so a test can kill exactly that worker. Unlike slow_app.py, /hold is a
-route of the real app, so the metrics middleware counts it like any other.
+route of the real app, so the metrics middleware counts it like any other. SERVICE_PACKAGE
+names the service's package (its main.py's create_app() builds the real app).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The live tests serve it through the real stack (APP_MODULE=slow_app:app) to hold
 in flight while the stack is stopped. It logs one JSON line when a slow request starts, so
 a test can wait for "all in flight" by reading the log instead of sleeping. /slow bypasses
 the app's middleware; /app-slow?seconds=N is the same pause as a route of the real app,
-inside its middleware (its request deadline included).
+inside its middleware (its request deadline included). SERVICE_PACKAGE names the
+service's package (its main.py's create_app() builds the real app).
 """
 
 from __future__ import annotations
