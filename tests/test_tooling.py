@@ -16,6 +16,7 @@ SHELL_SCRIPTS = [
     TEMPLATE_DIR / ".ci" / "run",
     TEMPLATE_DIR / "scripts" / "test",
     TEMPLATE_DIR / "scripts" / "demo",
+    TEMPLATE_DIR / "scripts" / "battery",
     TEMPLATE_DIR / "scripts" / "_setup.sh",
 ]
 
