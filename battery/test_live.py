@@ -220,11 +220,8 @@ def raw_request(port: int, request: bytes) -> bytes:
 def test_a_longer_fractional_deadline_gets_the_apps_504(
     start_stack: Callable[..., LiveStack],
 ) -> None:
-    """A deadline above the old fixed nginx timeout (35 s): the app's JSON 504, not nginx's.
-
-    Fractional, non-default values all along the chain; nginx's proxy timeouts follow the
-    deadline, so the slow request ends in the app's 504 with its request id.
-    """
+    """A fractional deadline above nginx's old fixed 35 s: nginx's timeouts follow it, and the
+    slow request ends in the app's JSON 504 with its request id, not nginx's."""
     stack = start_stack(
         app_module="slow_app:app",
         **{
