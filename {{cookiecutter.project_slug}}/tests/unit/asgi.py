@@ -1,9 +1,15 @@
-"""Plain ASGI helpers: call a middleware directly, without a server or a test client."""
+"""Test helpers: call a middleware directly, as plain ASGI without a server or a client;
+capture log records as the JSON lines the service writes, request id included."""
 
+import json
+import logging
 from collections.abc import Callable
+from typing import Any
 
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from {{ cookiecutter.package_name }}.logs import JsonFormatter
 
 # tests/conftest.py's fixture: client_for(app) starts a client of app for this test.
 ClientFor = Callable[[ASGIApp], TestClient]
@@ -43,3 +49,19 @@ async def ok_app(_scope: Scope, _receive: Receive, send: Send) -> None:
 def header(message: Message, name: bytes) -> bytes | None:
     """The value of header ``name`` in a response-start message, or None."""
     return next((value for key, value in message.get("headers", []) if key == name), None)
+
+
+class JsonLines(logging.Handler):
+    """Formats each record with the JSON formatter as it is emitted, inside the request."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(self.format(record)))
+
+    def from_logger(self, name: str) -> list[dict[str, Any]]:
+        """The lines one logger wrote."""
+        return [line for line in self.lines if line["logger"] == name]

@@ -30,10 +30,11 @@ from fastapi.testclient import TestClient
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
-from .asgi import ClientFor
+from .asgi import ClientFor, JsonLines
 {%- else %}
-{% endif %}
-from .logcapture import JsonLines
+
+from .asgi import JsonLines
+{%- endif %}
 
 {%- if cookiecutter.layout == "service" %}
 

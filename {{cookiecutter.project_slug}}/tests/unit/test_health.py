@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }}.api.readiness import ReadinessChecks
 
-from .logcapture import JsonLines
+from .asgi import JsonLines
 
 {%- if cookiecutter.database == "postgresql" %}
 

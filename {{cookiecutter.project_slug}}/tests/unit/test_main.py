@@ -13,8 +13,7 @@ from {{ cookiecutter.package_name }} import main
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
-from .asgi import ClientFor
-from .logcapture import JsonLines
+from .asgi import ClientFor, JsonLines
 
 
 def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
