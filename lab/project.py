@@ -17,14 +17,12 @@ Runs in the project's Python (it imports the stack's settings). Depends on nothi
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from pathlib import Path
 
 # The factory override, for an app not built by a create_app() beside it.
 FACTORY_VARIABLE = "LAB_FACTORY"
@@ -82,11 +80,14 @@ def _factory(app_module: str) -> str | None:
     if override:
         return override
     module_name = app_module.partition(":")[0]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ProjectError(f"cannot import the app's module {module_name}: {error}") from None
-    return f"{module_name}:create_app" if callable(getattr(module, "create_app", None)) else None
+    # Read, not imported: importing builds the app, and an app that needs its database
+    # refuses to without DATABASE_URL, which the cost gate does not need.
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise ProjectError(f"cannot find the app's module {module_name} (APP_MODULE)")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return f"{module_name}:create_app" if "create_app" in defined else None
 
 
 def discover(root: Path) -> Project:
