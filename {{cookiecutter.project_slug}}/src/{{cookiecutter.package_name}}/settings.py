@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     request_timeout_seconds: Deadline = DEADLINE_DEFAULT
     # The app's own access line per request. Off by default: behind nginx, nginx's JSON access
     # log already records every request with the same request id and its timings, and the
-    # app's line costs about 15 % of a small request's throughput (`make bench`). On for
+    # app's line costs about 15 % of a small request's throughput (the template's lab). On for
     # `make run`, or when serving without nginx.
     access_log: bool = False
     # Prometheus request metrics (middleware/metrics.py, docs/observability.md). Off only to

@@ -31,7 +31,7 @@ def pool_size(budget: int, workers: int) -> PoolSize:
     when requests need them and then keeps them, so a worker holds as many as its busiest
     moment used, never more than its share. Overflow connections are closed again at every
     return to a full pool: under steady load that is a new PostgreSQL backend per request or
-    so. Measured with `make bench`'s items experiment: keeping half the share and the rest
+    so. Measured with the template's lab (items experiment): keeping half the share and the rest
     as overflow opened 290-340 sessions per quick run instead of 42, and the items
     endpoints served 1.4-1.7 x fewer requests per second.
     """
