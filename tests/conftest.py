@@ -43,7 +43,11 @@ class Bake:
 
     @property
     def package_name(self) -> str:
-        (package,) = [p.name for p in (self.project / "src").iterdir() if p.is_dir()]
+        """The app's import name: src/ holds it and the serving stack's package, <name>_stack."""
+        (package,) = [
+            p.name for p in (self.project / "src").iterdir()
+            if p.is_dir() and not p.name.endswith("_stack")
+        ]  # fmt: skip
         return package
 
 
