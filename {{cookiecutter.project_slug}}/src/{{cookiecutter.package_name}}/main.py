@@ -130,8 +130,8 @@ def create_app(
         exception_handlers={RequestValidationError: validation_error_handler},
     )
     application.state.settings = settings
-    # The instruments, readable in this process (tests); under gunicorn, deploy/metrics.py
-    # serves every worker's values.
+    # The instruments, readable in this process (tests); under gunicorn, the stack's metrics
+    # listener ({{ cookiecutter.package_name }}_stack.metrics_listener) serves every worker's values.
     application.state.metrics = metrics
     application.state.readiness = ReadinessChecks()
 {%- if cookiecutter.database == "postgresql" %}
