@@ -1,6 +1,6 @@
 """The seeds' findings checked against a run of the grid, and a recommendation.
 
-Pure functions of the bake's `Results` (bench/results.py). The seeds are the articles this
+Pure functions of the bake's `Results` (lab/results.py). The seeds are the articles this
 template's defaults were first argued from; each finding names its seed's figure. The
 findings table is what the template README's "Re-measured" section shows.
 """

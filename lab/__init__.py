@@ -1,4 +1,6 @@
-"""The built-in tuning benchmark: `make bench` re-measures, on this machine, the choices the
-serving stack ships with (nginx -> unix socket + keepalive -> gunicorn + UvicornWorker, the
-pure-ASGI middlewares, the worker count) and says which held. See docs/benchmark.md.
+"""The template's laboratory: measures a generated project, a user's own service included.
+
+`./scripts/bench PROJECT_DIR` (python -m lab) counts the middleware's instructions per request
+(the cost gate the template's CI blocks on) and measures requests/s of the middleware and of
+the nginx hop with the project's own deploy/ files. See docs/performance.md.
 """

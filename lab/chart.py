@@ -1,8 +1,8 @@
 """Draw the results as one PNG: one panel per experiment, bars with min-max whiskers, and the
 worker count as a line.
 
-Needs matplotlib, an optional dependency: `pip install --group bench` (pyproject.toml). The
-CLI imports this module only when matplotlib is importable and says so otherwise.
+Needs matplotlib in the measured project's environment, optional (`pip install matplotlib`):
+the CLI imports this module only when matplotlib is importable and says so otherwise.
 """
 
 from __future__ import annotations

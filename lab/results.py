@@ -1,8 +1,8 @@
 """The results file: every run of every configuration, with what is needed to judge them.
 
-Written by `python -m bench run` as benchmark.json, read back by `check` and `report`, so the
-tables, the chart and the budget check always come from one and the same run. Only raw runs
-are stored; summaries are recomputed (bench/stats.py) when read.
+Written by `./scripts/bench` as benchmark.json, read back for the report, so the tables, the
+chart and the budget check always come from one and the same run. Only raw runs
+are stored; summaries are recomputed (lab/stats.py) when read.
 """
 
 from __future__ import annotations

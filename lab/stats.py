@@ -1,6 +1,6 @@
 """Summaries of repeated runs: median and min-max, and how two configurations compare.
 
-Pure functions over `WrkResult`s (bench/wrk.py); no I/O. The median of a few runs resists one
+Pure functions over `WrkResult`s (lab/wrk.py); no I/O. The median of a few runs resists one
 disturbed run; the min-max range shows how far to trust the difference between two medians.
 """
 
