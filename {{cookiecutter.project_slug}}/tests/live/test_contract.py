@@ -8,6 +8,7 @@ reloads, faults, hostile and slow clients) run against this project from the tem
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from .conftest import (
     DEADLINE_SECONDS,
+    HERE,
     PACKAGE,
     REQUEST_ID,
     LiveStack,
@@ -142,9 +144,11 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
     """`python -m <package>_stack check` (the image's HEALTHCHECK) passes here, fails elsewhere."""
 
     def check(port: int) -> int:
-        env = {"PATH": "/usr/bin:/bin", "PORT": str(port), "LISTEN_ADDRESS": "127.0.0.1"}
+        env = {**os.environ, "PORT": str(port), "LISTEN_ADDRESS": "127.0.0.1"}
         command = [sys.executable, "-m", f"{PACKAGE}_stack", "check"]
-        return subprocess.run(command, env=env, capture_output=True, check=False).returncode
+        # From tests/live/, as the stack: no .env there.
+        done = subprocess.run(command, env=env, cwd=HERE, capture_output=True, check=False)
+        return done.returncode
 
     assert (check(stack.port), check(free_port())) == (0, 1)
 
