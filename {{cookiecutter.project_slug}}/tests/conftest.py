@@ -1,10 +1,8 @@
 """Fixtures every test directory may use. Each directory keeps its own in its conftest.py.
 {%- if cookiecutter.database == "postgresql" %}
 
-A throwaway PostgreSQL server (pg_server.py) runs for the whole session, started once, at
-import: importing main.py builds the app, whose settings read DATABASE_URL. A template
-database is migrated to head once and copied (CREATE DATABASE ... TEMPLATE, a file copy)
-for DATABASE_URL and for every test that asks ``new_database``: one alembic run in all.
+One throwaway PostgreSQL server (pg_server.py) for the session, started at import (main.py's
+app reads DATABASE_URL); a database migrated to head once is copied for each test that asks.
 {% endif -%}
 """
 
@@ -40,15 +38,10 @@ MIGRATED = "migrated_template"
 _names = itertools.count(1)
 
 
-def migrate(url: str, command: str = "upgrade", revision: str = "head") -> None:
-    """Run alembic's ``command`` to ``revision`` on the database at ``url``, in process (the
-    command line's second of imports each time is for the tests that run it as documented)."""
-    session_url = os.environ.get("DATABASE_URL", "")
-    os.environ["DATABASE_URL"] = url  # where migrations/env.py reads it
-    try:
-        getattr(alembic_command, command)(Config(str(PROJECT / "alembic.ini")), revision)
-    finally:
-        os.environ["DATABASE_URL"] = session_url
+def migrate(url: str) -> None:
+    """Upgrade the database at ``url`` to head, in process (migrations/env.py reads the URL)."""
+    os.environ["DATABASE_URL"] = url
+    alembic_command.upgrade(Config(str(PROJECT / "alembic.ini")), "head")
 
 
 def create_database(server: PostgresServer, template: str = MIGRATED, name: str = "") -> str:
@@ -58,11 +51,9 @@ def create_database(server: PostgresServer, template: str = MIGRATED, name: str 
     async def create() -> None:
         # CREATE DATABASE cannot run inside a transaction: autocommit.
         engine = create_async_engine(server.url(), isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as connection:
-                await connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-        finally:
-            await engine.dispose()
+        async with engine.connect() as connection:
+            await connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        await engine.dispose()
 
     asyncio.run(create())
     return server.url(name)
@@ -97,34 +88,18 @@ def pytest_unconfigure() -> None:
     SERVER.remove()
 
 
-@pytest.fixture(scope="session")
-def postgres() -> PostgresServer:
-    """The session's PostgreSQL server."""
-    return SERVER
-
-
 @pytest.fixture
-def stoppable(postgres: PostgresServer) -> Iterator[PostgresServer]:
+def stoppable() -> Iterator[PostgresServer]:
     """The session's server, for a test that stops it: running again after the test."""
-    yield postgres
-    if not postgres.running:
-        postgres.start()
+    yield SERVER
+    if not SERVER.running:
+        SERVER.start()
 
 
 @pytest.fixture
-def new_database(postgres: PostgresServer) -> Callable[..., str]:
+def new_database() -> Callable[..., str]:
     """Create a database of this test's own (migrated to head unless ``migrated=False``)."""
-
-    def create(*, migrated: bool = True) -> str:
-        return create_database(postgres, MIGRATED if migrated else "template0")
-
-    return create
-
-
-@pytest.fixture(scope="session")
-def alembic() -> Callable[..., None]:
-    """Run an alembic command against a URL, in process: ``alembic(url, "downgrade", "base")``."""
-    return migrate
+    return lambda *, migrated=True: create_database(SERVER, MIGRATED if migrated else "template0")
 {%- endif %}
 
 

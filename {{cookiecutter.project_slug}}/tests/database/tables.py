@@ -1,8 +1,6 @@
-"""Look at a test database directly, over its own connection (not the app's pool), and at
-what the project itself says it should hold: the models' tables, the migrations' head.
-
-Derived from the project, never written down here, so a migration added the documented way
-(docs/database.md) changes what the tests expect with it.
+"""Read a test database over its own connection (not the app's pool), and what the project
+says it should hold (the models' tables, the migrations' head): derived, never written down,
+so a migration added the documented way (docs/database.md) moves the expectations with it.
 """
 
 from __future__ import annotations
@@ -17,7 +15,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
 
-ALEMBIC_INI = Path(__file__).resolve().parent.parent.parent / "alembic.ini"
+ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
+# What a database at head holds: the models' tables and alembic's own.
+AT_HEAD = {*Base.metadata.tables, "alembic_version"}
 
 
 async def fetch_async(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
@@ -35,21 +35,16 @@ def fetch(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
     return asyncio.run(fetch_async(url, query, **params))
 
 
-def tables(url: str) -> set[str]:
-    """The tables in the public schema."""
+def state(url: str) -> tuple[set[str], str | None]:
+    """The public schema's tables and the revision the database is at (None at base)."""
     rows = fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    return {str(name) for (name,) in rows}
-
-
-def revision(url: str) -> str | None:
-    """The revision the database is at (alembic_version), None when at base."""
-    rows = fetch(url, "SELECT version_num FROM alembic_version")
-    return str(rows[0][0]) if rows else None
+    version = fetch(url, "SELECT version_num FROM alembic_version")
+    return {str(name) for (name,) in rows}, str(version[0][0]) if version else None
 
 
 def migrations() -> ScriptDirectory:
     """The project's migrations/, as alembic reads them."""
-    return ScriptDirectory.from_config(Config(str(ALEMBIC_INI)))
+    return ScriptDirectory.from_config(Config(ALEMBIC_INI))
 
 
 def head() -> str:
@@ -57,7 +52,3 @@ def head() -> str:
     newest = migrations().get_current_head()
     assert newest is not None, "migrations/ holds no revision"
     return newest
-
-
-# What a database at head holds: the models' tables and alembic's own.
-AT_HEAD = {*Base.metadata.tables, "alembic_version"}

@@ -1,8 +1,5 @@
-"""The items API stored in PostgreSQL, in process: real server, real driver, no stand-ins;
-and what the service does when the database is slow, down or drops a connection.
-
-Needs the session's server (tests/conftest.py: ``new_database``, ``stoppable``). Hostile
-bodies and parameters for every endpoint: tests/unit/test_validation.py.
+"""The items API on a real PostgreSQL, in process, and the service when the database is slow,
+down or drops a connection. Needs the session's server (tests/conftest.py's fixtures).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from {{ cookiecutter.package_name }}.settings import Settings
 from .tables import fetch, fetch_async
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from fastapi import FastAPI
 
@@ -56,8 +53,7 @@ def client(url: str, client_for: ClientFor) -> TestClient:
 
 
 def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> None:
-    """POST answers 201 with the id PostgreSQL gave; the row is there, unicode unchanged;
-    GET reads it back; GET /items pages by id, ``limit`` at a time from ``offset``."""
+    """POST's 201 gives PostgreSQL's id and stores the row as sent; GET and paging read it."""
     names = ["Zoë 日本語 😀 \u200b\ufeff", *(f"item {n}" for n in range(4))]
     created = [client.post("/items", json={**NEW, "name": name}) for name in names]
     assert {response.status_code for response in created} == {201}
@@ -79,8 +75,7 @@ def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> N
      ("/items?offset=-1", 422), ("/items?limit=0", 422), ("/items?limit=101", 422)],
 )  # fmt: skip
 def test_ids_and_pages_out_of_range(client: TestClient, path: str, status: int) -> None:
-    """Missing, zero, negative and beyond-BIGINT ids are a JSON 404; offsets up to BIGINT
-    work, beyond it (or a limit outside 1..100) are 422s: never a 500."""
+    """Ids outside the table are a JSON 404, offsets past BIGINT or bad limits a 422."""
     response = client.get(path)
     assert response.status_code == status
     if status == 404:
@@ -97,8 +92,7 @@ def test_ids_and_pages_out_of_range(client: TestClient, path: str, status: int) 
 def test_unstorable_bodies_are_422_and_store_nothing(
     client: TestClient, url: str, body: str
 ) -> None:
-    """What PostgreSQL cannot hold (NUL, lone surrogates, past its integers) is refused
-    like any invalid body; the schema tells clients the NUL pattern before they send."""
+    """What PostgreSQL cannot hold is refused before it, and the schema gives the pattern."""
     response = client.post("/items", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 422
     assert fetch(url, "SELECT count(*) FROM items") == [(0,)]
@@ -109,8 +103,8 @@ def test_unstorable_bodies_are_422_and_store_nothing(
 def test_a_stopped_database_gives_503s_and_recovers(
     stoppable: PostgresServer, url: str, client_for: ClientFor
 ) -> None:
-    """Down (or a host that no longer resolves): readyz 503 naming it, livez 200, items a
-    JSON 503 with Retry-After; up again, the same app answers 200s (pool pre-ping)."""
+    """Down or unresolvable: readyz 503 naming it, livez 200, items a JSON 503 with
+    Retry-After; up again, the same app recovers (pool pre-ping)."""
     gone = client_for(app_on(url.replace("127.0.0.1", "db.invalid")))
     assert (gone.get("/items").status_code, gone.get("/readyz").status_code) == (503, 503)
     client = client_for(app_on(url))
@@ -127,24 +121,31 @@ def test_a_stopped_database_gives_503s_and_recovers(
     assert client.post("/items", json=NEW).status_code == 201
 
 
+def first_value(settings: Settings, statement: str) -> object:
+    """``statement``'s first value on a new engine for ``settings``, or the DBAPIError."""
+
+    async def run() -> object:
+        engine = create_engine(settings)
+        try:
+            async with engine.connect() as connection:
+                return (await connection.execute(text(statement))).scalar()
+        except DBAPIError as error:
+            return error
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
 def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> None:
     """The pool holds this worker's share; PostgreSQL reports the statement timeout set."""
     settings = Settings(
         database_url=SecretStr(url), workers=3, database_max_connections=12,
         database_statement_timeout_seconds=1.5,
     )  # fmt: skip
-
-    async def inspect() -> tuple[int, int, object]:
-        engine = create_engine(settings)
-        try:
-            async with engine.connect() as connection:
-                timeout = (await connection.execute(text("SHOW statement_timeout"))).scalar()
-            pool = engine.sync_engine.pool
-            return pool.size(), pool._max_overflow, timeout  # type: ignore[attr-defined]
-        finally:
-            await engine.dispose()
-
-    assert asyncio.run(inspect()) == (4, 0, "1500ms")
+    pool = create_engine(settings).sync_engine.pool
+    assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
+    assert first_value(settings, "SHOW statement_timeout") == "1500ms"
 
 
 @pytest.mark.parametrize(
@@ -155,22 +156,11 @@ def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> No
     ids=["past the statement timeout", "constraint"],
 )  # fmt: skip
 def test_only_unavailability_is_a_503(url: str, statement: str, *, is_unavailable: bool) -> None:
-    """A statement PostgreSQL cancels at its timeout (SQLSTATE 57014) counts as unavailable,
-    a constraint violation does not."""
+    """A statement cancelled at its timeout (SQLSTATE 57014) is unavailability, a constraint not."""
     settings = Settings(database_url=SecretStr(url), database_statement_timeout_seconds=0.2)
-
-    async def run() -> DBAPIError:
-        engine = create_engine(settings)
-        try:
-            async with engine.connect() as connection:
-                await connection.execute(text(statement))
-        except DBAPIError as error:
-            return error
-        finally:
-            await engine.dispose()
-        pytest.fail(f"PostgreSQL accepted {statement}")
-
-    assert unavailable(asyncio.run(run())) is is_unavailable
+    error = first_value(settings, statement)
+    assert isinstance(error, DBAPIError)
+    assert unavailable(error) is is_unavailable
 
 
 # A restart or failover can close a connection after the request's last query and before
@@ -187,44 +177,25 @@ async def drop_app_connections(url: str) -> None:
     assert await fetch_async(url, query, name=APPLICATION_NAME) == [(True,)]
 
 
-@pytest.fixture
-def losing_client(url: str) -> Iterator[TestClient]:
-    """The app with three endpoints that lose their connection; server errors are raised."""
+def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None:
+    """Lost after the last query, a read and a create keep their answer (a 503 would make the
+    client create it again); lost before a query, that query is a JSON 503; the pool heals."""
     app = app_on(url)
 
-    async def read_then_lose(db: Session) -> list[queries.StoredItem]:
-        items = await queries.page(db, 0, 10)
+    async def lose(step: str, db: Session) -> object:
+        done = await (queries.add(db, ItemIn(name="kept", price_cents=1)) if step == "create"
+                      else queries.page(db, 0, 10))  # fmt: skip
         await drop_app_connections(url)
-        return items
+        return await queries.page(db, 0, 10) if step == "then-read" else done
 
-    async def create_then_lose(db: Session) -> queries.StoredItem:
-        item = await queries.add(db, ItemIn(name="kept", price_cents=1))
-        await drop_app_connections(url)
-        return item
-
-    async def lose_then_read(db: Session) -> list[queries.StoredItem]:
-        await queries.page(db, 0, 10)
-        await drop_app_connections(url)
-        return await queries.page(db, 0, 10)
-
-    for endpoint in (read_then_lose, create_then_lose, lose_then_read):
-        app.add_api_route(f"/test/{endpoint.__name__}", endpoint, methods=["POST"])
+    app.add_api_route("/test/{step}", lose, methods=["POST"])
     # raise_server_exceptions: an exception the app lets out after its response started
     # (nginx's 502 in production) fails the test instead of hiding behind a full response.
-    with TestClient(app) as test_client:
-        yield test_client
-
-
-def test_a_lost_connection_costs_only_the_query_that_needed_it(
-    losing_client: TestClient, url: str
-) -> None:
-    """Lost after the last query, a read and a create keep their answer (stored once: a 503
-    would make the client create it again); lost before a query, that query answers a JSON
-    503; the pool replaces the dead connection for the next request."""
-    read = losing_client.post("/test/read_then_lose")
-    assert (read.status_code, read.json()) == (200, [])
-    assert losing_client.post("/test/create_then_lose").status_code == 200
-    assert fetch(url, "SELECT name FROM items") == [("kept",)]
-    lost = losing_client.post("/test/lose_then_read")
-    assert (lost.status_code, lost.json()) == (503, UNAVAILABLE)
-    assert [item["name"] for item in losing_client.get("/items").json()] == ["kept"]
+    with TestClient(app) as client:
+        read = client.post("/test/read")
+        assert (read.status_code, read.json()) == (200, [])
+        assert client.post("/test/create").status_code == 200
+        assert fetch(url, "SELECT name FROM items") == [("kept",)]
+        lost = client.post("/test/then-read")
+        assert (lost.status_code, lost.json()) == (503, UNAVAILABLE)
+        assert [item["name"] for item in client.get("/items").json()] == ["kept"]

@@ -1,9 +1,7 @@
-"""Alembic migrations against a real PostgreSQL: docs/database.md's commands as written
-(concurrent runs included), down to base and up again, and the refusal without a URL.
+"""Alembic migrations against a real PostgreSQL: docs/database.md's commands as written, down
+to base and up again, the refusal without a URL; asserting "head" (tables.py), never a revision.
 
-Assertions name the head and the models' tables (tables.py), never a revision or a table
-list, so a migration added the documented way keeps them true. Needs the session's server
-and the in-process ``alembic`` runner (tests/conftest.py), and make.
+Needs the session's server (tests/conftest.py's ``new_database``) and make.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 from alembic.config import main as alembic_cli
 
-from .tables import AT_HEAD, fetch, head, migrations, revision, tables
+from .tables import ALEMBIC_INI, AT_HEAD, head, migrations, state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,11 +40,9 @@ def test_the_documented_commands_run(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """In a copy of the project, docs/database.md's commands succeed: make migrate, twice at
-    once (env.py's advisory lock), reaches head; check finds models and migrations agreeing;
-    --sql prints DDL; revision --autogenerate writes an empty revision; downgrade -1 undoes
-    the newest applied one (the alembic lines through alembic's own command-line entry
-    point, in process, argument for argument)."""
+    """In a copy of the project, docs/database.md's commands succeed, as written: make migrate
+    twice at once (env.py's lock) reaches head, check agrees, --sql prints DDL, autogenerate
+    writes an empty revision, downgrade -1 undoes the newest applied one."""
     first, *commands = doc_commands(project_root, "Migrations")
     assert first == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
@@ -65,12 +61,11 @@ def test_the_documented_commands_run(
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(make_migrate, range(2)))
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
-    versions = fetch(url, "SELECT version_num FROM alembic_version")
-    assert (tables(url), versions) == (AT_HEAD, [(head(),)])
+    assert state(url) == (AT_HEAD, head())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setattr(sys, "path", list(sys.path))  # alembic.ini's prepend_sys_path, undone
-    for command in commands:
+    for command in commands:  # through alembic's own command-line entry point, in process
         program, *arguments = shlex.split(command)
         assert program == ".venv/bin/alembic", command
         alembic_cli(arguments)
@@ -80,22 +75,22 @@ def test_the_documented_commands_run(
     shipped = {path.name for path in (project_root / "migrations/versions").glob("*.py")}
     [new] = [path for path in tmp_path.glob("migrations/versions/*.py") if path.name not in shipped]
     assert "op." not in new.read_text(encoding="utf-8")
-    assert revision(url) == migrations().get_revision(head()).down_revision
+    assert state(url)[1] == migrations().get_revision(head()).down_revision
 
 
-def test_downgrade_to_base_and_back_round_trips(
-    new_database: Callable[..., str], alembic: Callable[..., None]
+def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
+    new_database: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every migration can be undone, and applied again after (no half-dropped leftovers)."""
+    """Every migration can be undone and applied again; without DATABASE_URL alembic stops
+    with one line saying what to set."""
     url = new_database()
-    alembic(url, "downgrade", "base")
-    assert (tables(url), revision(url)) == ({"alembic_version"}, None)
-    alembic(url, "upgrade", "head")
-    assert (tables(url), revision(url)) == (AT_HEAD, head())
-
-
-def test_migrating_without_a_url_is_refused_in_one_line(alembic: Callable[..., None]) -> None:
-    """With no DATABASE_URL, alembic stops with one line saying what to set."""
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # alembic.ini's prepend_sys_path, undone
+    alembic_cli(["-c", ALEMBIC_INI, "downgrade", "base"])
+    assert state(url) == ({"alembic_version"}, None)
+    alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
+    assert state(url) == (AT_HEAD, head())
+    monkeypatch.setenv("DATABASE_URL", "")
     message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
     with pytest.raises(SystemExit, match=f"^{message}$"):
-        alembic("", "upgrade", "head")
+        alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])

@@ -1,5 +1,4 @@
 """The application factory (main.py): settings, lifespan, and the middleware in their order.
-
 Needs the app and its settings; apps run in process (conftest.py's clients).
 """
 
@@ -16,9 +15,11 @@ from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from .asgi import ClientFor, JsonLines
 
 
-def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main:app`` is what servers import, titled from the project's answers; the factory
-    reads the variables, and unsafe production settings stop it before it serves anything."""
+def test_main_app_is_built_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``main:app`` is titled from the project's answers; the factory reads the variables,
+    refuses unsafe production, and in development logs text lines instead of JSON."""
     assert isinstance(main.app, FastAPI)
     assert main.app.openapi()["info"]["title"] == main.TITLE
     monkeypatch.setenv(ENV_PREFIX + "REQUEST_TIMEOUT_SECONDS", "7")
@@ -26,6 +27,11 @@ def test_main_app_is_built_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")
     with pytest.raises(ValueError, match=ENV_PREFIX + "DEBUG"):
         create_app()
+    with TestClient(create_app(Settings(environment="development"))):
+        pass
+    out = capsys.readouterr().out
+    assert "application starting" in out
+    assert not any(line.startswith("{") for line in out.splitlines())
 
 
 @pytest.mark.parametrize(("path", "status"), [("/boom", 500), ("/slow", 504)])
@@ -50,8 +56,7 @@ def test_errors_carry_the_request_id_and_are_access_logged(
 
 
 def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLines) -> None:
-    """Found, missing and invalid requests echo an id, a handler's log line names it, the
-    lifespan logs its start and stop; without ACCESS_LOG the app writes no access line."""
+    """Every answer echoes an id its handler's log names; no access line without ACCESS_LOG."""
     app = create_app(Settings())
 
     @app.get("/hello")
@@ -68,12 +73,3 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
     assert lines[1]["request_id"] == answers[-1].headers["x-request-id"]
     assert json_lines.from_logger(main.ACCESS_LOGGER) == []
 
-
-def test_development_logs_are_human_readable(
-    client_for: ClientFor, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """In development the lifespan configures text lines instead of JSON."""
-    client_for(create_app(Settings(environment="development"))).get("/livez")
-    out = capsys.readouterr().out
-    assert "application starting" in out
-    assert not any(line.startswith("{") for line in out.splitlines())

@@ -1,10 +1,7 @@
-"""Hostile input, per endpoint: every operation in the app's OpenAPI schema gets valid JSON
-that is huge or deeply nested, non-finite numbers, lone surrogates and non-JSON bodies, and
-hostile path and query values: each answer small, strict JSON, never a 5xx. And
-validation.py's bounded 400/422 answers themselves.
+"""Hostile input for every operation in the app's OpenAPI schema (so a new endpoint is probed
+too): huge, deep, non-finite and non-JSON bodies, hostile parameters; small JSON 4xx answers.
 
-The operations come from the app, so an endpoint added the way the README says is probed
-too, with no table to extend. Needs the app (conftest.py's ``client``).
+Needs the app (conftest.py's ``client``) and validation.py's bounded 422.
 """
 
 import json
@@ -88,7 +85,7 @@ def test_hostile_parameters_get_bounded_answers(
 
 
 class Strict(BaseModel):
-    """Like the items' model, without its route's limits: the worst case for the handler."""
+    """A model without the items' limits: the worst case for the 422 handler."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
