@@ -19,23 +19,6 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 SELF_CGROUP = Path("/proc/self/cgroup")
 
 
-def cgroup_v2_cpu_limit(cpu_max: str) -> float | None:
-    """CPUs allowed by a cgroup v2 ``cpu.max`` line ("max 100000" or "150000 100000")."""
-    quota, _, period = cpu_max.strip().partition(" ")
-    if quota == "max" or not period:
-        return None
-    return int(quota) / int(period)
-
-
-def cgroup_v1_cpu_limit(cfs_quota_us: str, cfs_period_us: str) -> float | None:
-    """CPUs allowed by cgroup v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1 = none)."""
-    quota = int(cfs_quota_us.strip())
-    period = int(cfs_period_us.strip())
-    if quota <= 0 or period <= 0:
-        return None
-    return quota / period
-
-
 def cgroup_cpu_limit(
     root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[float | None, str]:
@@ -54,39 +37,36 @@ def cgroup_cpu_limit(
         for controller in controllers.split(",") if controllers else [""]:
             paths[controller] = path.lstrip("/")
     if (root / "cgroup.controllers").is_file():  # cgroup v2 (unified hierarchy)
-        limits = [
-            limit
-            for directory in _ancestors(root, paths.get("", ""))
-            if (limit := _read_limit(directory / "cpu.max", None)) is not None
-        ]
-        return (min(limits), "cgroup v2 cpu.max") if limits else (None, "cgroup v2: no limit")
-    for mount in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
-        if not (root / mount).is_dir():
-            continue
-        limits = [
-            limit
-            for directory in _ancestors(root / mount, paths.get("cpu", ""))
-            if (limit := _read_limit(directory / "cpu.cfs_quota_us", directory)) is not None
-        ]
-        return (min(limits), "cgroup v1 cfs quota") if limits else (None, "cgroup v1: no limit")
-    return None, "no cgroup cpu controller"
+        mount, controller, version, quota = root, "", "cgroup v2", "cpu.max"
+    else:
+        v1 = [root / m for m in ("cpu,cpuacct", "cpu", "cpuacct,cpu") if (root / m).is_dir()]
+        if not v1:
+            return None, "no cgroup cpu controller"
+        mount, controller, version, quota = v1[0], "cpu", "cgroup v1", "cfs quota"
+    directory = mount / paths.get(controller, "")
+    limits = [
+        limit
+        for d in [directory, *directory.parents]
+        if (d == mount or mount in d.parents) and (limit := _quota(d)) is not None
+    ]
+    return (min(limits), f"{version} {quota}") if limits else (None, f"{version}: no limit")
 
 
-def _ancestors(mount: Path, relative: str) -> list[Path]:
-    """The cgroup directory and each parent up to the mount (only those that exist)."""
-    directory = mount / relative if relative else mount
-    found = [directory, *directory.parents]
-    return [d for d in found if d.is_dir() and (d == mount or mount in d.parents)]
-
-
-def _read_limit(path: Path, v1_directory: Path | None) -> float | None:
+def _quota(directory: Path) -> float | None:
+    """CPUs a cgroup's quota allows: v2 ``cpu.max`` ("max 100000" or "150000 100000") or v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1: none)."""
     try:
-        if v1_directory is None:
-            return cgroup_v2_cpu_limit(path.read_text(encoding="utf-8"))
-        period = (v1_directory / "cpu.cfs_period_us").read_text(encoding="utf-8")
-        return cgroup_v1_cpu_limit(path.read_text(encoding="utf-8"), period)
-    except (OSError, ValueError):
+        if (directory / "cpu.max").is_file():
+            quota, period = (directory / "cpu.max").read_text(encoding="utf-8").split()
+        else:
+            quota, period = (
+                (directory / f"cpu.cfs_{name}_us").read_text(encoding="utf-8")
+                for name in ("quota", "period")
+            )
+        cpus = int(quota) / int(period)  # "max": ValueError, no limit
+    except (OSError, ValueError, ZeroDivisionError):
         return None
+    return cpus if cpus > 0 else None
 
 
 def usable_cpus(

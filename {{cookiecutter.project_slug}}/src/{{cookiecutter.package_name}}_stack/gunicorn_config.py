@@ -149,15 +149,8 @@ def on_starting(server: Any) -> None:
         for stale in directory.glob("*.db"):
             stale.unlink()
     directory.mkdir(parents=True, exist_ok=True)
-    server.log.info(
-        "worker count decided",
-        extra={
-            "workers": decided.number,
-            "source": decided.source,
-            "cpus": decided.cpus,
-            **decided.cpu_facts,
-        },
-    )
+    facts = {"workers": decided.number, "source": decided.source, "cpus": decided.cpus}
+    server.log.info("worker count decided", extra={**facts, **decided.cpu_facts})
 
 
 def child_exit(server: Any, worker: Any) -> None:

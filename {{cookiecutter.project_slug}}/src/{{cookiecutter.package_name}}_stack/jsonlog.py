@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import re
+import sys
 import time
 from itertools import islice
 from json.encoder import encode_basestring_ascii
@@ -45,13 +46,7 @@ _STANDARD = frozenset({*_BLANK_RECORD.__dict__, "message", "asctime", "taskName"
 CONTRACT_KEYS = frozenset(
     {"time", "level", "logger", "message", "request_id", "trace_id", "span_id", "exception"}
 )
-LEVELS = {
-    logging.DEBUG: "debug",
-    logging.INFO: "info",
-    logging.WARNING: "warning",
-    logging.ERROR: "error",
-    logging.CRITICAL: "critical",
-}
+LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "error", "critical")}
 
 # JSON string with everything outside printable ASCII escaped: safe for any log pipeline.
 _quote = encode_basestring_ascii
@@ -75,20 +70,15 @@ class AccessRecord(logging.LogRecord):
     """
 
 
+def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
+    """The record's attributes, past those LogRecord.__init__ sets first when it can tell."""
+    items = record.__dict__.items()
+    return islice(items, _RECORD_ATTRS, None) if type(record) is logging.LogRecord else items
+
+
 def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     """Return what the caller passed in ``extra=``, in the order it was given."""
-    items: Iterable[tuple[str, Any]] = record.__dict__.items()
-    if type(record) is logging.LogRecord:
-        items = islice(items, _RECORD_ATTRS, None)
-    return {k: v for k, v in items if k not in _STANDARD}
-
-
-def _bool(value: bool) -> str:  # noqa: FBT001 (a renderer, called with the value alone)
-    return "true" if value else "false"
-
-
-def _null(_: None) -> str:
-    return "null"
+    return {k: v for k, v in _tail(record) if k not in _STANDARD}
 
 
 def _float(value: float) -> str:
@@ -101,8 +91,8 @@ _RENDER: dict[type, Callable[[Any], str]] = {
     str: _quote,
     int: int.__repr__,
     float: _float,
-    bool: _bool,
-    type(None): _null,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda _: "null",
 }
 # For containers and anything else: NaN refused (so the fallback quotes it), objects as str.
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
@@ -186,11 +176,7 @@ class JsonFormatter(logging.Formatter):
         if request_id is not None:
             parts += (',"request_id":', render_value(request_id))
         parts.append(self._trace())
-        items: Iterable[tuple[str, Any]] = fields.items()
-        if type(record) is logging.LogRecord:
-            # LogRecord.__init__ sets its attributes first: extras are the tail.
-            items = islice(items, _RECORD_ATTRS, None)
-        for key, value in items:
+        for key, value in _tail(record):
             if key in _STANDARD or key == "request_id":
                 continue
             parts += (self._keys.get(key) or self._key(key), render_value(value))
@@ -253,6 +239,12 @@ def json_line(logger: str, level: str, message: str, /, **fields: object) -> str
     return _FORMATTER.format(make_record(logger, level, message, fields))
 
 
+def write_line(logger: str, level: str, message: str, /, **fields: object) -> None:
+    """Write one formatted line to stdout at once (the runner's and the metrics listener's)."""
+    sys.stdout.write(json_line(logger, level, message, **fields) + "\n")
+    sys.stdout.flush()
+
+
 # nginx's error log: "2026/01/02 03:04:05 [error] 12#12: *3 text, client: ..., request: ...".
 _NGINX_ERROR = re.compile(
     rb"(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?P<level>\w+)\] (?P<pid>\d+)#\d+: "
@@ -262,16 +254,8 @@ _NGINX_ERROR = re.compile(
 _NGINX_EARLY = re.compile(rb"nginx: \[(?P<level>\w+)\] (?P<text>.*)")
 # The context nginx appends to a message: ", client: 1.2.3.4, server: _, request: "GET / ..."".
 _NGINX_CONTEXT = re.compile(r", (?=(?:client|server|request|upstream|host|referrer): )")
-_NGINX_LEVELS = {
-    "emerg": "critical",
-    "alert": "critical",
-    "crit": "critical",
-    "error": "error",
-    "warn": "warning",
-    "notice": "info",
-    "info": "info",
-    "debug": "debug",
-}
+_NGINX_LEVELS = {"emerg": "critical", "alert": "critical", "crit": "critical", "error": "error"}
+_NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": "debug"}
 
 
 def _text(raw: bytes) -> str:

@@ -21,8 +21,10 @@ workers are busy. It listens on its own port, so the public port never exposes i
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
+import re
 import signal
 import socket
 import sys
@@ -35,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from .jsonlog import json_line
+from .jsonlog import write_line
 from .settings import SettingError, load
 
 if TYPE_CHECKING:
@@ -43,39 +45,38 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
-LOGGER = "metrics"
 # A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
 STATUS_TIMEOUT = 2.0
 
 
-def log(level: str, message: str, **fields: Any) -> None:
-    """Write one log line in the stack's JSON shape (jsonlog.py)."""
-    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
-    sys.stdout.flush()
+log = functools.partial(write_line, "metrics")
+
+
+# nginx's stub_status page: its seven numbers are, in order, those named in _STATUS.
+#   Active connections: 2
+#   server accepts handled requests
+#    16 16 31
+#   Reading: 0 Writing: 1 Waiting: 1
+# Name, help, counter (else gauge). The names are those of nginx-prometheus-exporter, so its
+# dashboards work. nginx counts every request, also those it answered itself (413, 499,
+# 502): compare with the app's ``http_server_request_duration_seconds_count``.
+_STATUS = (
+    ("nginx_connections_active", "Client connections active now.", False),
+    ("nginx_connections_accepted", "Client connections accepted.", True),
+    ("nginx_connections_handled", "Client connections handled.", True),
+    ("nginx_http_requests", "Client requests, those nginx answered itself included.", True),
+    ("nginx_connections_reading", "Client connections reading now.", False),
+    ("nginx_connections_writing", "Client connections writing now.", False),
+    ("nginx_connections_waiting", "Client connections waiting now.", False),
+)
 
 
 def parse_stub_status(text: str) -> dict[str, int]:
-    """nginx's stub_status page as numbers; ValueError when it is not one.
-
-    Active connections: 2
-    server accepts handled requests
-     16 16 31
-    Reading: 0 Writing: 1 Waiting: 1
-    """
-    lines = text.strip().splitlines()
-    if len(lines) != 4 or not lines[0].startswith("Active connections:"):
+    """nginx's stub_status page as numbers by metric name; ValueError when it is not one."""
+    numbers = re.findall(r"\d+", text)
+    if not text.startswith("Active connections:") or len(numbers) != len(_STATUS):
         raise ValueError(f"not a stub_status page: {text[:200]!r}")
-    accepted, handled, requests = (int(n) for n in lines[2].split())
-    words = lines[3].split()
-    return {
-        "active": int(lines[0].split(":", 1)[1]),
-        "accepted": accepted,
-        "handled": handled,
-        "requests": requests,
-        "reading": int(words[1]),
-        "writing": int(words[3]),
-        "waiting": int(words[5]),
-    }
+    return {name: int(number) for (name, _, _), number in zip(_STATUS, numbers, strict=True)}
 
 
 def fetch_stub_status(socket_path: str) -> str:
@@ -94,12 +95,7 @@ def fetch_stub_status(socket_path: str) -> str:
 
 
 class NginxCollector:
-    """nginx's connection and request counters, read at each scrape.
-
-    The names are those of nginx-prometheus-exporter, so its dashboards work. nginx counts
-    every request, also those it answered itself (413, 499, 502): compare with the app's
-    ``http_server_request_duration_seconds_count``.
-    """
+    """nginx's connection and request counters (_STATUS), read at each scrape."""
 
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
@@ -109,22 +105,13 @@ class NginxCollector:
             status = parse_stub_status(fetch_stub_status(self.socket_path))
         except (OSError, ValueError) as exc:
             log("warning", "nginx stub_status unavailable", error=str(exc))
-            yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", 0)
-            return
-        yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", 1)
-        for name in ("accepted", "handled"):
-            yield CounterMetricFamily(
-                f"nginx_connections_{name}", f"Client connections {name}.", status[name]
-            )
-        yield CounterMetricFamily(
-            "nginx_http_requests",
-            "Client requests, those nginx answered itself included.",
-            status["requests"],
+            status = {}
+        yield GaugeMetricFamily(
+            "nginx_up", "Whether nginx's stub_status answered.", int(bool(status))
         )
-        for name in ("active", "reading", "writing", "waiting"):
-            yield GaugeMetricFamily(
-                f"nginx_connections_{name}", f"Client connections {name} now.", status[name]
-            )
+        for name, meaning, counter in _STATUS if status else ():
+            family = CounterMetricFamily if counter else GaugeMetricFamily
+            yield family(name, meaning, status[name])
 
 
 def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import pwd
 import re
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from .jsonlog import access_lines, json_line, nginx_error_line, stderr_line
+from .jsonlog import access_lines, nginx_error_line, stderr_line, write_line
 from .settings import (
     STOP_MARGIN,
     UPSTREAM_KEEPALIVE_TIME,
@@ -45,19 +46,15 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
 
-LOGGER = "serve"
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
 
-def log(level: str, message: str, /, **fields: Any) -> None:
-    """Write one log line, by the stack's one formatter (jsonlog.py)."""
-    sys.stdout.write(json_line(LOGGER, level, message, **fields) + "\n")
-    sys.stdout.flush()
+log = functools.partial(write_line, "serve")
 
 
 def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
@@ -94,9 +91,6 @@ class LineRelay:
 
 class ServeError(Exception):
     """A problem the runner explains in one line and exits on."""
-
-
-# --- rendering ----------------------------------------------------------------------------
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
@@ -193,19 +187,8 @@ def nginx_command(settings: StackSettings, *extra: str) -> list[str]:
     """nginx with the rendered config; `-e stderr` before the config is read, as non-root."""
     if settings.nginx_bin is None:
         raise ServeError(APT_HINT)
-    return [
-        settings.nginx_bin,
-        "-e",
-        "stderr",
-        "-p",
-        str(settings.run_dir),
-        "-c",
-        str(settings.rendered_conf),
-        *extra,
-    ]
-
-
-# --- processes ----------------------------------------------------------------------------
+    run_dir, conf = str(settings.run_dir), str(settings.rendered_conf)
+    return [settings.nginx_bin, "-e", "stderr", "-p", run_dir, "-c", conf, *extra]
 
 
 @dataclass
@@ -343,93 +326,95 @@ class Stack:
         name: str,
         command: list[str],
         env: Mapping[str, str],
-        stdout: int | None = None,
-        stderr: int | None = None,
+        out: Callable[[bytes], bytes] | None = None,
+        err: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        # Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
-        # nginx and gunicorn in order instead of both dying at once. The parent-death signal:
-        # if the runner dies (SIGKILL, OOM), they get SIGTERM instead of serving unsupervised.
-        process = subprocess.Popen(
-            command,
-            env=dict(env),
-            stdout=stdout,
-            stderr=stderr,
-            process_group=0,
-            preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
-        )
+        """Start a child; its stdout (out) and stderr (err), given a converter, are relayed.
+
+        Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
+        nginx and gunicorn in order instead of both dying at once. The parent-death signal:
+        if the runner dies (SIGKILL, OOM), they get SIGTERM instead of serving unsupervised.
+        """
+        stdout = self.relayed_pipe(out) if out else None
+        stderr = self.relayed_pipe(err) if err else None
+        try:
+            process = subprocess.Popen(
+                command,
+                env=dict(env),
+                stdout=stdout,
+                stderr=stderr,
+                process_group=0,
+                preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
+            )
+        finally:  # the child holds the write ends now: the relay ends with the child
+            for end in (stdout, stderr):
+                if end is not None:
+                    os.close(end)
         child = Child(name, process)
         self.children[process.pid] = child
         log("info", f"started {name}", pid=process.pid, command=command)
         return child
 
+    def python_env(self) -> dict[str, str]:
+        """The environment of a Python child: the runner's, with the directories it decided.
+
+        Every gunicorn generation and the metrics listener share the metrics directory the
+        runner cleaned at start, so a reload keeps the counts (gunicorn.conf.py cleans it only
+        when started on its own).
+        """
+        settings = self.settings
+        run_dir, metrics = str(settings.run_dir), str(settings.metrics_dir)
+        return {**os.environ, "RUN_DIR": run_dir, "PROMETHEUS_MULTIPROC_DIR": metrics}
+
+    def wait_accepting(self, child: Child, address: Path | tuple[str, int], timeout: float) -> bool:
+        """Pump until the child accepts connections at address; False if it exited first,
+        the timeout passed or a stop was asked."""
+        accepting = self.wait_until(lambda: not child.running or _accepts(address), timeout)
+        return accepting and child.running
+
     def start_gunicorn(self, generation: int) -> Child:
         """Start a generation on its own socket; publish() then makes it the one nginx uses."""
         sock = generation_socket(self.settings, generation)
         sock.unlink(missing_ok=True)
-        env = dict(os.environ)
-        env.update(RUN_DIR=str(self.settings.run_dir), GUNICORN_SOCKET=str(sock))
-        # Every generation writes into the one directory the runner cleaned at start, so a
-        # reload keeps the counts (gunicorn.conf.py cleans only when started on its own).
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(self.settings.metrics_dir)
+        env = {**self.python_env(), "GUNICORN_SOCKET": str(sock)}
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        name = f"gunicorn[{generation}]" if generation else "gunicorn"
         # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
         # before logging is set up) is made JSON lines too.
-        stderr = self.relayed_pipe(_each_line(lambda line: stderr_line("gunicorn.stderr", line)))
-        child = self.spawn(name, command, env, stderr=stderr)
-        os.close(stderr)
-        if not self.wait_until(
-            lambda: not child.running or _accepts(sock), self.settings.startup_timeout
-        ):
-            if self.requested is None:
-                raise ServeError(
-                    f"gunicorn did not bind {sock} within {self.settings.startup_timeout:g} s"
-                )
-            return child
-        if not child.running:
-            raise ServeError(f"gunicorn exited ({child.status}) before binding {sock}: see its log")
-        log(
-            "info",
-            "gunicorn is accepting connections",
-            socket=str(sock),
-            mode=f"{sock.stat().st_mode & 0o777:04o}",
+        err = _each_line(functools.partial(stderr_line, "gunicorn.stderr"))
+        child = self.spawn(
+            f"gunicorn[{generation}]" if generation else "gunicorn", command, env, err=err
         )
+        timeout = self.settings.startup_timeout
+        if not self.wait_accepting(child, sock, timeout):
+            if not child.running:
+                raise ServeError(
+                    f"gunicorn exited ({child.status}) before binding {sock}: see its log"
+                )
+            if self.requested is None:
+                raise ServeError(f"gunicorn did not bind {sock} within {timeout:g} s")
+            return child
+        mode = f"{sock.stat().st_mode & 0o777:04o}"
+        log("info", "gunicorn is accepting connections", socket=str(sock), mode=mode)
         return child
 
     def start_nginx(self) -> Child:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
         # (stderr) is nginx's text, made the stack's JSON lines here.
-        stdout = self.relayed_pipe(access_lines)
-        stderr = self.relayed_pipe(_each_line(nginx_error_line))
         child = self.spawn(
-            "nginx",
-            nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip()),
-            env,
-            stdout=stdout,
-            stderr=stderr,
+            "nginx", command, env, out=access_lines, err=_each_line(nginx_error_line)
         )
-        os.close(stdout)
-        os.close(stderr)
-        address = (self.settings.local_address, self.settings.port)
-        ready = self.wait_until(lambda: not child.running or _accepts(address), 10.0)
-        if ready and child.running:
+        if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
 
     def start_metrics(self) -> Child:
         """The metrics listener (metrics_listener.py) on METRICS_PORT; its own process, so a
         scrape is answered while the workers are busy, blocked or being replaced."""
-        env = dict(os.environ)
-        # The same variables as the runner's, already checked; the directory made explicit.
-        env.update(
-            RUN_DIR=str(self.settings.run_dir),
-            PROMETHEUS_MULTIPROC_DIR=str(self.settings.metrics_dir),
-        )
         command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        child = self.spawn("metrics", command, env)
-        address = (self.settings.local_address, self.settings.metrics_port)
-        self.wait_until(lambda: not child.running or _accepts(address), 10.0)
+        child = self.spawn("metrics", command, self.python_env())
+        self.wait_accepting(child, (self.settings.local_address, self.settings.metrics_port), 10.0)
         return child
 
     # -- stopping --
@@ -449,6 +434,12 @@ class Stack:
         self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
         self._stop_leftovers(child, 5.0)
         return False
+
+    def stop_gunicorn(self, child: Child) -> bool:
+        """Stop a gunicorn generation within its drain and forget it."""
+        stopped = self.stop(child, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
+        self.children.pop(child.pid, None)
+        return stopped
 
     def _stop_leftovers(self, child: Child, budget: float) -> None:
         """Stop the workers a dead master left behind: they are still in its process group.
@@ -472,9 +463,7 @@ class Stack:
         metrics_ok = self.stop(self.metrics, signal.SIGTERM, STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
-        budget = self.settings.graceful_timeout + STOP_MARGIN
-        stopped = [self.stop(c, signal.SIGTERM, budget) for c in generations]
-        return all([nginx_ok, metrics_ok, *stopped])
+        return all([nginx_ok, metrics_ok, *map(self.stop_gunicorn, generations)])
 
     def publish(self, generation: int) -> None:
         """Make a generation's socket the one nginx connects to, atomically.
@@ -493,14 +482,11 @@ class Stack:
     def reload(self) -> None:
         """Swap in a new gunicorn generation without closing a client connection (SIGHUP).
 
-        gunicorn's own HUP drops requests with uvicorn workers (gunicorn issues 2409, 2529)
-        and an nginx reload closes idle client keep-alive connections. Instead: start
-        generation N+1 on its own socket; once it answers /livez, publish() swaps it in under
-        nginx's stable upstream path; nginx's existing upstream connections to generation N
-        end after their next request past keepalive_time (nginx.conf), so generation N is
-        stopped once it holds no connection (or after the upstream idle timeout). Any failure
-        before the swap (an app that does not start, an OS error) is abandoned with a log
-        line and generation N keeps serving.
+        Not gunicorn's own HUP, which drops requests with uvicorn workers (gunicorn issues
+        2409, 2529), nor an nginx reload, which closes idle client keep-alive connections:
+        generation N+1 starts on its own socket, must answer /livez, and publish() swaps it in
+        under nginx's stable path (docs/serving.md). A failure before the swap is abandoned
+        with a log line, and generation N keeps serving.
         """
         old, generation = self.gunicorn, self.generation + 1
         if old is None or self.nginx is None:
@@ -514,13 +500,17 @@ class Stack:
             )
             if self.requested is not None:
                 return  # stop_all() stops both generations
-            if answered and new.running:
+            problem = "" if answered and new.running else f"{new.name} does not answer {HEALTH}"
+            if not problem:
                 self.publish(generation)
         except (ServeError, OSError, subprocess.SubprocessError) as exc:
-            self._abandon(generation, str(exc))
-            return
-        if not answered or not new.running:
-            self._abandon(generation, f"generation {generation} does not answer {HEALTH}")
+            problem = str(exc)
+        if problem:
+            kept = f"reload abandoned, generation {self.generation} keeps serving"
+            log("error", f"{kept}: {problem}", generation=generation)
+            for child in list(self.children.values()):
+                if child.name == f"gunicorn[{generation}]":
+                    self.stop_gunicorn(child)
             return
         old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
@@ -538,30 +528,14 @@ class Stack:
                 "stopping the old generation; nginx's idle connections to it will close",
                 connections=_connections_to(old_socket),
             )
-        self.stop(old, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
-        self.children.pop(old.pid, None)
+        self.stop_gunicorn(old)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
-
-    def _abandon(self, generation: int, reason: str) -> None:
-        """Log why a reload stopped, and stop the generation it started."""
-        log(
-            "error",
-            f"reload abandoned, generation {self.generation} keeps serving: {reason}",
-            generation=generation,
-        )
-        self._discard(generation)
-
-    def _discard(self, generation: int) -> None:
-        """Stop a generation that failed to start."""
-        for child in list(self.children.values()):
-            if child.name == f"gunicorn[{generation}]":
-                self.stop(child, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN)
-                self.children.pop(child.pid, None)
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
         self.install_signal_handlers()
-        _become_subreaper()
+        # Adopt our children's orphans, so waitpid(-1) reaps them as PID 1 would.
+        _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
         try:
             _check_port_free(self.settings)
             self.gunicorn = self.start_gunicorn(self.generation)
@@ -601,12 +575,17 @@ def generation_socket(settings: StackSettings, generation: int) -> Path:
     return settings.run_dir / f"gunicorn-{generation}.sock"
 
 
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl(2); elsewhere nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
 def _die_with_parent(parent: int) -> Callable[[], None]:
-    """A preexec_fn: SIGTERM this child when the runner dies (Linux PR_SET_PDEATHSIG)."""
+    """A preexec_fn: SIGTERM this child when the runner dies (PR_SET_PDEATHSIG)."""
 
     def arm() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+        _prctl(1, signal.SIGTERM)
         if os.getppid() != parent:  # the runner died before the signal was armed
             os._exit(1)
 
@@ -646,26 +625,15 @@ def _connections_to(bound: Path) -> int:
     return count
 
 
-def _become_subreaper() -> None:
-    """Adopt our children's orphans (Linux), so waitpid(-1) reaps them as PID 1 would."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-def _processes() -> Iterator[tuple[int, str, int, int]]:
-    """(pid, state, parent pid, process group) of every process, from /proc/<pid>/stat."""
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # After the ")" that ends the command name: state, ppid, pgrp, ...
-            state, ppid, pgrp = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[:3]
-        except (OSError, IndexError, ValueError):
-            continue  # exited while we looked
-        yield int(stat_file.parent.name), state, int(ppid), int(pgrp)
-
-
 def _group_alive(pgid: int) -> bool:
-    """Whether any live (not zombie) process is left in a process group."""
-    return any(pgrp == pgid and state != "Z" for _, state, _, pgrp in _processes())
+    """Whether any live (not zombie) process is left in a process group (/proc/<pid>/stat)."""
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):  # exited while we looked
+            # After the ")" that ends the command name: state, ppid, pgrp, ...
+            state, _, pgrp = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[:3]
+            if int(pgrp) == pgid and state != "Z":
+                return True
+    return False
 
 
 def _answers_health(socket_path: Path) -> bool:
@@ -688,35 +656,26 @@ def _answers_health(socket_path: Path) -> bool:
 
 def _accepts(address: Path | tuple[str, int]) -> bool:
     """Whether something accepts connections at a unix socket path or a TCP address."""
-    if not isinstance(address, Path):
-        try:
+    try:
+        if isinstance(address, Path):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                probe.connect(str(address))
+        else:
             socket.create_connection(address, timeout=1.0).close()
-        except OSError:
-            return False
-        return True
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(address))
-        except OSError:
-            return False
+    except OSError:
+        return False
     return True
-
-
-# --- privileges ---------------------------------------------------------------------------
 
 
 def drop_privileges(settings: StackSettings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything.
 
-    nginx's workers and gunicorn then run as one user, so the 0660 socket admits exactly
-    them; the port is unprivileged, so nothing needs root. The default SERVE_USER is a
-    dedicated user (the image's `app`): with the shared `nobody`, any other process running
-    as nobody could connect to the socket and forge X-Forwarded-For. When the switch cannot
-    work (no such user, root itself, or an interpreter private to root such as a pyenv under
-    /root), the runner refuses in one line, unless SERVE_AS_ROOT=on: then everything stays
-    root, and nginx's workers too (returned as a global directive: by default a root nginx
-    runs its workers as nobody, who could not reach root's 0660 socket).
+    nginx's workers and gunicorn then share one user, so the 0660 socket admits exactly them
+    (with the shared `nobody`, any process running as nobody could reach it and forge
+    X-Forwarded-For). When that cannot work, refuse in one line, unless SERVE_AS_ROOT=on
+    (docs/serving.md); then nginx's workers stay root too, by the global directive returned
+    (a root nginx runs them as nobody, who could not reach root's 0660 socket).
     """
     if os.geteuid() != 0:
         return ""
@@ -760,25 +719,15 @@ def drop_privileges(settings: StackSettings) -> str:
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)
     os.environ["HOME"] = str(settings.run_dir)
-    log(
-        "info",
-        "started as root: running as an unprivileged user",
-        user=user.pw_name,
-        uid=user.pw_uid,
-        gid=user.pw_gid,
-    )
+    ids = {"user": user.pw_name, "uid": user.pw_uid, "gid": user.pw_gid}
+    log("info", "started as root: running as an unprivileged user", **ids)
     return ""
 
 
-# --- commands -----------------------------------------------------------------------------
-
-
 def serve(settings: StackSettings) -> int:
-    if settings.nginx_bin is None:
-        log("error", APT_HINT)
-        return 1
-    if not os.access(settings.nginx_bin, os.X_OK):
-        log("error", f"{settings.nginx_bin} (NGINX_BIN) is not an executable. {APT_HINT}")
+    nginx = settings.nginx_bin
+    if nginx is None or not os.access(nginx, os.X_OK):
+        log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)
         return 1
     nginx_globals = drop_privileges(settings)
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -794,12 +743,8 @@ def serve(settings: StackSettings) -> int:
     test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))
     checked = subprocess.run(test, capture_output=True, text=True, check=False)
     if checked.returncode != 0:
-        log(
-            "error",
-            "nginx rejected the rendered config",
-            config=str(conf),
-            nginx=checked.stderr.strip(),
-        )
+        said = checked.stderr.strip()
+        log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
         return 1
     chain = settings.chain
     log(

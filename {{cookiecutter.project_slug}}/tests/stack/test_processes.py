@@ -1,7 +1,6 @@
-"""gunicorn's configuration and worker class, the runner's line relay and refusals, and the
-JSON log formatter (jsonlog.py) on the lines of nginx, which does not log through Python.
-
-In process, no network: gunicorn's classes are built, not started.
+"""gunicorn's configuration and worker class, the runner's line relay and its refusal without
+nginx. In process, no network: gunicorn's classes are built, not started. (The log formatter's
+edge cases, nginx's lines included, are the template's tests: tests/test_log_format.py.)
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from gunicorn.config import Config
 
-from {{ cookiecutter.package_name }}_stack import gunicorn_config, jsonlog, runner
+from {{ cookiecutter.package_name }}_stack import gunicorn_config, runner
 from {{ cookiecutter.package_name }}_stack.settings import load
 
 GUNICORN_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
@@ -97,26 +96,3 @@ def test_runner_explains_a_missing_nginx(
     (line,) = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
     assert line["level"] == "error"
     assert "apt-get install -y nginx-light" in line["message"]
-
-
-def test_nginx_lines_become_json_lines() -> None:
-    """nginx's error log becomes the stack's JSON line (keys in the contract's order, printable
-    ASCII), its context as fields; an access line that is not UTF-8 is re-encoded losslessly,
-    a valid one passed on untouched."""
-    error = (
-        b"2026/01/02 03:04:05 [warn] 12#12: *3 a client request body is buffered,"
-        b' client: 10.0.0.1, request: "POST / HTTP/1.1"'
-    )
-    access = b'{"path":"/\xff"}'
-
-    line = jsonlog.nginx_error_line(error.replace(b"body", b"b\xc3\xb6dy"))
-    parsed = json.loads(line)
-
-    assert line.isascii()
-    assert list(parsed)[:4] == ["time", "level", "logger", "message"]
-    assert parsed["time"] == "2026-01-02T03:04:05.000Z"
-    assert (parsed["level"], parsed["pid"], parsed["connection"]) == ("warning", 12, 3)
-    assert (parsed["client"], parsed["request"]) == ("10.0.0.1", "POST / HTTP/1.1")
-    assert parsed["message"] == "a client request b\u00f6dy is buffered"
-    assert json.loads(jsonlog.access_lines(access))["path"] == "/\udcff"
-    assert jsonlog.access_lines(b'{"path":"/"}') == b'{"path":"/"}\n'
