@@ -13,10 +13,8 @@ does the app's logs.py (which adds the app's request id). To change the log form
 this file: nothing else formats a line (nginx's own lines go through the runner's relay, which
 uses this formatter for its error log and checks its access log, deploy/nginx.conf).
 
-Speed: the app may write a record per request (its access log), so an ``AccessRecord`` is
-rendered with one %-format of C-escaped strings; other records take the generic path:
-strings escaped in C, the timestamp's seconds formatted once per second, and only the
-record's tail searched for extra fields.
+Speed: the app writes a record per request (its access log), so an ``AccessRecord`` is one
+%-format of C-escaped strings, and every record's time formats its seconds once per second.
 """
 
 from __future__ import annotations
@@ -52,8 +50,6 @@ LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "
 _quote = encode_basestring_ascii
 # ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
 _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
-# Field names are few in practice; the bound keeps generated names from growing the cache.
-_MAX_CACHED_KEYS = 256
 
 # One access line. Literal text between the %s is JSON already; each value is escaped in C.
 _ACCESS_LINE = (
@@ -129,8 +125,6 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self._request_id = request_id
         self._trace_ids = trace_ids
-        # Key prefixes ``,"name":`` rendered once per field name.
-        self._keys: dict[str, str] = {}
         # ('{"time":"2026-01-01T00:00:00', that second): one strftime per second, one
         # tuple replaced whole so threads never pair a second with another's text.
         self._second: tuple[str, int] = ("", -1)
@@ -163,23 +157,17 @@ class JsonFormatter(logging.Formatter):
         request_id = fields.get("request_id")
         if request_id is None and self._request_id is not None:
             request_id = self._request_id.get()
-        parts = [
-            head,
-            _MILLIS[int(record.msecs)],
-            '","level":',
-            _quote(level),
-            ',"logger":',
-            _quote(str(record.name)),
-            ',"message":',
-            _quote(_message(record)),
-        ]
+        parts = [head, _MILLIS[int(record.msecs)], '","level":', _quote(level), ',"logger":']
+        parts += (_quote(str(record.name)), ',"message":', _quote(_message(record)))
         if request_id is not None:
             parts += (',"request_id":', render_value(request_id))
         parts.append(self._trace())
         for key, value in _tail(record):
             if key in _STANDARD or key == "request_id":
                 continue
-            parts += (self._keys.get(key) or self._key(key), render_value(value))
+            # Extras named like a contract key would repeat it: prefix them instead.
+            name = "extra_" + key if key in CONTRACT_KEYS else str(key)
+            parts += (",", _quote(name), ":", render_value(value))
         if record.exc_info:
             parts += (',"exception":', _quote(self.formatException(record.exc_info)))
         elif record.exc_text:
@@ -192,14 +180,6 @@ class JsonFormatter(logging.Formatter):
         # span is current. The ids are hex digits: nothing to escape.
         ids = None if self._trace_ids is None else self._trace_ids()
         return "" if ids is None else f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"'
-
-    def _key(self, key: object) -> str:
-        # Extras named like a contract key would repeat it: prefix them instead.
-        name = str(key)
-        rendered = "," + _quote("extra_" + name if name in CONTRACT_KEYS else name) + ":"
-        if isinstance(key, str) and len(self._keys) < _MAX_CACHED_KEYS:
-            self._keys[key] = rendered
-        return rendered
 
 
 def _message(record: logging.LogRecord) -> str:

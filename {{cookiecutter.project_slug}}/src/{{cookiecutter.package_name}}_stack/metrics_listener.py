@@ -6,10 +6,8 @@ from the app, so it also serves a stack whose app this template did not generate
 
     python -m {{ cookiecutter.package_name }}_stack.metrics_listener     serve GET /metrics until SIGTERM
 
-Environment (settings.py defines and checks them; docs/settings.md):
-    METRICS_PORT, LISTEN_ADDRESS   where this listens [9464 on 0.0.0.0]
-    PROMETHEUS_MULTIPROC_DIR       the workers' metric files [$RUN_DIR/metrics]
-    and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
+Reads METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR (settings.py, docs/settings.md)
+and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
 
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;

@@ -106,11 +106,9 @@ def nginx_workers(
 ) -> tuple[int, dict[str, Any]]:
     """nginx's worker count, and where it came from (logged once at start).
 
-    NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs this container may use
-    (cpus.py: affinity lowered by any cgroup quota), the count gunicorn.conf.py sizes
-    its workers from. nginx's own `auto` counts the machine's online CPUs
-    (sysconf(_SC_NPROCESSORS_ONLN), as nginx's maintainers say in nginx/docker-nginx issue
-    31), so 64 workers for `docker run --cpus 1` on a 64-core host.
+    NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs cpus.py counts, as gunicorn
+    does. nginx's own `auto` counts the machine's online CPUs (nginx/docker-nginx issue 31):
+    64 workers for `docker run --cpus 1` on a 64-core host.
     """
     if settings.nginx_worker_processes != "auto":
         return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
@@ -125,6 +123,7 @@ def nginx_values(
     many nginx workers (unset: as nginx_workers() decides)."""
     if workers is None:
         workers = nginx_workers(settings)[0]
+    address = settings.listen_address
     if settings.trusted_proxies:
         real_ip = "\n    ".join(
             [f"set_real_ip_from {cidr};" for cidr in settings.trusted_proxies]
@@ -142,9 +141,7 @@ def nginx_values(
         "WORKER_PROCESSES": str(workers),
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
         "TEMP_DIR": str(settings.temp_dir),
-        "LISTEN": f"[{settings.listen_address}]:{settings.port}"
-        if ":" in settings.listen_address
-        else f"{settings.listen_address}:{settings.port}",
+        "LISTEN": f"{f'[{address}]' if ':' in address else address}:{settings.port}",
         "UPSTREAM_SOCKET": str(upstream_socket),
         "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
@@ -241,12 +238,6 @@ class Stack:
 
     # -- the loop --
 
-    def install_signal_handlers(self) -> None:
-        signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            # The wakeup fd carries the signal number; the handler itself does nothing.
-            signal.signal(signum, lambda *_: None)
-
     def pump(self, timeout: float) -> None:
         """Wait up to timeout for a signal, a child's exit or log output, and handle them."""
         for key, _ in self.selector.select(timeout):
@@ -312,12 +303,8 @@ class Stack:
                 continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
             child.status = os.waitstatus_to_exitcode(status)
             child.process.returncode = child.status
-            log(
-                "info" if child.status == 0 else "warning",
-                f"{child.name} exited",
-                pid=pid,
-                exit_code=child.status,
-            )
+            level = "info" if child.status == 0 else "warning"
+            log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
 
     # -- starting --
 
@@ -523,17 +510,17 @@ class Stack:
             lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
         )
         if not drained and self.requested is None:
-            log(
-                "info",
-                "stopping the old generation; nginx's idle connections to it will close",
-                connections=_connections_to(old_socket),
-            )
+            closing = "stopping the old generation; nginx's idle connections to it will close"
+            log("info", closing, connections=_connections_to(old_socket))
         self.stop_gunicorn(old)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
-        self.install_signal_handlers()
+        signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            # The wakeup fd carries the signal number; the handler itself does nothing.
+            signal.signal(signum, lambda *_: None)
         # Adopt our children's orphans, so waitpid(-1) reaps them as PID 1 would.
         _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
         try:

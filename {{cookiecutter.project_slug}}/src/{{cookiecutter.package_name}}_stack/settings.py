@@ -360,11 +360,6 @@ class TimeoutChain:
         return self.nginx_drain + STOP_MARGIN + self.graceful + STOP_MARGIN
 
 
-def find_nginx(path: str) -> str | None:
-    """nginx on PATH, else Debian's /usr/sbin (often missing from an ordinary user's PATH)."""
-    return shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
-
-
 def nginx_time(seconds: float) -> str:
     """A duration as nginx reads it: seconds, or milliseconds for a fraction (30.5 -> 30500ms)."""
     millis = round(seconds * 1000)
@@ -386,8 +381,9 @@ def load(environ: Mapping[str, str], env_file: Path | None = Path(".env")) -> St
         settings = build(_env_file=env_file, **{k: v for k, v in given.items() if v})
     except ValidationError as exc:
         raise SettingError(_one_line(exc)) from None
-    if settings.nginx_bin is None:
-        found = find_nginx(environ.get("PATH", os.defpath))
+    if settings.nginx_bin is None:  # on PATH, else Debian's /usr/sbin (often not on a user's PATH)
+        path = environ.get("PATH", os.defpath)
+        found = shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
         return settings.model_copy(update={"nginx_bin": found})
     return settings
 
