@@ -1,8 +1,5 @@
-"""The database settings: DATABASE_URL as a secret and its checks, the connection budget and
-worker count, and database timeouts kept below the request deadline.
-
-Needs settings.py and the stack's gunicorn_config.py (the worker count it exports); no
-server. tests/conftest.py sets DATABASE_URL to the session's database.
+"""The database settings: DATABASE_URL and its checks, the connection budget, the worker count
+and timeouts below the request deadline. Needs settings.py and the stack's gunicorn_config.py.
 """
 
 import pytest
@@ -30,13 +27,15 @@ def refusal(**values: object) -> str:
 def test_a_postgresql_url_is_read_as_a_secret_for_asyncpg(
     monkeypatch: pytest.MonkeyPatch, url: str
 ) -> None:
-    """DATABASE_URL (unprefixed, as compose, platforms and alembic name it) in any of the
-    schemes platforms hand out, driven by asyncpg; the password never in the repr."""
+    """Unprefixed DATABASE_URL in any scheme platforms hand out, for asyncpg, never in a repr;
+    a laptop's postgres:postgres is fine outside production."""
     monkeypatch.setenv("DATABASE_URL", url)
     settings = Settings()
     assert settings.database_url.get_secret_value().startswith("postgresql+asyncpg://")
     assert "Zt8-kq2V93xLm0" not in repr(settings)
-    assert Settings.env_var("database_url") == "DATABASE_URL"
+    laptop = SecretStr("postgresql+asyncpg://postgres:postgres@db/app")
+    local = Settings(database_url=laptop, environment="development")
+    assert local.database_url.get_secret_value() == laptop.get_secret_value()
 
 
 @pytest.mark.parametrize(
@@ -50,23 +49,15 @@ def test_a_postgresql_url_is_read_as_a_secret_for_asyncpg(
        for credentials in ["app:changeme", "postgres:postgres", "app:", "u:CHANGE_ME"])],
 )  # fmt: skip
 def test_a_wrong_url_is_refused_without_echoing_it(url: str, message: str) -> None:
-    """Missing, not PostgreSQL, a port asyncpg could never dial, or (in production) a
-    placeholder password: one message naming the variable, never repeating the URL."""
+    """Missing, not PostgreSQL, a bad port or a placeholder password: named, never echoed."""
     refused = refusal(database_url=url)
     assert message in refused
     assert url.strip() == "" or url not in refused
     assert "s3cret-9f3" not in refused
 
 
-def test_placeholder_credentials_are_allowed_in_development() -> None:
-    """A laptop's postgres:postgres is fine outside production."""
-    url = "postgresql://postgres:postgres@localhost/app"
-    assert Settings(database_url=SecretStr(url), environment="development").database_url
-
-
 def test_database_timeouts_follow_the_request_deadline() -> None:
-    """Unset, the statement timeout is 80 % of the deadline and the connect timeout 5 s or
-    80 % of a shorter deadline; explicit values (fractions too) are used."""
+    """Unset: statements get 80 % of the deadline, connects 5 s or 80 % of it; else as set."""
     assert (Settings().statement_timeout_seconds, Settings().connect_timeout_seconds) == (24, 5)
     short = Settings(request_timeout_seconds=2)
     assert (short.statement_timeout_seconds, short.connect_timeout_seconds) == (1.6, 1.6)
@@ -77,8 +68,7 @@ def test_database_timeouts_follow_the_request_deadline() -> None:
 @pytest.mark.parametrize("field", ["statement", "connect"])
 @pytest.mark.parametrize("value", ["30", "45.5", "0", "-1", "soon"])
 def test_a_wrong_database_timeout_is_refused(field: str, value: str) -> None:
-    """At or past the deadline (PostgreSQL would give up after the app's 504), zero (no
-    timeout in PostgreSQL) or not a number: refused, naming the variable."""
+    """At or past the deadline (after the app's 504), zero or not a number: refused, named."""
     refused = refusal(**{f"database_{field}_timeout_seconds": value})
     variable = f"{ENV_PREFIX}DATABASE_{field.upper()}_TIMEOUT_SECONDS"
     if value in {"30", "45.5"}:
@@ -88,24 +78,19 @@ def test_a_wrong_database_timeout_is_refused(field: str, value: str) -> None:
         assert refused.startswith("Input should be")
 
 
-@pytest.mark.parametrize("count", ["2", "5"])
-def test_the_worker_count_gunicorn_decides_sizes_the_pools(
-    monkeypatch: pytest.MonkeyPatch, count: str
-) -> None:
+def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:
     """gunicorn's configuration exports the count it decided as GUNICORN_WORKERS, which the
     app reads to size each worker's pool (1 when unset: `make run`)."""
     assert Settings().workers == 1
     monkeypatch.setenv("GUNICORN_WORKERS", "not yet")  # so that monkeypatch restores it
-    monkeypatch.setenv("MIN_WORKERS", count)
-    monkeypatch.setenv("MAX_WORKERS", count)
+    monkeypatch.setenv("MIN_WORKERS", "5")
+    monkeypatch.setenv("MAX_WORKERS", "5")
     gunicorn_config.settings.cache_clear()
-    gunicorn_config.workers.cache_clear()
     try:
-        assert gunicorn_config.workers().number == int(count)
+        assert gunicorn_config.workers.__wrapped__().number == 5
     finally:
         gunicorn_config.settings.cache_clear()
-        gunicorn_config.workers.cache_clear()
-    assert Settings().workers == int(count)
+    assert Settings().workers == 5
 
 
 @pytest.mark.parametrize(("budget", "accepted"), [("4", True), ("3", False), ("0", False),

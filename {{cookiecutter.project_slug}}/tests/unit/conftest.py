@@ -1,15 +1,10 @@
 {% if cookiecutter.layout == "serving-only" -%}
-"""Unit-test fixtures: the root logger restored after each test, JSON log capture, clients.
-
+"""Unit-test fixtures: the root logger restored after each test, JSON log capture.
 No network and no server: apps run in process through Starlette's TestClient.
 """
 {%- else -%}
-"""Unit-test fixtures: a clean environment and logging state per test, the app, clients.
-
-The settings read ``<PACKAGE>_*`` variables (and tracing ``OTEL_*``) and ``.env``, so any set
-in the developer's shell are removed and each test runs in its own empty directory; the
-app configures the root logger at start, so each test gets the one it started with back.
-No network and no server: apps run in process through Starlette's TestClient.
+"""Unit-test fixtures: each test in an empty directory without the shell's ``<PACKAGE>_*`` and
+``OTEL_*`` variables, its root logger restored after; the app and its clients, in process.
 """
 {%- endif %}
 

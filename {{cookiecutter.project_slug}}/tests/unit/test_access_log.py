@@ -1,5 +1,4 @@
 """Access log middleware: one record per request, with the contract's fields.
-
 Needs the middleware and logs.py's formatter; records are read from pytest's caplog.
 """
 
@@ -25,8 +24,7 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
 
 
 def test_one_line_per_request_with_the_contracts_fields(caplog: pytest.LogCaptureFixture) -> None:
-    """Fields in the contract's order, the path without its query string (tokens), the
-    duration from the request's start to the response's end; none above INFO."""
+    """The contract's fields in order, no query string (tokens), the whole duration; INFO."""
     caplog.set_level(logging.INFO)
 
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,5 +1,4 @@
 """Deadline middleware: past the deadline the handler is cancelled and the client gets 504.
-
 Needs the middleware and FastAPI only; real sleeps of a few tenths of a second.
 """
 
@@ -23,8 +22,7 @@ TIMEOUT = 0.2
 def test_a_slow_request_gets_a_json_504_on_time(
     client_for: ClientFor, json_lines: JsonLines, path: str
 ) -> None:
-    """Within one tick of the deadline: a JSON 504 naming the request id, a warning logged,
-    an async handler cancelled (a sync one's thread runs on, but its client is answered)."""
+    """A JSON 504 with the request id on time and a warning; an async handler is cancelled."""
     deadline = Middleware(DeadlineMiddleware, timeout_seconds=TIMEOUT)
     app = FastAPI(middleware=[Middleware(RequestIdMiddleware), deadline])
     cancelled: list[bool] = []
@@ -52,9 +50,8 @@ def test_a_slow_request_gets_a_json_504_on_time(
 
 
 def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None:
-    """Of concurrent requests only the slow one times out; once none is in flight, no timer
-    wakes the loop; lifespan, which runs as long as the server, has no deadline; a deadline
-    of zero (a 504 for everything) is refused."""
+    """Only the slow request times out, an idle sweeper sleeps, lifespan has no deadline, and
+    a deadline of zero is refused."""
 
     async def by_path(scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.sleep(float(scope["path"].strip("/")))
@@ -78,8 +75,7 @@ def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None
 
 
 def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered() -> None:
-    """A response under way cannot become a 504 (the error reaches the server), and a server
-    shutting down cancels the task without a 504 following."""
+    """A started response is aborted, not a 504; a server's cancel is not answered."""
 
     async def stalls_mid_body(_scope: Scope, _receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -1,7 +1,5 @@
-"""GET / and the API docs (api/docs.py): an index of the links that answer; the docs from
-local assets under a CSP, on in development, off in production, the setting over both.
-
-Needs the app (conftest.py's clients); the Swagger UI bundle from fastapi-offline.
+"""GET / and the API docs (api/docs.py): local assets under a CSP, on in development only
+unless set. Needs the app (conftest.py's clients); the Swagger UI bundle from fastapi-offline.
 """
 
 import re
@@ -23,8 +21,7 @@ from .asgi import ClientFor
 def test_the_docs_follow_the_environment_and_the_index_links_what_answers(
     client_for: ClientFor, chosen: dict[str, object], *, on: bool
 ) -> None:
-    """Pages, schema and assets answer only where on; GET / names the service and links the
-    health checks and, where on, the docs: every link it gives answers 200."""
+    """Docs answer only where on; every link GET / gives (health, and docs if on) answers."""
     client = client_for(create_app(Settings.model_validate(chosen)))
     paths = ["/docs", "/openapi.json", "/docs/assets/swagger-ui.css", "/docs/swagger-init.js"]
     assert [client.get(path).status_code for path in paths] == [200 if on else 404] * 4
@@ -35,8 +32,7 @@ def test_the_docs_follow_the_environment_and_the_index_links_what_answers(
 
 
 def test_the_page_loads_nothing_from_elsewhere_under_a_csp(client_for: ClientFor) -> None:
-    """Scripts, styles and icon from this origin, no inline script, types a browser runs
-    under nosniff, the title escaped; no ReDoc (it needs a CDN); nothing outside the assets."""
+    """Only this origin's assets, no inline script, nosniff-safe types, the title escaped."""
     client = client_for(create_app(Settings(environment="development")))
     page = client.get("/docs")
     assert page.headers["content-security-policy"] == DOCS_CSP

@@ -1,5 +1,4 @@
 """Error guard: an unhandled exception becomes a JSON 500 with the request id, and a log.
-
 Needs the middleware and FastAPI only: a small app of its own, run by TestClient.
 """
 
@@ -40,8 +39,7 @@ def failing_app(*, debug: bool = False) -> FastAPI:
 def test_an_exception_is_a_json_500_with_the_id_and_a_logged_traceback(
     client_for: ClientFor, json_lines: JsonLines
 ) -> None:
-    """The body names the request id and nothing else; the log has the traceback; an
-    HTTPException keeps its status; with debug on the body holds the traceback."""
+    """Only the request id in the body, the traceback in the log (and with debug, the body)."""
     client = client_for(failing_app())
     response = client.get("/boom")
     assert (response.status_code, response.headers["content-type"]) == (500, "application/json")
@@ -56,8 +54,7 @@ def test_an_exception_is_a_json_500_with_the_id_and_a_logged_traceback(
 
 
 def test_too_late_for_a_500_the_error_propagates() -> None:
-    """After the response started the server must abort the connection, and a failed
-    lifespan must stop the start: the guard answers neither."""
+    """A started response must be aborted, a failed lifespan stop the start: no 500 for them."""
 
     async def half_then_crash(scope: Scope, _receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

@@ -1,7 +1,5 @@
 """Health: /livez touches nothing; /readyz runs the registered checks (api/readiness.py)
-concurrently, within a time limit, and answers 503 naming the failing ones.
-
-Needs the app (conftest.py's ``app`` and ``client``) and the checks registry.
+concurrently, in a time limit, 503 naming the failing ones. Needs the app (conftest.py).
 """
 
 import asyncio
@@ -45,8 +43,7 @@ async def slow() -> bool:
 def test_readyz_names_the_failing_check_and_livez_stays_up(
     app: FastAPI, client: TestClient
 ) -> None:
-    """Ready with the built-in checks; one failing check makes it 503 naming it (as the
-    schema documents), while /livez stays 200 (no restart loops)."""
+    """A failing check makes it a documented 503 naming it, while /livez stays 200."""
     assert client.get("/readyz").json() == {"status": "ready", "failing": [], "checks": BUILT_IN}
     app.state.readiness.add("db", ready)
     app.state.readiness.add("cache", not_ready)
@@ -61,8 +58,7 @@ def test_readyz_names_the_failing_check_and_livez_stays_up(
 
 
 def test_each_outcome_is_told_apart_within_one_timeout(json_lines: JsonLines) -> None:
-    """ok, failed, error (logged, never answered) and timed out, in registration order; the
-    checks run concurrently, so two slow ones take one timeout; names are unique."""
+    """ok, failed, error (logged only), timed out (two in one timeout); unique names."""
     checks = ReadinessChecks(timeout_seconds=0.2)
     for name, check in [("a", ready), ("b", not_ready), ("c", broken), ("d", slow), ("e", slow)]:
         checks.add(name, check)

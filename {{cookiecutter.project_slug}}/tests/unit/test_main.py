@@ -18,8 +18,8 @@ from .asgi import ClientFor, JsonLines
 def test_main_app_is_built_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``main:app`` is titled from the project's answers; the factory reads the variables,
-    refuses unsafe production, and in development logs text lines instead of JSON."""
+    """``main:app`` is titled; the factory reads variables, refuses unsafe production, logs text
+    in development."""
     assert isinstance(main.app, FastAPI)
     assert main.app.openapi()["info"]["title"] == main.TITLE
     monkeypatch.setenv(ENV_PREFIX + "REQUEST_TIMEOUT_SECONDS", "7")
@@ -72,4 +72,3 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
     ]  # fmt: skip
     assert lines[1]["request_id"] == answers[-1].headers["x-request-id"]
     assert json_lines.from_logger(main.ACCESS_LOGGER) == []
-

@@ -1,7 +1,5 @@
 """Metrics middleware: each request observed once, under its route template, method and status.
-
-Needs middleware/metrics.py and the app (conftest.py's ``app`` and ``client``); the fork
-test runs a child interpreter in prometheus_client's multiprocess mode, as gunicorn's are.
+Needs the middleware and the app (conftest.py); one child interpreter in multiprocess mode.
 """
 
 import asyncio
@@ -41,8 +39,7 @@ def counts(registry: CollectorRegistry) -> dict[tuple[str, str, str], float]:
 
 
 def test_labels_are_bounded_and_name_what_the_client_got(app: FastAPI, client: TestClient) -> None:
-    """Ids are counted under their route template, a thousand random paths (and a 9 KB one)
-    as "unmatched", invented methods as _OTHER; a 422 and the guard's 500 as sent."""
+    """Route templates, one "unmatched" for any path, _OTHER for invented methods; as sent."""
 
     async def boom() -> None:
         raise RuntimeError("boom")
@@ -75,8 +72,7 @@ def test_the_deadline_setting_is_the_last_bucket() -> None:
 
 
 def test_in_flight_rises_and_falls_and_other_scopes_pass_uncounted() -> None:
-    """The gauge is 1 inside the app and 0 after, also when it raised (counted as the
-    server's 500); a lifespan scope reaches the app and is not observed."""
+    """The gauge is 1 inside, 0 after (a raise is the server's 500); lifespan is not observed."""
     metrics = RequestMetrics(deadline_seconds=30.0)
     seen: list[object] = []
 

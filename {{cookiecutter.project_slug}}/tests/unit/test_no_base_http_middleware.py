@@ -1,7 +1,5 @@
-"""The package never uses Starlette's base-class HTTP middleware (CONTRIBUTING.md).
-
-ruff's banned-api bans its import (pyproject.toml); this also catches the decorator form.
-Needs only the installed package's sources.
+"""The package never uses Starlette's base-class HTTP middleware (CONTRIBUTING.md): ruff bans
+its import, this the decorator form too. Needs only the installed package's sources.
 """
 
 import re

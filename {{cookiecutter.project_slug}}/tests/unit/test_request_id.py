@@ -1,5 +1,4 @@
 """Request id middleware: keep well-formed ids, replace the others, echo, expose to logs.
-
 Needs the middleware only: it runs on plain ASGI scopes (asgi.py).
 """
 
@@ -23,8 +22,7 @@ from .asgi import call, header, http_scope, ok_app
 def test_well_formed_ids_are_kept_and_others_replaced(
     incoming: bytes | None, *, kept: bool
 ) -> None:
-    """nginx's id, a UUID or a tracing id comes back once, unchanged; a missing id, or one that
-    could forge or bloat log lines, gives way to a new one of 32 hex characters, like nginx's."""
+    """A sane id comes back once, unchanged; a missing or log-forging one becomes 32 hex."""
     headers = [] if incoming is None else [(b"x-request-id", incoming)]
     [start, _] = asyncio.run(call(RequestIdMiddleware(ok_app), http_scope(headers=headers)))
     assert [name for name, _ in start["headers"]].count(b"x-request-id") == 1
@@ -34,7 +32,8 @@ def test_well_formed_ids_are_kept_and_others_replaced(
 
 
 def test_the_endpoint_sees_the_id_and_nothing_leaks_after() -> None:
-    """Handlers (and their logs) read the id the response carries; it is reset after."""
+    """Handlers (and their logs) read the id the response carries; it is reset after; another
+    header name (a tracing header, say) is read and written instead."""
     seen: list[str | None] = []
 
     async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -49,10 +48,6 @@ def test_the_endpoint_sees_the_id_and_nothing_leaks_after() -> None:
     value = asyncio.run(scenario())
     assert seen[0] is not None
     assert (seen[0].encode(), seen[1]) == (value, None)
-
-
-def test_the_header_name_is_configurable() -> None:
-    """Another header name (a tracing header, say) is read and written instead."""
     app = RequestIdMiddleware(ok_app, header="X-Correlation-ID")
     sent = asyncio.run(call(app, http_scope(headers=[(b"x-correlation-id", b"corr-1")])))
     assert header(sent[0], b"x-correlation-id") == b"corr-1"

@@ -1,8 +1,5 @@
-"""Settings (settings.py): prefixed variables and ``.env``, each field's values, and the
-refusals of unsafe production; every setting documented.
-
-Needs settings.py only (conftest.py clears the prefixed variables and runs each test in an
-empty directory, so no developer's ``.env`` counts).
+"""Settings (settings.py): prefixed variables and ``.env``, each field's values, unsafe
+production refused, every setting documented. Needs settings.py (conftest.py's clean env).
 """
 
 from pathlib import Path
@@ -21,8 +18,7 @@ class WithSecret(Settings):
 
 
 def test_the_defaults_are_a_safe_production() -> None:
-    """Nothing set: production, no debug, info, a 30 s deadline, docs, CORS and the app's
-    access log off, metrics on; variables are named after the package, bare names ignored."""
+    """Nothing set: production, no debug, docs, CORS or app access log; metrics on; 30 s."""
     assert settings_module.__name__.split(".")[0].upper() + "_" == ENV_PREFIX
     defaults = {
         "environment": "production", "debug": False, "log_level": "info",
@@ -78,8 +74,7 @@ def test_a_wrong_value_stops_the_start_naming_it(
 def test_dotenv_is_read_the_environment_wins_and_typos_are_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``.env`` in the working directory sets values, a real variable overrides it, and a
-    misspelt prefixed key there (or a misspelt field) is an error, not silently ignored."""
+    """``.env`` sets values, the environment wins, and a misspelt key there is an error."""
     dotenv = tmp_path / ".env"
     dotenv.write_text(f"{ENV_PREFIX}ENVIRONMENT=development\n{ENV_PREFIX}LOG_LEVEL=debug\n")
     monkeypatch.setenv(ENV_PREFIX + "LOG_LEVEL", "error")
@@ -97,9 +92,7 @@ def test_dotenv_is_read_the_environment_wins_and_typos_are_refused(
 def test_a_placeholder_secret_is_refused_in_production(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    """Any SecretStr field, added later too: refused in production naming its variable, never
-    its value (placeholders are whole words, any case and punctuation); development allows
-    placeholders and debug."""
+    """Any SecretStr field: a placeholder is refused in production, named, never echoed."""
     checked = [value, "s3cr3t-4f9a", "secretsauce"]
     assert [is_placeholder(text) for text in checked] == [True, False, False]
     monkeypatch.setenv(ENV_PREFIX + "API_KEY", value)
@@ -119,8 +112,7 @@ def test_a_placeholder_secret_is_refused_in_production(
 def test_every_setting_is_documented_with_an_accepted_example(
     project_root: Path, tmp_path: Path
 ) -> None:
-    """README.md and .env.example name each field's variable; the example's values,
-    uncommented, are accepted."""
+    """README.md and .env.example name each variable; the example's values are accepted."""
     readme = (project_root / "README.md").read_text(encoding="utf-8")
 {%- if cookiecutter.database == "postgresql" %}
     readme += (project_root / "docs" / "database.md").read_text(encoding="utf-8")

@@ -1,7 +1,5 @@
-"""Hostile input for every operation in the app's OpenAPI schema (so a new endpoint is probed
-too): huge, deep, non-finite and non-JSON bodies, hostile parameters; small JSON 4xx answers.
-
-Needs the app (conftest.py's ``client``) and validation.py's bounded 422.
+"""Hostile input for every operation in the app's OpenAPI schema (a new endpoint is probed too):
+huge, deep, non-finite, non-JSON bodies and hostile parameters get small JSON 4xx answers.
 """
 
 import json
