@@ -343,12 +343,9 @@ class Stack:
         return child
 
     def python_env(self) -> dict[str, str]:
-        """The environment of a Python child: the runner's, with the directories it decided.
-
-        Every gunicorn generation and the metrics listener share the metrics directory the
-        runner cleaned at start, so a reload keeps the counts (gunicorn.conf.py cleans it only
-        when started on its own).
-        """
+        """The runner's environment with the directories it decided: every gunicorn generation
+        and the metrics listener share the metrics directory cleaned at start (a reload keeps
+        the counts; gunicorn.conf.py cleans it only when started on its own)."""
         settings = self.settings
         run_dir, metrics = str(settings.run_dir), str(settings.metrics_dir)
         return {**os.environ, "RUN_DIR": run_dir, "PROMETHEUS_MULTIPROC_DIR": metrics}
@@ -368,10 +365,8 @@ class Stack:
         # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
         # before logging is set up) is made JSON lines too.
         err = _each_line(functools.partial(stderr_line, "gunicorn.stderr"))
-        child = self.spawn(
-            f"gunicorn[{generation}]" if generation else "gunicorn", command, env, err=err
-        )
-        timeout = self.settings.startup_timeout
+        name = f"gunicorn[{generation}]" if generation else "gunicorn"
+        child, timeout = self.spawn(name, command, env, err=err), self.settings.startup_timeout
         if not self.wait_accepting(child, sock, timeout):
             if not child.running:
                 raise ServeError(
@@ -389,9 +384,8 @@ class Stack:
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
         # (stderr) is nginx's text, made the stack's JSON lines here.
-        child = self.spawn(
-            "nginx", command, env, out=access_lines, err=_each_line(nginx_error_line)
-        )
+        err = _each_line(nginx_error_line)
+        child = self.spawn("nginx", command, env, out=access_lines, err=err)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
