@@ -129,10 +129,9 @@ class Settings(BaseSettings):
     # no Access-Control-* header is ever sent, and browsers keep other sites out.
     cors_origins: Annotated[list[str], NoDecode] = []
 {%- if cookiecutter.database == "postgresql" %}
-    # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (postgres:// and
-    # postgresql:// are accepted and mean the same). Unprefixed: the name compose, platforms
-    # and migrations/env.py all use. Required (the empty default is refused, naming it): no
-    # default could be right in production.
+    # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (or postgres://,
+    # postgresql://). Unprefixed: the name compose, platforms and migrations/env.py use.
+    # Required (the empty default is refused, naming it): no default is right in production.
     database_url: SecretStr = Field(
         default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
     )
@@ -143,9 +142,8 @@ class Settings(BaseSettings):
     # PostgreSQL cancels a statement running longer; unset: 80 % of the request deadline.
     # Must stay below request_timeout_seconds, so the app answers before its own 504.
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
-    # How long opening a connection, or waiting for a free one in the pool, may take before
-    # the request fails fast with a 503 (a database that is down must not hold requests);
-    # unset: 5 s, or 80 % of the request deadline when that is shorter.
+    # Opening a connection, or waiting for a pooled one, fails fast with a 503 after this (a
+    # database that is down must not hold requests); unset: 5 s, or 80 % of a shorter deadline.
     database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
     # The worker count gunicorn decided (gunicorn.conf.py exports it), or uvicorn's
     # WEB_CONCURRENCY; 1 when neither is set (`make run`).
@@ -187,11 +185,9 @@ class Settings(BaseSettings):
     @classmethod
     def _asyncpg_url(cls, value: SecretStr) -> SecretStr:
         # The message never repeats the URL: it holds the password.
+        example = "postgresql+asyncpg://user:password@host:5432/name"
         if not value.get_secret_value().strip():
-            raise ValueError(
-                "DATABASE_URL is not set: give the PostgreSQL URL, "
-                "postgresql+asyncpg://user:password@host:5432/name"
-            )
+            raise ValueError(f"DATABASE_URL is not set: give the PostgreSQL URL, {example}")
         parts = urlsplit(value.get_secret_value())
         if parts.scheme not in DATABASE_SCHEMES:
             raise ValueError(
@@ -203,10 +199,8 @@ class Settings(BaseSettings):
             # connection, with a traceback that can quote the URL.
             parts.port  # noqa: B018 (read for the ValueError it raises)
         except ValueError:
-            raise ValueError(
-                "DATABASE_URL has a port that is not a number from 0 to 65535: "
-                "postgresql+asyncpg://user:password@host:5432/name"
-            ) from None
+            message = f"DATABASE_URL has a port that is not a number from 0 to 65535: {example}"
+            raise ValueError(message) from None
         return SecretStr(urlunsplit(parts._replace(scheme="postgresql+asyncpg")))
 
     @property

@@ -1,8 +1,5 @@
-"""The example items resource, stored in PostgreSQL (database=postgresql).
-
-Depends on FastAPI, SQLAlchemy 2 (asyncio), api/items.py's models and db/ (the queries and
-the engine main.py's lifespan puts on ``app.state.database``). main.py includes this router
-instead of the in-memory one. Each request gets one session from the worker's pool.
+"""The example items resource, stored in PostgreSQL: main.py includes it instead of items.py.
+Depends on FastAPI, api/items.py's models and db/ (the lifespan's ``app.state.database``).
 """
 
 from __future__ import annotations
@@ -56,10 +53,9 @@ async def session(request: Request) -> AsyncIterator[AsyncSession]:
         await close_session(new_session)
 
 
-# scope="function": the session closes when the endpoint returns, before the response is
-# sent, so its connection goes back to the pool at once, and anything closing raises still
-# gets an answer from the exception handlers (after the response has started it could only
-# cut the connection: nginx's 502).
+# scope="function": the session closes when the endpoint returns, before the response starts,
+# so its connection is back in the pool at once and an error closing it still gets an answer
+# (once the response has started it could only cut the connection: nginx's 502).
 Session = Annotated[AsyncSession, Depends(session, scope="function")]
 
 

@@ -1,8 +1,5 @@
-"""The database engine: one per worker process, created in the application's lifespan.
-
-Depends on SQLAlchemy 2 (asyncio) with asyncpg, settings.py and pool.py. Created in the
-lifespan, never at import: gunicorn forks its workers after importing the app, and a pool
-opened before the fork would be shared by every worker (connections are not fork-safe).
+"""The database engine: one per worker, made in the app's lifespan, never at import (gunicorn
+forks after importing; a pool opened before would be shared). Depends on SQLAlchemy, pool.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A database that cannot answer gives a JSON 503 at once, with Retry-After, not a 500.
-
-Depends on Starlette and SQLAlchemy. While PostgreSQL restarts or fails over, requests that
-need it fail fast (connection refused, or the pool's wait bounded by the connect timeout);
-pool pre-ping replaces the dead connections, so the service recovers by itself once the
-server is back, with no restart. Other database errors (a constraint, a bug in a query)
-are raised on to the error guard's 500: they are not the database being away.
-close_session() ends a request's session when the server may have gone mid-request.
+"""A database that cannot answer gives a JSON 503 at once, with Retry-After; other database
+errors (a constraint, a bug) stay the error guard's 500. Pool pre-ping heals the service
+once the server is back. Depends on Starlette and SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -29,13 +24,7 @@ logger = logging.getLogger(__name__)
 # errors, which arrive unwrapped: refused or reset (ConnectionError), the connect timeout
 # (TimeoutError), a host name that does not resolve (socket.gaierror). Not OSError as a
 # whole: a file the app fails to read is no database outage.
-UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
-    DBAPIError,
-    PoolTimeoutError,
-    ConnectionError,
-    TimeoutError,
-    socket.gaierror,
-)
+UNAVAILABLE_ERRORS = (DBAPIError, PoolTimeoutError, ConnectionError, TimeoutError, socket.gaierror)
 # PostgreSQL's SQLSTATEs for "not now": class 08 (connection exceptions) by prefix; query
 # canceled (the statement timeout, or a fast shutdown cancelling it), admin/crash shutdown,
 # starting up, too many connections.
@@ -70,12 +59,8 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
 async def close_session(session: AsyncSession) -> None:
     """Close a request's session, even when the server dropped its connection meanwhile.
 
-    Closing rolls back what the request left open: nothing it needs, since a create has
-    committed by then (db/items.py). So when the server went away after the request's
-    last query (a restart, a failover), the answer already made stands: a read keeps its
-    200, a create its 201 (a 503 would make the client create the item twice), and an error
-    raised before keeps its own answer instead of becoming this one. The dead connection is
-    invalidated, so the pool replaces it instead of lending it out again.
+    A create has committed by then, so the answer made stands (a 503 would make the client
+    create the item twice); the dead connection is invalidated, for the pool to replace.
     """
     try:
         await session.close()

@@ -18,11 +18,7 @@ if TYPE_CHECKING:
 
 
 class StoredItem(ItemIn):
-    """An item as stored: its fields and the id PostgreSQL gave it.
-
-    The stateless example's ``Item`` (api/items.py) carries the item itself in a text id;
-    stored items need only the row's number.
-    """
+    """An item as stored: its fields and the id PostgreSQL gave it (the row's number)."""
 
     id: int
 
@@ -46,10 +42,7 @@ async def get(session: AsyncSession, item_id: int) -> StoredItem | None:
 
 
 async def page(session: AsyncSession, offset: int, limit: int) -> list[StoredItem]:
-    """Up to ``limit`` items after the first ``offset``, oldest (lowest id) first.
-
-    Offset paging is the simple shape to copy; for deep pages prefer keyset paging
-    (``WHERE id > :last_id``), which does not read and skip the first ``offset`` rows.
-    """
+    """Up to ``limit`` items after the first ``offset``, oldest first (for deep pages prefer
+    keyset paging, ``WHERE id > :last_id``, which skips no rows)."""
     rows = await session.scalars(select(ItemRow).order_by(ItemRow.id).offset(offset).limit(limit))
     return [_item(row) for row in rows]

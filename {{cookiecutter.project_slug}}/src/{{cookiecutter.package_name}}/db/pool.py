@@ -1,8 +1,5 @@
-"""Each worker's connection pool, sized from the server's total connection budget.
-
-Standard library only. Every gunicorn worker is its own process with its own pool, so a
-budget of N connections split over W workers gives each at most N // W: workers x pool
-never exceeds the budget, whatever the worker count gunicorn chose.
+"""Each worker's connection pool: N // W of a budget of N connections over W workers, so
+workers x pool never exceeds the budget. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,8 +9,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PoolSize:
-    """SQLAlchemy's two numbers: connections kept open once opened, and extra ones opened
-    under load and closed again (none here: see pool_size)."""
+    """SQLAlchemy's two numbers: connections kept once opened, and overflow (none: pool_size)."""
 
     pool_size: int
     max_overflow: int
@@ -27,13 +23,10 @@ class PoolSize:
 def pool_size(budget: int, workers: int) -> PoolSize:
     """Split ``budget`` connections over ``workers``; ValueError when a worker would get none.
 
-    The whole share is the pool, with no overflow. SQLAlchemy opens pooled connections only
-    when requests need them and then keeps them, so a worker holds as many as its busiest
-    moment used, never more than its share. Overflow connections are closed again at every
-    return to a full pool: under steady load that is a new PostgreSQL backend per request or
-    so. Measured with the template's lab (items experiment): keeping half the share and the rest
-    as overflow opened 290-340 sessions per quick run instead of 42, and the items
-    endpoints served 1.4-1.7 x fewer requests per second.
+    The whole share is the pool, opened only as needed: overflow connections close at every
+    return to a full pool, a new backend per request or so. The template's lab measured half
+    the share as overflow: 290-340 sessions per quick run instead of 42, 1.4-1.7 x fewer
+    requests per second on the items endpoints.
     """
     if workers < 1:
         raise ValueError(f"the worker count must be at least 1, not {workers}")
