@@ -481,7 +481,8 @@ class Stack:
             )
             if self.requested is not None:
                 return  # stop_all() stops both generations
-            problem = "" if answered and new.running else f"{new.name} does not answer {HEALTH}"
+            healthy = answered and new.running
+            problem = "" if healthy else f"generation {generation} does not answer {HEALTH}"
             if not problem:
                 self.publish(generation)
         except (ServeError, OSError, subprocess.SubprocessError) as exc:
