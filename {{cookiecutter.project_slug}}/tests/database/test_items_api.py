@@ -137,17 +137,6 @@ def first_value(settings: Settings, statement: str) -> object:
     return asyncio.run(run())
 
 
-def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> None:
-    """The pool holds this worker's share; PostgreSQL reports the statement timeout set."""
-    settings = Settings(
-        database_url=SecretStr(url), workers=3, database_max_connections=12,
-        database_statement_timeout_seconds=1.5,
-    )  # fmt: skip
-    pool = create_engine(settings).sync_engine.pool
-    assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
-    assert first_value(settings, "SHOW statement_timeout") == "1500ms"
-
-
 @pytest.mark.parametrize(
     ("statement", "is_unavailable"),
     [("SELECT pg_sleep(5)", True),
@@ -155,9 +144,18 @@ def test_the_engine_applies_the_pool_share_and_statement_timeout(url: str) -> No
      ("INSERT INTO items (id, name, price_cents, tags) VALUES (1, 'x', 1, '{}')", False)],
     ids=["past the statement timeout", "constraint"],
 )  # fmt: skip
-def test_only_unavailability_is_a_503(url: str, statement: str, *, is_unavailable: bool) -> None:
-    """A statement cancelled at its timeout (SQLSTATE 57014) is unavailability, a constraint not."""
-    settings = Settings(database_url=SecretStr(url), database_statement_timeout_seconds=0.2)
+def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(
+    url: str, statement: str, *, is_unavailable: bool
+) -> None:
+    """The pool holds the worker's share, PostgreSQL the statement timeout, cancelling past it
+    (SQLSTATE 57014: unavailable); a constraint violation is no unavailability."""
+    settings = Settings(
+        database_url=SecretStr(url), workers=3, database_max_connections=12,
+        database_statement_timeout_seconds=0.2,
+    )  # fmt: skip
+    pool = create_engine(settings).sync_engine.pool
+    assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
+    assert first_value(settings, "SHOW statement_timeout") == "200ms"
     error = first_value(settings, statement)
     assert isinstance(error, DBAPIError)
     assert unavailable(error) is is_unavailable

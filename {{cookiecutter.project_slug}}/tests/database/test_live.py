@@ -1,10 +1,6 @@
-"""Items in PostgreSQL through the live stack: nginx -> socket -> two gunicorn workers.
-
-Each worker has its own engine and pool: the workers agree on the data, stay inside the
-connection budget, and ride out database restarts under load (JSON 503s while it is down,
-200s again after, no restart of the service). Inputs: the live stack of tests/live/conftest.py
-(nginx; skipped, saying so, where it is missing) and the session's PostgreSQL
-(tests/conftest.py), stopped and started here.
+"""Items in PostgreSQL through the live stack (nginx, two gunicorn workers, each with its pool):
+shared data, the connection budget, database restarts under load. Needs tests/live/conftest.py's
+launcher (skipped without nginx) and the session's PostgreSQL (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -40,10 +36,6 @@ def post_item(port: int, n: int) -> tuple[int, dict[str, object]]:
     return status, json.loads(answer)
 
 
-def get(port: int, target: str) -> tuple[int, dict[str, str], bytes]:
-    return request(port, "GET", target)
-
-
 def grown(answers: list[tuple[int, str, bytes]], by: int) -> Callable[[], bool]:
     """A condition for wait_for: ``by`` more answers than now."""
     count = len(answers) + by
@@ -53,9 +45,8 @@ def grown(answers: list[tuple[int, str, bytes]], by: int) -> Callable[[], bool]:
 def test_workers_share_the_store_within_the_budget_and_ride_out_restarts(
     stoppable: PostgresServer, new_database: Callable[..., str]
 ) -> None:
-    """Concurrent creates through the workers land once each, within a budget of one
-    connection per worker, and every item lists back; restarted twice under load
-    (fast and crash-like), the database costs only JSON 503s, and the same workers serve on."""
+    """Concurrent creates land once each within the budget; restarted twice under load (fast,
+    crash-like), the database costs only JSON 503s, and the same workers serve on."""
     url = new_database()
     environment = {
         "WEB_CONCURRENCY": str(WORKERS),
@@ -70,17 +61,20 @@ def test_workers_share_the_store_within_the_budget_and_ride_out_restarts(
             connections = int(str(fetch(url, query, name=APPLICATION_NAME)[0][0]))
         assert {status for status, _ in created} == {201}
         assert 1 <= connections <= WORKERS
-        listed = json.loads(get(stack.port, "/items?limit=100")[2])
+        listed = json.loads(request(stack.port, "GET", "/items?limit=100")[2])
         created_ids = sorted(int(str(item["id"])) for _, item in created)
         assert sorted(item["id"] for item in listed) == created_ids
 
         answers: list[tuple[int, str, bytes]] = []
         stop = threading.Event()
 
+        def status(target: str) -> int:
+            return request(stack.port, "GET", target)[0]
+
         def load() -> None:
             while not stop.is_set():
-                status, headers, body = get(stack.port, "/items?limit=5")
-                answers.append((status, headers.get("retry-after", ""), body))
+                code, headers, body = request(stack.port, "GET", "/items?limit=5")
+                answers.append((code, headers.get("retry-after", ""), body))
                 stop.wait(0.01)
 
         loader = threading.Thread(target=load)
@@ -89,10 +83,10 @@ def test_workers_share_the_store_within_the_budget_and_ride_out_restarts(
             for mode in ("fast", "immediate"):
                 wait_for(grown(answers, 5), 30, "answers")
                 stoppable.stop(mode)
-                wait_for(lambda: get(stack.port, "/readyz")[0] == 503, 30, "readyz to turn 503")
-                assert get(stack.port, "/livez")[0] == 200
+                wait_for(lambda: status("/readyz") == 503, 30, "readyz to turn 503")
+                assert status("/livez") == 200
                 stoppable.start()
-            wait_for(lambda: get(stack.port, "/readyz")[0] == 200, 60, "readyz to recover")
+            wait_for(lambda: status("/readyz") == 200, 60, "readyz to recover")
             wait_for(grown(answers, 10), 30, "answers after the restarts")
         finally:
             stop.set()

@@ -1,10 +1,11 @@
-"""The database settings: DATABASE_URL and its checks, the connection budget, the worker count
-and timeouts below the request deadline. Needs settings.py and the stack's gunicorn_config.py.
+"""The database settings: DATABASE_URL and its checks, the connection budget and each worker's
+share of it (db/pool.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py.
 """
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from {{ cookiecutter.package_name }}.db.pool import PoolSize, pool_size
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from {{ cookiecutter.package_name }}_stack import gunicorn_config
 
@@ -109,3 +110,26 @@ def test_the_connection_budget_must_cover_every_worker(
         assert f"{ENV_PREFIX}DATABASE_MAX_CONNECTIONS=3 is below the worker count (4)" in refused
     else:
         assert refused.startswith("Input should be")
+
+
+@pytest.mark.parametrize(
+    ("budget", "workers", "size"),
+    [(20, 1, 20), (20, 2, 10), (20, 3, 6), (7, 2, 3), (3, 3, 1), (1, 1, 1)],
+)
+def test_each_worker_gets_its_whole_share_without_overflow(
+    budget: int, workers: int, size: int
+) -> None:
+    """budget // workers connections, kept once opened (no overflow to open and close)."""
+    assert pool_size(budget, workers) == PoolSize(pool_size=size, max_overflow=0)
+
+
+def test_workers_together_never_exceed_the_budget() -> None:
+    """Whatever the worker count, every worker's most connections together fit the budget;
+    a budget below the worker count (or no worker) is refused, naming the numbers."""
+    for budget in (32, 50, 97, 100):
+        for workers in range(1, 33):
+            assert 1 <= workers * pool_size(budget, workers).most <= budget, (budget, workers)
+    with pytest.raises(ValueError, match="a budget of 3 connections cannot give each of 4"):
+        pool_size(3, 4)
+    with pytest.raises(ValueError, match="at least 1, not 0"):
+        pool_size(10, 0)
