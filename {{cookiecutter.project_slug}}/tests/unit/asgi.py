@@ -25,9 +25,9 @@ def http_scope(path: str = "/", *, headers: list[tuple[bytes, bytes]] | None = N
     }  # fmt: skip
 
 
-async def call(app: ASGIApp, scope: Scope) -> list[Message]:
-    """Run ``app`` on ``scope`` with an empty body and return what it sent."""
-    sent: list[Message] = []
+async def call(app: ASGIApp, scope: Scope, sent: list[Message] | None = None) -> list[Message]:
+    """Run ``app`` on ``scope`` with an empty body and return what it sent (also into ``sent``)."""
+    sent = [] if sent is None else sent
 
     async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}

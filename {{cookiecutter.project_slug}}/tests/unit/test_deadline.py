@@ -87,14 +87,8 @@ def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered() -> 
     sent: list[Message] = []
 
     async def scenario() -> None:
-        async def receive() -> Message:
-            return {"type": "http.request", "body": b""}
-
-        async def record(message: Message) -> None:
-            sent.append(message)
-
         app = DeadlineMiddleware(stalls_mid_body, timeout_seconds=30)
-        task = asyncio.ensure_future(app(http_scope(), receive, record))
+        task = asyncio.ensure_future(call(app, http_scope(), sent))
         await asyncio.sleep(0.01)
         task.cancel()
         await task
