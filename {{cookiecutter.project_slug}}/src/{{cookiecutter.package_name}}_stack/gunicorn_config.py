@@ -40,9 +40,7 @@ def settings() -> StackSettings:
 
 def heartbeat_dir(stack: StackSettings) -> str | None:
     """WORKER_TMP_DIR, else tmpfs: heartbeats cost no disk I/O and need no writable root."""
-    if stack.worker_tmp_dir is not None:
-        return stack.worker_tmp_dir
-    return str(_SHM) if _SHM.is_dir() else None
+    return stack.worker_tmp_dir or (str(_SHM) if _SHM.is_dir() else None)
 
 
 class Workers(NamedTuple):

@@ -510,6 +510,10 @@ class Stack:
         self.stop_gunicorn(old)
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
 
+    def supervised(self) -> list[Child]:
+        """The children whose death stops the stack: nginx, gunicorn, the metrics listener."""
+        return [c for c in (self.nginx, self.gunicorn, self.metrics) if c is not None]
+
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
         signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
@@ -526,9 +530,7 @@ class Stack:
                 self.nginx = self.start_nginx()
             if self.requested is None:
                 self.metrics = self.start_metrics()
-            while self.requested is None and all(
-                c.running for c in (self.nginx, self.gunicorn, self.metrics) if c
-            ):
+            while self.requested is None and all(c.running for c in self.supervised()):
                 self.pump(1.0)
                 if self.reload_requested and self.requested is None:
                     self.reload_requested = False
@@ -537,9 +539,7 @@ class Stack:
             log("error", str(exc))
             self.stop_all()
             return 1
-        dead = [
-            c for c in (self.nginx, self.gunicorn, self.metrics) if c is not None and not c.running
-        ]
+        dead = [c for c in self.supervised() if not c.running]
         clean = self.stop_all()
         if dead:
             names = ", ".join(f"{c.name} (exit status {c.status})" for c in dead)

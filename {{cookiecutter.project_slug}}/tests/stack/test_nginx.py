@@ -116,9 +116,10 @@ def test_nginx_workers_follow_the_cpus_gunicorn_counts(
     """auto: 1.5 CPUs of quota on 8 CPUs of affinity is 2 workers (nginx's own auto: 8);
     a number is kept whatever the CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-    template = str(DEPLOY / "nginx.conf")
-    environ = {"RUN_DIR": str(tmp_path), "NGINX_CONF": template}
-    settings = load({**environ, "NGINX_WORKER_PROCESSES": setting})
+    nginx_conf = str(DEPLOY / "nginx.conf")
+    settings = load(
+        {"RUN_DIR": str(tmp_path), "NGINX_CONF": nginx_conf, "NGINX_WORKER_PROCESSES": setting}
+    )
 
     count, facts = runner.nginx_workers(settings, *cgroup_v2(tmp_path, "150000 100000\n"))
     conf = runner.write_nginx_conf(settings, settings.socket_path(0), count)
