@@ -106,7 +106,7 @@ def new_database() -> Callable[..., str]:
 @pytest.fixture
 def client_for() -> Iterator[Callable[[ASGIApp], TestClient]]:
     """Start a client of an app, its lifespan running until the test ends; server errors
-    come back as responses (the error guard's 500), not as exceptions."""
+    come back as the error guard's 500, not as exceptions."""
     with ExitStack() as running:
         yield lambda app: running.enter_context(TestClient(app, raise_server_exceptions=False))
 

@@ -71,13 +71,10 @@ def client(app: FastAPI, client_for: ClientFor) -> TestClient:
 
 
 @pytest.fixture
-def json_lines() -> Iterator[JsonLines]:
-    """Every record from now on, as the JSON the service would write (request id included)."""
+def json_lines() -> JsonLines:
+    """Every record from now on, as the JSON the service would write (request id included);
+    _restore_logging removes the handler after the test."""
     handler = JsonLines()
-    root = logging.getLogger()
-    root.addHandler(handler)
-    level = root.level
-    root.setLevel(logging.DEBUG)
-    yield handler
-    root.removeHandler(handler)
-    root.setLevel(level)
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.DEBUG)
+    return handler
