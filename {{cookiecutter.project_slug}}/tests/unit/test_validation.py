@@ -77,7 +77,7 @@ def test_hostile_parameters_get_bounded_answers(
     client: TestClient, method: str, path: str, *, where: str, name: str, value: str
 ) -> None:
     """Long, encoded, non-ASCII or out-of-range values in a path or query: never a 5xx."""
-    filled = re.sub(r"\{[^}]+\}", "1", path.replace(f"{% raw %}{{{name}}}{% endraw %}", value))
+    filled = re.sub(r"\{[^}]+\}", "1", path.replace("{" + name + "}", value))
     params = {name: value} if where == "query" else {}
     bounded_status(client, method, filled, params=params, content=b"{}")
 
