@@ -592,19 +592,13 @@ def _check_port_free(settings: StackSettings) -> None:
 
 def _connections_to(bound: Path) -> int:
     """Open connections accepted on the socket bound at this path, from /proc/net/unix."""
-    target = str(bound)
-    count = 0
     try:
-        with Path("/proc/net/unix").open(encoding="utf-8", errors="replace") as table:
-            next(table, None)  # the header
-            for line in table:
-                fields = line.split()
-                # Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
-                if len(fields) >= 8 and fields[5] == "03" and fields[7] == target:
-                    count += 1
+        table = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return 0  # not Linux: nothing to wait for
-    return count
+    # After the header: Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
+    rows = [line.split() for line in table.splitlines()[1:]]
+    return sum(len(row) >= 8 and row[5] == "03" and row[7] == str(bound) for row in rows)
 
 
 def _group_alive(pgid: int) -> bool:
