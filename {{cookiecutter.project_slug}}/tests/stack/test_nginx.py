@@ -70,43 +70,37 @@ def test_render_refuses_an_unknown_placeholder() -> None:
         runner.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
 
 
-def cgroup_v2(directory: Path, cpu_max: str, nested: str | None = None) -> tuple[Path, Path]:
-    """A cgroup v2 mount with this cpu.max at its root (and at a child, the process's own,
-    when nested is given), and the process's /proc/self/cgroup."""
-    root = directory / "cgroup"
-    (root / "child").mkdir(parents=True)
-    (root / "cgroup.controllers").write_text("cpu\n", encoding="utf-8")
-    (root / "cpu.max").write_text(cpu_max, encoding="utf-8")
-    if nested is not None:
-        (root / "child" / "cpu.max").write_text(nested, encoding="utf-8")
-    (directory / "self").write_text(f"0::/{'child' if nested else ''}\n", encoding="utf-8")
-    return root, directory / "self"
+def cgroup(directory: Path, files: dict[str, str], membership: str) -> tuple[Path, Path]:
+    """A cgroup mount holding these files, and the process's /proc/self/cgroup."""
+    for name, text in files.items():
+        (directory / "cgroup" / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / "cgroup" / name).write_text(text, encoding="utf-8")
+    (directory / "self").write_text(membership, encoding="utf-8")
+    return directory / "cgroup", directory / "self"
+
+
+V2, V1 = {"cgroup.controllers": "cpu\n"}, "cpu,cpuacct/cpu.cfs_"
+ROOT, CHILD = "0::/\n", "0::/child\n"  # /proc/self/cgroup: the root's cgroup, or its child's
 
 
 @pytest.mark.parametrize(
-    ("cpu_max", "nested", "limit"),
+    ("files", "membership", "limit"),
     [
-        ("max 100000\n", None, None),
-        ("150000 100000\n", None, 1.5),
-        ("300000 100000\n", "50000 100000\n", 0.5),  # the tightest of the ancestors
-        ("50000 100000\n", "max 100000\n", 0.5),
+        ({**V2, "cpu.max": "max 100000\n"}, ROOT, None),
+        ({**V2, "cpu.max": "150000 100000\n"}, ROOT, 1.5),
+        # The tightest of the process's cgroup and its ancestors, whichever it is.
+        ({**V2, "cpu.max": "300000 100000\n", "child/cpu.max": "50000 100000\n"}, CHILD, 0.5),
+        ({**V2, "cpu.max": "50000 100000\n", "child/cpu.max": "max 100000\n"}, CHILD, 0.5),
+        ({f"{V1}quota_us": "250000\n", f"{V1}period_us": "100000\n"}, "4:cpu,cpuacct:/\n", 2.5),
+        ({}, "4:cpu,cpuacct:/\n", None),
     ],
-)
-def test_cgroup_v2_limit(tmp_path: Path, cpu_max: str, nested: str | None, limit: float) -> None:
-    """cpu.max of the process's cgroup and its ancestors: the tightest quota wins."""
-    assert cpus.cgroup_cpu_limit(*cgroup_v2(tmp_path, cpu_max, nested))[0] == limit
-
-
-def test_cgroup_v1_and_none(tmp_path: Path) -> None:
-    """A v1 cfs quota is read from the cpu mount; no controller at all means no limit."""
-    mount = tmp_path / "cgroup" / "cpu,cpuacct"
-    mount.mkdir(parents=True)
-    (mount / "cpu.cfs_quota_us").write_text("250000\n", encoding="utf-8")
-    (mount / "cpu.cfs_period_us").write_text("100000\n", encoding="utf-8")
-    (tmp_path / "self").write_text("4:cpu,cpuacct:/\n", encoding="utf-8")
-
-    assert cpus.cgroup_cpu_limit(tmp_path / "cgroup", tmp_path / "self")[0] == 2.5
-    assert cpus.cgroup_cpu_limit(tmp_path / "none", tmp_path / "self")[0] is None
+    ids=["v2 none", "v2", "v2 nested", "v2 parent", "v1", "no controller"],
+)  # fmt: skip
+def test_cgroup_cpu_limit(
+    tmp_path: Path, files: dict[str, str], membership: str, limit: float | None
+) -> None:
+    """A v2 cpu.max or v1 cfs quota: the tightest wins; no controller means no limit."""
+    assert cpus.cgroup_cpu_limit(*cgroup(tmp_path, files, membership))[0] == limit
 
 
 @pytest.mark.parametrize(("setting", "workers"), [("auto", 2), ("3", 3)])
@@ -116,12 +110,11 @@ def test_nginx_workers_follow_the_cpus_gunicorn_counts(
     """auto: 1.5 CPUs of quota on 8 CPUs of affinity is 2 workers (nginx's own auto: 8);
     a number is kept whatever the CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-    nginx_conf = str(DEPLOY / "nginx.conf")
-    settings = load(
-        {"RUN_DIR": str(tmp_path), "NGINX_CONF": nginx_conf, "NGINX_WORKER_PROCESSES": setting}
-    )
+    environ = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
+    settings = load({**environ, "NGINX_WORKER_PROCESSES": setting})
+    quota = cgroup(tmp_path, {**V2, "cpu.max": "150000 100000\n"}, ROOT)
 
-    count, facts = runner.nginx_workers(settings, *cgroup_v2(tmp_path, "150000 100000\n"))
+    count, facts = runner.nginx_workers(settings, *quota)
     conf = runner.write_nginx_conf(settings, settings.socket_path(0), count)
 
     assert count == workers
