@@ -7,8 +7,6 @@ app reads DATABASE_URL); a database migrated to head once is copied for each tes
 """
 
 {% if cookiecutter.database == "postgresql" -%}
-import asyncio
-import itertools
 import os
 import sys
 {% endif -%}
@@ -22,10 +20,6 @@ from alembic import command as alembic_command
 from alembic.config import Config
 {%- endif %}
 from fastapi.testclient import TestClient
-{%- if cookiecutter.database == "postgresql" %}
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
-{%- endif %}
 from starlette.types import ASGIApp
 {%- if cookiecutter.database == "postgresql" %}
 
@@ -35,7 +29,6 @@ from pg_server import PostgresServer, ServerError, start_server
 PROJECT = Path(__file__).resolve().parent.parent
 {%- if cookiecutter.database == "postgresql" %}
 MIGRATED = "migrated_template"
-_names = itertools.count(1)
 
 
 def migrate(url: str) -> None:
@@ -44,26 +37,11 @@ def migrate(url: str) -> None:
     alembic_command.upgrade(Config(str(PROJECT / "alembic.ini")), "head")
 
 
-def create_database(server: PostgresServer, template: str = MIGRATED, name: str = "") -> str:
-    """A new database on ``server``, a copy of ``template``; its URL."""
-    name = name or f"test_{next(_names)}"
-
-    async def create() -> None:
-        # CREATE DATABASE cannot run inside a transaction: autocommit.
-        engine = create_async_engine(server.url(), isolation_level="AUTOCOMMIT")
-        async with engine.connect() as connection:
-            await connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-        await engine.dispose()
-
-    asyncio.run(create())
-    return server.url(name)
-
-
 def _start_session_server() -> PostgresServer:
     try:
         server = start_server()
         try:
-            migrate(create_database(server, "template0", MIGRATED))
+            migrate(server.create_database("template0", MIGRATED))
         # Whatever failed (alembic, the driver, a migration), it is said in one line.
         except Exception as failed:  # noqa: BLE001
             server.remove()
@@ -71,7 +49,7 @@ def _start_session_server() -> PostgresServer:
     except ServerError as error:
         # One line, not pytest's conftest-import traceback: the fix is outside the code.
         sys.exit(f"error: {error}")
-    os.environ["DATABASE_URL"] = create_database(server)
+    os.environ["DATABASE_URL"] = server.create_database(MIGRATED)
     # The worker count is the live stack's to set; one leaking from the shell would size
     # the tests' pools differently.
     for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
@@ -99,7 +77,7 @@ def stoppable() -> Iterator[PostgresServer]:
 @pytest.fixture
 def new_database() -> Callable[..., str]:
     """Create a database of this test's own (migrated to head unless ``migrated=False``)."""
-    return lambda *, migrated=True: create_database(SERVER, MIGRATED if migrated else "template0")
+    return lambda *, migrated=True: SERVER.create_database(MIGRATED if migrated else "template0")
 {%- endif %}
 
 

@@ -9,6 +9,7 @@ only, so tests/conftest.py can start it before collection.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pwd
 import secrets
@@ -36,10 +37,10 @@ def find_bindir() -> Path:
         candidates = sorted(debian, key=lambda path: int(path.parent.name), reverse=True)
         candidates += [Path(found).parent] if (found := shutil.which("initdb")) else []
     for candidate in candidates:
-        if (candidate / "initdb").is_file() and (candidate / "pg_ctl").is_file():
+        if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "createdb")):
             return candidate
     raise ServerError(
-        "PostgreSQL's server binaries (initdb, pg_ctl) were not found: install them "
+        "PostgreSQL's server binaries (initdb, pg_ctl, createdb) were not found: install them "
         "(Debian/Ubuntu: apt-get install postgresql) or point PG_BINDIR at their directory"
     )
 
@@ -64,6 +65,7 @@ class PostgresServer:
         self.bindir, self.password = bindir, secrets.token_urlsafe(16)
         self.root = Path(tempfile.mkdtemp(prefix="pg-test-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
+        self._names = (f"test_{number}" for number in itertools.count(1))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port: int = probe.getsockname()[1]
@@ -83,6 +85,7 @@ class PostgresServer:
             drop = [f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--inh-caps=-all"]
             command[:0] = ["setpriv", *drop]
         env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C", "TZ": "UTC"}
+        env["PGPASSWORD"] = self.password
         done = subprocess.run(
             command, capture_output=True, text=True, check=False, timeout=120, env=env
         )
@@ -112,6 +115,13 @@ class PostgresServer:
             "pg_ctl", "start", "--wait", "--timeout=60", "--pgdata", str(self.data),
             "--log", str(self.log), "-o", options,
         )  # fmt: skip
+
+    def create_database(self, template: str, name: str = "") -> str:
+        """A new database (``test_<n>`` unless named), a file copy of ``template``; its URL."""
+        name = name or next(self._names)
+        address = ["--host=127.0.0.1", f"--port={self.port}", f"--username={USER}"]
+        self._run("createdb", *address, f"--template={template}", name)
+        return self.url(name)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server: ``fast`` disconnects clients at once, ``immediate`` is a crash."""
