@@ -661,13 +661,9 @@ def drop_privileges(settings: StackSettings) -> str:
             problem = f"SERVE_USER {settings.serve_user} is root"
         else:
             # Fail now, in plain words, rather than with a traceback after the switch.
+            probe, uid, gid = [sys.executable, "-c", "import gunicorn"], user.pw_uid, user.pw_gid
             subprocess.run(
-                [sys.executable, "-c", "import gunicorn"],
-                user=user.pw_uid,
-                group=user.pw_gid,
-                extra_groups=[],
-                check=True,
-                capture_output=True,
+                probe, user=uid, group=gid, extra_groups=[], check=True, capture_output=True
             )
             problem = ""
     except KeyError:
