@@ -409,7 +409,11 @@ class Stack:
             return child.status == 0
         child.signal(signum)
         if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
-            return child.status == 0
+            # Ended by the very signal sent to stop it: it stopped as asked. A child stopped
+            # while still starting dies so, before its own handler exists (the metrics
+            # listener stopped within a second of its start exited -15: the stack said
+            # "not cleanly" and exited 1).
+            return child.status in (0, -signum)
         log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
         child.signal(signal.SIGKILL)
         self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
