@@ -89,7 +89,8 @@ class ProjectEnv:
     """A virtualenv holding the generated project's runtime and dev dependencies.
 
     Bakes with the same pyproject.toml share it: the project's own code is not installed
-    there but put first on PYTHONPATH, so one environment serves every bake.
+    there but put first on PYTHONPATH, so one environment serves every bake. Its packages
+    are in src/, and with layout=serving-only the stack package is deploy/'s.
     """
 
     venv: Path
@@ -97,7 +98,10 @@ class ProjectEnv:
 
     def environ(self, project: Path) -> dict[str, str]:
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(project / "src")
+        paths = [project / "src"]
+        if (project / "deploy" / "pyproject.toml").is_file():
+            paths.append(project / "deploy")
+        env["PYTHONPATH"] = os.pathsep.join(map(str, paths))
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env['PATH']}{os.pathsep}/usr/sbin"
         env["VIRTUAL_ENV"] = str(self.venv)
         # mypy's cache is keyed by module and file hash, so bakes can share it safely.

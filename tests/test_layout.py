@@ -191,10 +191,9 @@ def test_serving_only_lints_and_passes_all_its_tests(
 ) -> None:
     """ruff, ruff format and mypy --strict, then every test the bake ships (serving included)."""
     project = serving_bake.project
-    # project_env puts src/ first on the path instead of installing the bake; here the stack
-    # package is deploy/'s (what `make install` would install with the rest).
+    # project_env puts src/ and deploy/ (the stack package here) on the path instead of
+    # installing the bake, as `make install` would.
     env = project_env.environ(project)
-    env["PYTHONPATH"] += f"{os.pathsep}{project / 'deploy'}"
     for target in ("lint", "test"):
         result = subprocess.run(
             ["make", "--no-print-directory", "-C", project, target, f"VENV={project_env.venv}"],
