@@ -22,7 +22,6 @@ from __future__ import annotations
 import calendar
 import json
 import logging
-import math
 import re
 import sys
 import time
@@ -77,31 +76,16 @@ def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in _tail(record) if k not in _STANDARD}
 
 
-def _float(value: float) -> str:
-    # json writes NaN and Infinity, which are not JSON: quote them.
-    return float.__repr__(value) if math.isfinite(value) else _quote(repr(value))
-
-
-# Exact types only: subclasses (enums, say) go through the encoder, as json would.
-_RENDER: dict[type, Callable[[Any], str]] = {
-    str: _quote,
-    int: int.__repr__,
-    float: _float,
-    bool: lambda value: "true" if value else "false",
-    type(None): lambda _: "null",
-}
-# For containers and anything else: NaN refused (so the fallback quotes it), objects as str.
+# NaN and Infinity refused (the fallback quotes them: json would write invalid JSON), any
+# other object as its str(). Strings take the C escaper, as _quote.
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
 
 
 def render_value(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
-    render = _RENDER.get(type(value))
-    if render is not None:
-        return render(value)
     try:
         return _encode(value)
-    except Exception:  # noqa: BLE001 - NaN inside, a cycle, a key JSON refuses, a broken __str__
+    except Exception:  # noqa: BLE001 - NaN, a cycle, a key JSON refuses, a broken __str__
         try:
             return _quote(repr(value))
         except Exception:  # noqa: BLE001 - even repr() may raise: name the type instead
