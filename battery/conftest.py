@@ -37,8 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .database import start_database
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from .database import Database
 
 APPS = Path(__file__).resolve().parent / "apps"
 # Dedicated numeric identities for the stack and for an outsider when the battery runs as
@@ -56,6 +60,8 @@ SLOW_APP = "slow_app:app"
 REAL_APP = ""
 APP_ACCESS_LOGGER = ""
 DEADLINE_VARIABLE = ""
+# The service's PostgreSQL (battery/database.py), where it has a database.
+DATABASE: Database | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global PROJECT, PYTHON, PACKAGE, REAL_APP, APP_ACCESS_LOGGER, DEADLINE_VARIABLE
+    global PROJECT, PYTHON, PACKAGE, REAL_APP, APP_ACCESS_LOGGER, DEADLINE_VARIABLE, DATABASE
     project = config.getoption("--project")
     if not project:
         raise pytest.UsageError("--project DIR: the service directory the battery proves")
@@ -80,6 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # The app's request deadline variable: the package name, upper case, prefixed.
     DEADLINE_VARIABLE = f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS"
     config.addinivalue_line("markers", "live: starts the service's stack")
+    # Before collection: modules build the service's app (its OpenAPI document) at import.
+    DATABASE = start_database(PROJECT, PYTHON)
+
+
+def pytest_unconfigure() -> None:
+    if DATABASE is not None:
+        DATABASE.server.remove()
 
 
 def run_python(

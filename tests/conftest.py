@@ -159,7 +159,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
 
     default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
     shared venv's interpreter). postgresql: first a route and a
-    migration added the documented way (tests/documented_changes.py), then lint and test.
+    migration added the documented way (tests/documented_changes.py), then lint and test,
+    then the battery's database test (the rest of the battery is the default bake's).
     """
     python = str(env.venv / "bin" / "python")
 
@@ -167,12 +168,13 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         command = ["make", "--no-print-directory", "-C", str(project), target, f"VENV={env.venv}"]
         return Step(target, command)
 
+    # The script a person runs (it checks nginx and the template's venv, then pytest).
+    battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
     if name == "default":
-        # The script a person runs (it checks nginx and the template's venv, then pytest).
-        battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
         return [make("lint"), make("test"), Step("battery", battery)]
     changes = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
-    return [Step("documented changes", changes), make("lint"), make("test")]
+    database = Step("battery", [*battery, "-k", "test_database"])
+    return [Step("documented changes", changes), make("lint"), make("test"), database]
 
 
 def pytest_configure(config: pytest.Config) -> None:

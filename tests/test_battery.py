@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake
+from .conftest import TEMPLATE_DIR, Bake, bake
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,9 +48,17 @@ def named_tests(project: Path) -> list[tuple[Path, str]]:
     return named
 
 
-def test_every_test_the_docs_name_exists(default_bake: Bake) -> None:
+@pytest.fixture(scope="module")
+def projects(default_bake: Bake, shared_tmp: Path) -> list[Path]:
+    """The default bake and a database=postgresql one (its docs name the database's tests)."""
+    database = bake(shared_tmp / "battery-database", database="postgresql")
+    assert database.exit_code == 0, database.stderr
+    return [default_bake.project, database.project]
+
+
+def test_every_test_the_docs_name_exists(projects: list[Path]) -> None:
     """Each `path::name` on the two pages is a test function in the bake or in the battery."""
-    named = named_tests(default_bake.project)
+    named = [test for project in projects for test in named_tests(project)]
     missing = [
         f"{module}::{name}"
         for module, name in named
@@ -60,10 +68,12 @@ def test_every_test_the_docs_name_exists(default_bake: Bake) -> None:
     assert missing == []
 
 
-def test_every_battery_module_is_named_in_the_docs(default_bake: Bake) -> None:
+def test_every_battery_module_is_named_in_the_docs(projects: list[Path]) -> None:
     """A new battery module gets its promises listed (the docs say what it proves)."""
-    named = {module for module, _ in named_tests(default_bake.project)}
-    text = "".join((default_bake.project / page).read_text(encoding="utf-8") for page in DOCS)
+    named = {module for project in projects for module, _ in named_tests(project)}
+    text = "".join(
+        (project / page).read_text(encoding="utf-8") for project in projects for page in DOCS
+    )
     unlisted = [
         module.name
         for module in sorted(BATTERY.glob("test_*.py"))
@@ -93,8 +103,10 @@ def test_the_battery_refuses_to_run_without_a_project() -> None:
 def test_the_battery_passes_against_the_default_bake(full_suites: FullSuites) -> None:
     """Load, fuzzing, faults, reloads, hostile and slow clients, observability, the docs page
     in a browser: every battery test passes against the default bake, none skipped but the
-    root-only ones (scripts/test installs every tool the battery uses)."""
+    root-only ones and the database's (scripts/test installs every tool the battery uses;
+    the postgresql full suite runs test_database.py)."""
     (battery,) = [step for step in full_suites.result("default") if step.args[0] == "battery"]
     assert battery.returncode == 0, f"{battery.stdout[-20000:]}\n{battery.stderr[-5000:]}"
     skipped = [line for line in battery.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert [line for line in skipped if "root" not in line] == [], skipped
+    unexpected = [line for line in skipped if "root" not in line and "no database" not in line]
+    assert unexpected == [], skipped

@@ -20,7 +20,7 @@ from .test_bake import assert_renders_cleanly
 DATABASE_PATHS = [
     "alembic.ini", "migrations/env.py", "migrations/versions/rev_0001_create_items.py",
     "docs/database.md", "src/{package}/db/engine.py", "src/{package}/db/pool.py",
-    "src/{package}/api/items_db.py", "tests/pg_server.py", "tests/database/test_live.py",
+    "src/{package}/api/items_db.py", "tests/pg_server.py", "tests/database/test_items_api.py",
 ]  # fmt: skip
 # Words only the database option writes; none may appear in a bake without it.
 DATABASE_WORDS = re.compile(r"sqlalchemy|asyncpg|alembic|postgres|DATABASE_URL|migrat", re.I)
@@ -122,15 +122,19 @@ def test_generated_ci_installs_the_postgresql_binaries(database_bake: Bake) -> N
 @pytest.mark.full_suite("postgresql")
 def test_postgresql_bake_lints_and_passes_its_full_suite(full_suites: FullSuites) -> None:
     """A route and a migration added the way the docs say (tests/documented_changes.py),
-    then make lint and the whole make test: a real PostgreSQL, migrations up and down, the
-    items API, the live stack (run beside the default bake's suite: tests/full_suites.py)."""
+    then make lint and the whole make test (a real PostgreSQL, migrations up and down, the
+    items API), then the battery's database test: restarts under load through the live
+    stack (run beside the default bake's suite: tests/full_suites.py)."""
     if shutil.which("initdb") is None and not list(Path("/usr/lib/postgresql").glob("*/bin")):
         pytest.fail("PostgreSQL's server binaries are missing (apt-get install postgresql)")
     results = full_suites.result("postgresql")
     for result in results:
         target = result.args[-1]
         assert result.returncode == 0, f"{target}\n{result.stdout[-20000:]}\n{result.stderr}"
-    assert [result.args[-1] for result in results] == ["documented changes", "lint", "test"]
+    steps = [result.args[-1] for result in results]
+    assert steps == ["documented changes", "lint", "test", "battery"]
     # The live tests skip, saying why, where they cannot run the stack: here they must run.
-    skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    test, battery = results[2:]
+    skipped = [line for line in test.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "database" in line or "uid" in line], skipped
+    assert "1 passed" in battery.stdout, battery.stdout[-5000:]
