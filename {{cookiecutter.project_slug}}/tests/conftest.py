@@ -31,24 +31,19 @@ PROJECT = Path(__file__).resolve().parent.parent
 MIGRATED = "migrated_template"
 
 
-def migrate(url: str) -> None:
-    """Upgrade the database at ``url`` to head, in process (migrations/env.py reads the URL)."""
-    os.environ["DATABASE_URL"] = url
-    alembic_command.upgrade(Config(str(PROJECT / "alembic.ini")), "head")
-
-
 def _start_session_server() -> PostgresServer:
+    # Each failure is one line, not pytest's conftest-import traceback: the fix is elsewhere.
     try:
         server = start_server()
-        try:
-            migrate(server.create_database("template0", MIGRATED))
-        # Whatever failed (alembic, the driver, a migration), it is said in one line.
-        except Exception as failed:  # noqa: BLE001
-            server.remove()
-            raise ServerError(f"the migrations failed on a fresh database: {failed!r}") from None
     except ServerError as error:
-        # One line, not pytest's conftest-import traceback: the fix is outside the code.
         sys.exit(f"error: {error}")
+    # In process; migrations/env.py reads the URL.
+    os.environ["DATABASE_URL"] = server.create_database("template0", MIGRATED)
+    try:
+        alembic_command.upgrade(Config(str(PROJECT / "alembic.ini")), "head")
+    except Exception as failed:  # noqa: BLE001 (alembic, the driver, a migration: any of them)
+        server.remove()
+        sys.exit(f"error: the migrations failed on a fresh database: {failed!r}")
     os.environ["DATABASE_URL"] = server.create_database(MIGRATED)
     # The worker count is the live stack's to set; one leaking from the shell would size
     # the tests' pools differently.

@@ -4,12 +4,11 @@ It listens on a free loopback port with a random password, as production's is re
 TCP, scram-sha-256); as root it runs as the unprivileged ``postgres`` or ``nobody`` user
 (PostgreSQL refuses root) through setpriv. The binaries: PG_BINDIR, else the newest
 /usr/lib/postgresql/*/bin (Debian's `postgresql`), else initdb on PATH. Standard library
-only, so tests/conftest.py can start it before collection.
+only, so tests/conftest.py (and the template's battery) can start it before collection.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import pwd
 import secrets
@@ -65,7 +64,6 @@ class PostgresServer:
         self.bindir, self.password = bindir, secrets.token_urlsafe(16)
         self.root = Path(tempfile.mkdtemp(prefix="pg-test-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
-        self._names = (f"test_{number}" for number in itertools.count(1))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port: int = probe.getsockname()[1]
@@ -75,7 +73,7 @@ class PostgresServer:
         """The postmaster runs (it removes its pid file when it exits, crash stops included)."""
         return (self.data / "postmaster.pid").exists()
 
-    def url(self, database: str = "postgres") -> str:
+    def url(self, database: str) -> str:
         """The SQLAlchemy URL of ``database`` on this server, as the service reads it."""
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
@@ -117,8 +115,8 @@ class PostgresServer:
         )  # fmt: skip
 
     def create_database(self, template: str, name: str = "") -> str:
-        """A new database (``test_<n>`` unless named), a file copy of ``template``; its URL."""
-        name = name or next(self._names)
+        """A new database (a random name unless named), a file copy of ``template``; its URL."""
+        name = name or f"test_{secrets.token_hex(4)}"
         address = ["--host=127.0.0.1", f"--port={self.port}", f"--username={USER}"]
         self._run("createdb", *address, f"--template={template}", name)
         return self.url(name)

@@ -20,19 +20,18 @@ ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}
 
 
-async def fetch_async(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
-    """fetch() for code already inside an event loop (an endpoint a test adds to the app)."""
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as connection:
-            return [tuple(row) for row in await connection.execute(text(query), params)]
-    finally:
-        await engine.dispose()
-
-
 def fetch(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
     """The rows ``query`` (with ``:name`` parameters) returns on the database at ``url``."""
-    return asyncio.run(fetch_async(url, query, **params))
+
+    async def rows() -> list[tuple[object, ...]]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as connection:
+                return [tuple(row) for row in await connection.execute(text(query), params)]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(rows())
 
 
 def state(url: str) -> tuple[set[str], str | None]:
@@ -43,12 +42,5 @@ def state(url: str) -> tuple[set[str], str | None]:
 
 
 def migrations() -> ScriptDirectory:
-    """The project's migrations/, as alembic reads them."""
+    """The project's migrations/, as alembic reads them (``get_current_head()``: the head)."""
     return ScriptDirectory.from_config(Config(ALEMBIC_INI))
-
-
-def head() -> str:
-    """The newest revision: what `alembic upgrade head` reaches."""
-    newest = migrations().get_current_head()
-    assert newest is not None, "migrations/ holds no revision"
-    return newest

@@ -22,7 +22,7 @@ from {{ cookiecutter.package_name }}.db.errors import unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 
-from .tables import fetch, fetch_async
+from .tables import fetch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -161,29 +161,19 @@ def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(
     assert unavailable(error) is is_unavailable
 
 
-# A restart or failover can close a connection after the request's last query and before
-# its session closes. These endpoints use the items API's own session dependency; between
-# their queries they have PostgreSQL end this service's connections, as a fast shutdown does.
-
-
-async def drop_app_connections(url: str) -> None:
-    """Terminate the app's backends and wait (up to 5 s) until each one has exited."""
-    query = (
-        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-        " WHERE application_name = :name"
-    )
-    assert await fetch_async(url, query, name=APPLICATION_NAME) == [(True,)]
-
-
 def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None:
     """Lost after the last query, a read and a create keep their answer (a 503 would make the
     client create it again); lost before a query, that query is a JSON 503; the pool heals."""
     app = app_on(url)
+    # PostgreSQL ends the app's connections (waiting for each to exit), as a restart does.
+    terminate = "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+    terminate += " WHERE application_name = :name"
 
     async def lose(step: str, db: Session) -> object:
+        """The items API's own session, its connection lost after a query."""
         done = await (queries.add(db, ItemIn(name="kept", price_cents=1)) if step == "create"
                       else queries.page(db, 0, 10))  # fmt: skip
-        await drop_app_connections(url)
+        assert await asyncio.to_thread(fetch, url, terminate, name=APPLICATION_NAME) == [(True,)]
         return await queries.page(db, 0, 10) if step == "then-read" else done
 
     app.add_api_route("/test/{step}", lose, methods=["POST"])

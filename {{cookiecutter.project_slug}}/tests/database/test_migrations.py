@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 import pytest
 from alembic.config import main as alembic_cli
 
-from .tables import ALEMBIC_INI, AT_HEAD, head, migrations, state
+from .tables import ALEMBIC_INI, AT_HEAD, migrations, state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
 
-def doc_commands(project_root: Path, section: str) -> list[str]:
-    """The lines of the ```sh blocks in one section (## heading) of docs/database.md."""
+def doc_commands(project_root: Path) -> list[str]:
+    """The lines of the ```sh blocks in docs/database.md's section "Migrations"."""
     text = (project_root / "docs" / "database.md").read_text(encoding="utf-8")
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    body = text.split("\n## Migrations\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", body, flags=re.DOTALL)
     return [line for block in blocks for line in block.splitlines() if line.strip()]
 
@@ -43,7 +43,7 @@ def test_the_documented_commands_run(
     """In a copy of the project, docs/database.md's commands succeed, as written: make migrate
     twice at once (env.py's lock) reaches head, check agrees, --sql prints DDL, autogenerate
     writes an empty revision, downgrade -1 undoes the newest applied one."""
-    first, *commands = doc_commands(project_root, "Migrations")
+    first, *commands = doc_commands(project_root)
     assert first == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
     for name in ("Makefile", "alembic.ini", "migrations"):
@@ -61,7 +61,8 @@ def test_the_documented_commands_run(
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(make_migrate, range(2)))
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
-    assert state(url) == (AT_HEAD, head())
+    head = migrations().get_current_head()
+    assert state(url) == (AT_HEAD, head)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setattr(sys, "path", list(sys.path))  # alembic.ini's prepend_sys_path, undone
@@ -75,7 +76,7 @@ def test_the_documented_commands_run(
     shipped = {path.name for path in (project_root / "migrations/versions").glob("*.py")}
     [new] = [path for path in tmp_path.glob("migrations/versions/*.py") if path.name not in shipped]
     assert "op." not in new.read_text(encoding="utf-8")
-    assert state(url)[1] == migrations().get_revision(head()).down_revision
+    assert state(url)[1] == migrations().get_revision(head).down_revision
 
 
 def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
@@ -89,7 +90,7 @@ def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
     alembic_cli(["-c", ALEMBIC_INI, "downgrade", "base"])
     assert state(url) == ({"alembic_version"}, None)
     alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
-    assert state(url) == (AT_HEAD, head())
+    assert state(url) == (AT_HEAD, migrations().get_current_head())
     monkeypatch.setenv("DATABASE_URL", "")
     message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
     with pytest.raises(SystemExit, match=f"^{message}$"):
