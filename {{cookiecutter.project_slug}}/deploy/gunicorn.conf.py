@@ -28,7 +28,7 @@ worker_tmp_dir = stack.heartbeat_dir(settings)
 forwarded_allow_ips = settings.forwarded_allow_ips
 proc_name = wsgi_app.partition(":")[0].partition(".")[0]
 # The usable CPUs (affinity lowered by any cgroup quota) x WORKERS_PER_CORE, or WEB_CONCURRENCY.
-workers = stack.workers().number
+workers = stack.workers()[0]
 worker_class = stack.Worker
 
 # Heartbeat watchdog, 60 s by default, NOT a request deadline: an async worker whose event

@@ -99,8 +99,7 @@ def create_app(
         # importing the module (tests, tools) must not reconfigure the process.
         configure_logging(settings.log_level, human=settings.environment == "development")
         logger.info(
-            "application starting",
-            extra={"environment": settings.environment, "title": app.title},
+            "application starting", extra={"environment": settings.environment, "title": app.title}
         )
 {%- if cookiecutter.database == "postgresql" %}
         # One engine per worker, opened here (after gunicorn forked), closed at shutdown.

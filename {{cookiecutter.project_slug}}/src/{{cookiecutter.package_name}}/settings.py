@@ -31,25 +31,10 @@ STACK_KEYS = frozenset(name.lower() for name in variable_names())
 
 # Values people leave in templates and .env examples. Compared after lowercasing and dropping
 # everything but letters and digits, so "change-me", "CHANGE_ME" and "<changeme>" all match.
-PLACEHOLDERS = frozenset(
-    {
-        "",
-        "changeme",
-        "changethis",
-        "replaceme",
-        "placeholder",
-        "secret",
-        "password",
-        "default",
-        "example",
-        "dummy",
-        "todo",
-        "fixme",
-        "xxx",
-        "none",
-        "null",
-    }
-)
+PLACEHOLDERS = frozenset({
+    "", "changeme", "changethis", "replaceme", "placeholder", "secret", "password", "default",
+    "example", "dummy", "todo", "fixme", "xxx", "none", "null",
+})  # fmt: skip
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 {%- if cookiecutter.database == "postgresql" %}
 # What platforms and tools hand out; all mean PostgreSQL, and the service drives it with asyncpg.
@@ -65,15 +50,8 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 def _origin(value: str, variable: str) -> str:
     """Check one CORS origin: a scheme, a host and maybe a port, as browsers send it."""
     parts = urlsplit(value)
-    if (
-        parts.scheme not in {"http", "https"}
-        or not parts.hostname
-        or parts.path
-        or parts.query
-        or parts.fragment
-        or parts.username is not None
-        or parts.password is not None
-    ):
+    extra = parts.path or parts.query or parts.fragment or "@" in parts.netloc  # user:password@
+    if parts.scheme not in {"http", "https"} or not parts.hostname or extra:
         # Browsers send "https://app.example.com" exactly: a trailing slash or a path never
         # matches, and "*" would let every site read the answers with the user's cookies.
         raise ValueError(

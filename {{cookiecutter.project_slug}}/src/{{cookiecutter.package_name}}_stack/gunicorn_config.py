@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gunicorn.glogging import Logger
 from uvicorn_worker import UvicornWorker
@@ -43,15 +43,6 @@ def heartbeat_dir(stack: StackSettings) -> str | None:
     return stack.worker_tmp_dir or (str(_SHM) if _SHM.is_dir() else None)
 
 
-class Workers(NamedTuple):
-    """The worker count gunicorn runs, and where it came from (logged once at start)."""
-
-    number: int
-    source: str
-    cpus: int
-    cpu_facts: dict[str, Any]
-
-
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
     """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS.
 
@@ -66,8 +57,9 @@ def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
 
 
 @functools.cache
-def workers() -> Workers:
-    """The worker count for the CPUs cpus.py counts (nginx's `auto` counts the same ones)."""
+def workers() -> tuple[int, dict[str, Any]]:
+    """The worker count for the CPUs cpus.py counts (nginx's `auto` counts the same ones), and
+    where it came from (logged once at start)."""
     cpus, facts = usable_cpus()
     count, source = worker_count(settings(), cpus)
 {%- if cookiecutter.database == "postgresql" %}
@@ -75,7 +67,7 @@ def workers() -> Workers:
     # budget (src/{{ cookiecutter.package_name }}/db/pool.py), so the shares add up to the budget.
     os.environ[WORKERS_EXPORT_NAME] = str(count)
 {%- endif %}
-    return Workers(count, source, cpus, facts)
+    return count, {"source": source, "cpus": cpus, **facts}
 
 
 class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
@@ -137,7 +129,7 @@ def on_starting(server: Any) -> None:
     them up. Set here, before any worker imports prometheus_client (it reads the variable at
     import), not when gunicorn.conf.py is imported: tools import that file too.
     """
-    stack, decided = settings(), workers()
+    stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     # PROMETHEUS_MULTIPROC_DIR given: the runner cleaned it at its start, and a reload's new
@@ -147,8 +139,7 @@ def on_starting(server: Any) -> None:
         for stale in directory.glob("*.db"):
             stale.unlink()
     directory.mkdir(parents=True, exist_ok=True)
-    facts = {"workers": decided.number, "source": decided.source, "cpus": decided.cpus}
-    server.log.info("worker count decided", extra={**facts, **decided.cpu_facts})
+    server.log.info("worker count decided", extra={"workers": count, **facts})
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -23,12 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -220,8 +215,7 @@ class StackSettings(BaseSettings):
     max_requests: Count = Field(0, alias="MAX_REQUESTS")
     """recycle a worker after this many requests; 0: never"""
     max_requests_jitter: Count = Field(
-        default_factory=lambda data: data.get("max_requests", 0) // 10,
-        alias="MAX_REQUESTS_JITTER",
+        default_factory=lambda data: data.get("max_requests", 0) // 10, alias="MAX_REQUESTS_JITTER"
     )
     """random extra requests, so workers do not recycle together; unset: MAX_REQUESTS / 10"""
     backlog: Port = Field(2048, alias="BACKLOG")

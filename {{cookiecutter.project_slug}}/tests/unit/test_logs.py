@@ -11,12 +11,7 @@ import sys
 import pytest
 
 from {{ cookiecutter.package_name }} import logs
-from {{ cookiecutter.package_name }}.logs import (
-    HumanFormatter,
-    JsonFormatter,
-    access_record,
-    configure_logging,
-)
+from {{ cookiecutter.package_name }}.logs import HumanFormatter, JsonFormatter, access_record, configure_logging
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 from {{ cookiecutter.package_name }}_stack.jsonlog import CONTRACT_KEYS
 

@@ -16,11 +16,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.main import create_app
-from {{ cookiecutter.package_name }}.middleware.metrics import (
-    MetricsMiddleware,
-    RequestMetrics,
-    buckets_for,
-)
+from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics, buckets_for
 from {{ cookiecutter.package_name }}.settings import Settings
 
 from .asgi import call, http_scope, ok_app

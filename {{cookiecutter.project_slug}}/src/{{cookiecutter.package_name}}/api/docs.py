@@ -82,8 +82,7 @@ def add_api_docs(app: FastAPI) -> None:
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         return HTMLResponse(
-            _swagger_page(title, root, openapi_url),
-            headers={"Content-Security-Policy": DOCS_CSP},
+            _swagger_page(title, root, openapi_url), headers={"Content-Security-Policy": DOCS_CSP}
         )
 
     @app.get("/docs/swagger-init.js", include_in_schema=False)

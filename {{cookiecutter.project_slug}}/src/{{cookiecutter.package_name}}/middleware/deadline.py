@@ -27,19 +27,16 @@ truncated response rather than a complete-looking one.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from asyncio import CancelledError, current_task, get_running_loop
 from time import monotonic
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
-from .response import ResponseTracker, tracker
+from .response import ResponseTracker, send_json, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
-
-_HEADERS = [(b"content-type", b"application/json")]
 
 
 class DeadlineExceeded(Exception):  # noqa: N818 (names what happened, like TimeoutError)
@@ -142,14 +139,5 @@ class DeadlineMiddleware:
                 f"{scope['method']} {scope['path']} ran past {self.timeout_seconds} s "
                 "after its response had started"
             )
-        body = json.dumps(
-            {"detail": "Gateway Timeout: request deadline exceeded", "request_id": REQUEST_ID.get()}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 504,
-                "headers": [*_HEADERS, (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = "Gateway Timeout: request deadline exceeded"
+        await send_json(send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})

@@ -13,7 +13,6 @@ on, which settings.py refuses in production.
 
 from __future__ import annotations
 
-import json
 import logging
 import traceback
 from typing import TYPE_CHECKING
@@ -21,12 +20,10 @@ from typing import TYPE_CHECKING
 from opentelemetry import trace
 
 from .request_id import REQUEST_ID
-from .response import ResponseTracker, tracker
+from .response import ResponseTracker, send_json, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
-
-_HEADERS = [(b"content-type", b"application/json")]
 
 
 class ErrorGuardMiddleware:
@@ -60,18 +57,8 @@ class ErrorGuardMiddleware:
                 # Too late for a 500: re-raise so the server closes the connection and the
                 # client sees a truncated response rather than a complete-looking one.
                 raise
-            await self._answer(response.send, exc)
-
-    async def _answer(self, send: Send, exc: Exception) -> None:
-        payload = {"detail": "Internal Server Error", "request_id": REQUEST_ID.get()}
-        if self.debug:
-            payload["traceback"] = "".join(traceback.format_exception(exc))
-        body = json.dumps(payload).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 500,
-                "headers": [*_HEADERS, (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+            payload: dict[str, object] = {"detail": "Internal Server Error"}
+            payload["request_id"] = REQUEST_ID.get()
+            if self.debug:
+                payload["traceback"] = "".join(traceback.format_exception(exc))
+            await send_json(response.send, 500, payload)
