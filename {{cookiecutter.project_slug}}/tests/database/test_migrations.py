@@ -62,6 +62,7 @@ def test_the_documented_commands_run(
         done = list(pool.map(make_migrate, range(2)))
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
     head = migrations().get_current_head()
+    assert head is not None
     assert state(url) == (AT_HEAD, head)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DATABASE_URL", url)
