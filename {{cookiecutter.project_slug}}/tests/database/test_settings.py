@@ -5,7 +5,7 @@ share of it (db/pool.py), timeouts below the deadline. Needs settings.py, gunico
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from {{ cookiecutter.package_name }}.db.pool import PoolSize, pool_size
+from {{ cookiecutter.package_name }}.db.pool import pool_size
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from {{ cookiecutter.package_name }}_stack import gunicorn_config
 
@@ -91,14 +91,14 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.M
 
 
 def test_each_worker_gets_its_whole_share_and_together_they_fit_the_budget() -> None:
-    """budget // workers each, kept once opened (no overflow), so any worker count fits the
-    budget; a budget below the worker count (or no worker) is refused, naming the numbers."""
+    """budget // workers each, so any worker count fits the budget; a budget below the worker
+    count (or no worker) is refused, naming the numbers."""
     shares = {(20, 1): 20, (20, 2): 10, (20, 3): 6, (7, 2): 3, (3, 3): 1, (1, 1): 1}
     for (budget, workers), size in shares.items():
-        assert pool_size(budget, workers) == PoolSize(pool_size=size, max_overflow=0)
+        assert pool_size(budget, workers) == size
     for budget in (32, 50, 97, 100):
         for workers in range(1, 33):
-            assert 1 <= workers * pool_size(budget, workers).most <= budget, (budget, workers)
+            assert 1 <= workers * pool_size(budget, workers) <= budget, (budget, workers)
     with pytest.raises(ValueError, match="a budget of 3 connections cannot give each of 4"):
         pool_size(3, 4)
     with pytest.raises(ValueError, match="at least 1, not 0"):

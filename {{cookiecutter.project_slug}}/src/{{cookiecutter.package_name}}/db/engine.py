@@ -43,12 +43,11 @@ class Database:
 
 def create_engine(settings: Settings) -> AsyncEngine:
     """An engine whose pool is this worker's share of the connection budget."""
-    size = pool_size(settings.database_max_connections, settings.workers)
     statement_timeout_ms = round(settings.statement_timeout_seconds * 1000)
     return create_async_engine(
         settings.database_url.get_secret_value(),
-        pool_size=size.pool_size,
-        max_overflow=size.max_overflow,
+        pool_size=pool_size(settings.database_max_connections, settings.workers),
+        max_overflow=0,  # the share is the whole pool: pool.py says why
         # Waiting for a free pooled connection fails as fast as opening a new one would.
         pool_timeout=settings.connect_timeout_seconds,
         # A connection the server dropped (a restart, a failover) is found and replaced
