@@ -43,26 +43,17 @@ docker run --detach --name "$name" \
   "$image" >/dev/null
 {%- endif %}
 
-health() {
-  docker inspect "$name" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["State"].get("Health", {}).get("Status", "none"))'
-}
-
 echo "==> waiting for the HEALTHCHECK to report healthy"
 # The image's HEALTHCHECK runs every 10 s; the first passing one marks the container healthy.
 for _ in $(seq 1 90); do
-  status=$(health)
+  read -r status running < <(docker inspect --type container "$name" | python3 -c 'import json, sys; state = json.load(sys.stdin)[0]["State"]; print(state.get("Health", {}).get("Status", "none"), state["Running"])')
   [ "$status" = healthy ] && break
-  if [ "$(docker inspect --type container "$name" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["State"]["Running"])')" != True ]; then
-    echo "error: the container exited during start-up" >&2
-    exit 1
-  fi
+  [ "$running" = True ] || { echo "error: the container exited during start-up" >&2; exit 1; }
   sleep 1
 done
 [ "$status" = healthy ] || { echo "error: health is '$status' after 90 s" >&2; exit 1; }
 
 echo "==> requests through nginx"
-curl --fail --silent --show-error --max-time 5 "$base/livez"
-echo
 {%- if cookiecutter.database == "postgresql" %}
 ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
 echo "$ready"
@@ -79,7 +70,8 @@ docker exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CR
 curl --fail --silent --show-error --max-time 5 "$base/readyz"
 echo
 {%- endif %}
-# nginx gives every request an id and the app echoes it: proof the request crossed the socket.
+# GET /livez: nginx gives every request an id and the app echoes it, proof the request
+# crossed the socket.
 headers=$(curl --fail --silent --show-error --max-time 5 --dump-header - --output /dev/null "$base/livez")
 grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || {
   echo "error: no X-Request-ID in the response headers:" >&2

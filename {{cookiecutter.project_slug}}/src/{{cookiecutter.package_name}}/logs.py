@@ -3,12 +3,10 @@
 Inputs: the level and the format, passed by the application at start (main.py reads them
 from settings). Output: standard output, one line per record. Depends on the standard
 library, on ``REQUEST_ID`` (request_context.py), on tracing.py (trace ids) and on
-``{{ cookiecutter.package_name }}_stack.jsonlog``, the one JSON formatter of the whole stack
-(gunicorn's, uvicorn's and the runner's lines too), imported like any package (the app may
-import the stack; the stack never imports the app). Named ``logs`` so it never shadows the
-standard library's ``logging``.
+``{{ cookiecutter.package_name }}_stack.jsonlog``, where the JSON contract is written once for the
+whole stack (the app may import the stack; the stack never imports the app). Named ``logs``
+so it never shadows the standard library's ``logging``.
 
-The JSON contract is written once, in ``{{ cookiecutter.package_name }}_stack/jsonlog.py``.
 The access log writes a record per request, so its record is on the hot path: it was a
 fifth of a small request's instructions with ``LogRecord()`` and a generic JSON formatter
 (measured). So ``access_record()`` copies a template made once per process, and the JSON
@@ -28,16 +26,6 @@ from {{ cookiecutter.package_name }}_stack.jsonlog import JsonFormatter as Stack
 
 from .request_context import REQUEST_ID
 from .tracing import current_trace_ids
-
-__all__ = [
-    "AccessRecord",
-    "HumanFormatter",
-    "JsonFormatter",
-    "access_record",
-    "configure_logging",
-    "extra_fields",
-]
-
 
 # Per logger name, the attributes that do not change from one request to the next. Cleared
 # in a forked child (gunicorn forks workers), where the process id differs.

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -120,11 +119,6 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
     assert time.monotonic() - started < DEADLINE_SECONDS + 3
 
 
-def _scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
-        return str(response.read().decode())
-
-
 def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
     """The metrics port adds up every worker's and nginx's numbers; the public port has none."""
     for _ in range(3):
@@ -133,7 +127,7 @@ def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     # The listener starts once the stack is ready: give it its moment when this runs first.
     wait_for(lambda: answers(url), 10, "the metrics listener")
-    page = _scrape(url)
+    page = request(stack.metrics_port, "GET", "/metrics")[2].decode()
 
     assert "http_server_request_duration_seconds_count" in page
     assert "\nnginx_up 1.0\n" in page, page[:500]
