@@ -3,14 +3,12 @@
 Inputs: the environment variables settings.py reads (``{{ cookiecutter.package_name | upper }}_*``). Servers
 load ``{{ cookiecutter.package_name }}.main:app``; tests call ``create_app(Settings(...))``.
 
-Middleware order, outermost first, and why:
-request id (so everything inside, the 500 and the 504 included, carries it) -> metrics (when
-on: every answer counted once, with the status the client got, the 500 and the 504 included;
-docs/observability.md) -> CORS (only when origins are set: its headers then reach every
-answer, errors included) -> access log
-(when on: so every answer, errors included, is logged once) -> deadline (cancels everything inside,
-the error guard too) -> error guard (turns exceptions into a JSON 500 before Starlette's own
-handler, which sits outside all of these, could answer without the request id).
+Middleware order, outermost first, and why: request id (so every answer inside, the 500 and
+the 504 included, carries it) -> metrics, CORS, access log (each when on, so every answer,
+errors included, is counted with the status the client got, gets CORS headers, is logged
+once) -> deadline (cancels everything inside, the error guard too) -> error guard (turns
+exceptions into a JSON 500 before Starlette's own handler, outside all of these, could
+answer without the request id).
 """
 
 import logging
@@ -52,11 +50,8 @@ logger = logging.getLogger(__name__)
 
 
 def middleware_stack(settings: Settings, metrics: RequestMetrics | None = None) -> list[Middleware]:
-    """The pure-ASGI middleware, outermost first (see the module docstring for the order).
-
-    The access log and the metrics are left out entirely when off, rather than muted, so
-    they cost nothing.
-    """
+    """The pure-ASGI middleware, outermost first (the module docstring says why); those off are
+    left out entirely, rather than muted, so they cost nothing."""
     access_log = [Middleware(AccessLogMiddleware, logger=ACCESS_LOGGER)]
     metrics = metrics or RequestMetrics(deadline_seconds=settings.request_timeout_seconds)
     measured = [Middleware(MetricsMiddleware, metrics=metrics)]

@@ -8,10 +8,9 @@ client sent), keys in the order ``time`` (UTC, RFC 3339 with milliseconds and ``
 ``extra_<name>``, never over it; a value JSON cannot hold (NaN, bytes, any object, a cycle)
 is written as a string, never as invalid JSON.
 
-Standard library only. The runner, gunicorn_config.py and the metrics listener use it, and so
-does the app's logs.py (which adds the app's request id). To change the log format, change
-this file: nothing else formats a line (nginx's own lines go through the runner's relay, which
-uses this formatter for its error log and checks its access log, deploy/nginx.conf).
+Standard library only; used by the runner, gunicorn_config.py, the metrics listener and the
+app's logs.py. Nothing else formats a line: nginx's error log goes through this formatter in
+the runner's relay, and its access log (deploy/nginx.conf) is checked there.
 
 Speed: the app writes a record per request (its access log), so an ``AccessRecord`` is one
 %-format of C-escaped strings, and every record's time formats its seconds once per second.
@@ -261,8 +260,8 @@ def access_lines(block: bytes) -> bytes:
 
     nginx's ``escape=json`` escapes quotes and control characters but copies other bytes as
     they came: a Latin-1 User-Agent or a percent-decoded ``/%ff`` path is not UTF-8. Such a
-    line is re-encoded with those bytes as ``\\udcXX`` escapes (lossless: Python decodes them
-    back with ``surrogateescape``); valid lines, nearly all, are passed on untouched at once.
+    block is re-encoded line by line, those bytes as ``\\udcXX`` escapes (lossless: Python
+    decodes them back with ``surrogateescape``); valid blocks, nearly all, pass untouched.
     """
     try:
         block.decode("utf-8")
@@ -272,12 +271,6 @@ def access_lines(block: bytes) -> bytes:
 
 
 def _access_line(raw: bytes) -> bytes:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        return raw + b"\n"
     try:
         parsed = json.loads(raw.decode("utf-8", "surrogateescape"))
     except ValueError:

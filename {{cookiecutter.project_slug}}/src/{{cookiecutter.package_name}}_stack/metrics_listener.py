@@ -1,13 +1,9 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
-The runner starts it as a child process beside nginx and gunicorn. Needs prometheus_client
-and the package's settings.py (the variables) and jsonlog.py (the JSON log lines); nothing
-from the app, so it also serves a stack whose app this template did not generate.
-
-    python -m {{ cookiecutter.package_name }}_stack.metrics_listener     serve GET /metrics until SIGTERM
-
-Reads METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR (settings.py, docs/settings.md)
-and nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf).
+The runner starts it beside nginx and gunicorn (``python -m {{ cookiecutter.package_name }}_stack.metrics_listener``
+serves GET /metrics until SIGTERM). Needs prometheus_client and this package's settings.py
+(METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR) and jsonlog.py; reads nginx's
+stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf); nothing from the app.
 
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;
@@ -50,11 +46,8 @@ STATUS_TIMEOUT = 2.0
 log = functools.partial(write_line, "metrics")
 
 
-# nginx's stub_status page: its seven numbers are, in order, those named in _STATUS.
-#   Active connections: 2
-#   server accepts handled requests
-#    16 16 31
-#   Reading: 0 Writing: 1 Waiting: 1
+# nginx's stub_status page ("Active connections: 2 / server accepts handled requests /
+# 16 16 31 / Reading: 0 Writing: 1 Waiting: 1") holds seven numbers: these, in this order.
 # Name, help, counter (else gauge). The names are those of nginx-prometheus-exporter, so its
 # dashboards work. nginx counts every request, also those it answered itself (413, 499,
 # 502): compare with the app's ``http_server_request_duration_seconds_count``.
