@@ -84,7 +84,7 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.M
     monkeypatch.setenv(BUDGET, "5")
     gunicorn_config.settings.cache_clear()
     try:
-        assert gunicorn_config.workers.__wrapped__().number == 5
+        assert gunicorn_config.workers.__wrapped__()[0] == 5
     finally:
         gunicorn_config.settings.cache_clear()
     assert (Settings().workers, Settings().database_max_connections) == (5, 5)
