@@ -65,10 +65,8 @@ def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
 
 
 class LineRelay:
-    """Cuts a child's output into whole lines and converts them (to valid JSON lines).
-
-    ``convert`` takes complete lines without the final newline and returns what to write.
-    """
+    """Cuts a child's output into whole lines for ``convert`` (complete lines without the final
+    newline -> what to write: valid JSON lines)."""
 
     # A line longer than this is passed on in pieces rather than held without bound.
     LIMIT = 1 << 16
@@ -346,9 +344,8 @@ class Stack:
         """The runner's environment with the directories it decided: every gunicorn generation
         and the metrics listener share the metrics directory cleaned at start (a reload keeps
         the counts; gunicorn.conf.py cleans it only when started on its own)."""
-        settings = self.settings
-        run_dir, metrics = str(settings.run_dir), str(settings.metrics_dir)
-        return {**os.environ, "RUN_DIR": run_dir, "PROMETHEUS_MULTIPROC_DIR": metrics}
+        run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
+        return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
 
     def wait_accepting(self, child: Child, address: Path | tuple[str, int], timeout: float) -> bool:
         """Pump until the child accepts connections at address; False if it exited first,
@@ -409,10 +406,8 @@ class Stack:
             return child.status == 0
         child.signal(signum)
         if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
-            # Ended by the very signal sent to stop it: it stopped as asked. A child stopped
-            # while still starting dies so, before its own handler exists (the metrics
-            # listener stopped within a second of its start exited -15: the stack said
-            # "not cleanly" and exited 1).
+            # Killed by the very signal sent: stopped as asked (a child still starting has no
+            # handler yet; the metrics listener stopped then exited -15).
             return child.status in (0, -signum)
         log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
         child.signal(signal.SIGKILL)
@@ -701,6 +696,7 @@ def drop_privileges(settings: StackSettings) -> str:
 
 
 def serve(settings: StackSettings) -> int:
+    """Check nginx, drop root, ready RUN_DIR, render and test nginx.conf, then run the Stack."""
     nginx = settings.nginx_bin
     if nginx is None or not os.access(nginx, os.X_OK):
         log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)

@@ -6,22 +6,19 @@ response.py (the shared send wrapper, which tells whether the response has start
 ``REQUEST_ID`` from request_id.py, which must run outside this middleware.
 
 Nothing else bounds an async request: gunicorn's ``timeout`` only watches for a blocked
-event loop, and nginx's ``proxy_read_timeout`` restarts at every read. Keep nginx's timeout
-above this deadline plus one tick (below), so the client gets this JSON 504 with the
-request id rather than nginx's own page.
+event loop, and nginx's ``proxy_read_timeout`` restarts at every read (the stack keeps it
+above this deadline plus one tick, so the client gets this JSON 504, not nginx's page).
 
-A timer per request (``asyncio.timeout``, anyio's ``move_on_after``) measured 7-10 us per
-request on uvloop, about 8 % of a small JSON request. So one sweeper per event loop wakes
-every ``tick`` (a tenth of the deadline, at most 0.1 s) while requests are in flight, and
-cancels those past their deadline; a request fires between ``timeout_seconds`` and
-``timeout_seconds + tick``. All requests share one timeout, so the in-flight table is in
-deadline order and a tick looks only at the expired entries.
+A timer per request (``asyncio.timeout``) measured 7-10 us per request on uvloop, about 8 %
+of a small JSON request. So one sweeper per event loop wakes every ``tick`` (a tenth of the
+deadline, at most 0.1 s) while requests are in flight and cancels those past their deadline:
+a request fires between ``timeout_seconds`` and ``timeout_seconds + tick``. One shared
+timeout keeps the in-flight table in deadline order: a tick looks at the expired only.
 
 A synchronous (``def``) endpoint runs in a thread, which cannot be interrupted: the client
-gets its 504 on time, but the thread runs on to its end and holds one of AnyIO's thread
-tokens until then. A response that has already started cannot become a 504, so
-``DeadlineExceeded`` reaches the server, which aborts the connection: the client sees a
-truncated response rather than a complete-looking one.
+gets its 504 on time, but the thread runs on and holds one of AnyIO's thread tokens until
+then. A started response cannot become a 504: ``DeadlineExceeded`` reaches the server,
+which aborts the connection, so the client sees a truncated response.
 """
 
 from __future__ import annotations

@@ -7,19 +7,16 @@ ASGI types and response.py (the request's one send wrapper, shared with the othe
 middleware).
 
 Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
-import this module: each worker then writes its values to memory-mapped files there, and the
-stack's metrics listener adds up every worker's files, dead ones included, so a scrape sees
-every request once whichever worker served it. Without the variable (tests,
-``make run``) the values live in this process.
+import this module: each worker writes its values to memory-mapped files there, and the
+stack's metrics listener adds up every worker's files, dead ones included. Without the
+variable (tests, ``make run``) the values live in this process.
 
 The route label is the route's template (``/items/{item_id}``), never the raw path: a flood
-of 404s to random paths adds no series. This runs on every request: the label children are
-kept in a dict of our own after their first ``labels()`` call (which validates and locks
-each time), and the status comes from the shared ``ResponseTracker`` instead of a send
-wrapper of our own. Each value change goes through prometheus_client's own ``inc``/``dec``/
-``observe``, lock and fork check included: under gunicorn about 26,000 instructions more per
-request than writing its memory-mapped files directly, which the template's lab measured and
-left out of generated code (a private-API contract with a dependency).
+of 404s to random paths adds no series. Per request, the label children come from a dict of
+our own after their first ``labels()`` call (which validates and locks each time). Values
+change through prometheus_client's own ``inc``/``dec``/``observe``: under gunicorn about
+26,000 instructions more per request than writing its files directly, which the template's
+lab measured and left out of generated code (a private-API contract with a dependency).
 """
 
 from __future__ import annotations
