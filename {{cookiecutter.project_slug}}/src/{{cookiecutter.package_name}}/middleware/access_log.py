@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from {{ cookiecutter.package_name }}.logs import access_record
 
 from .request_id import REQUEST_ID
-from .response import ResponseTracker, tracker
+from .response import tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -39,11 +39,7 @@ class AccessLogMiddleware:
             return
 
         start = time.perf_counter()
-        # The outer middleware's tracker when there is one (the default stack); inline rather
-        # than tracker(send), since this runs on every request.
-        response = getattr(send, "__self__", None)
-        if type(response) is not ResponseTracker:
-            response = tracker(send)
+        response = tracker(send)  # the outer middleware's, when there is one
         try:
             await self.app(scope, receive, response.send)
         finally:

@@ -30,7 +30,7 @@ from time import monotonic
 from typing import TYPE_CHECKING
 
 from .request_id import REQUEST_ID
-from .response import ResponseTracker, send_json, tracker
+from .response import send_json, tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -87,11 +87,7 @@ class DeadlineMiddleware:
             await self.app(scope, receive, send)
             return
 
-        # The outer middleware's tracker when there is one (the default stack); inline rather
-        # than tracker(send), since this runs on every request.
-        response = getattr(send, "__self__", None)
-        if type(response) is not ResponseTracker:
-            response = tracker(send)
+        response = tracker(send)  # the outer middleware's, when there is one
         loop = get_running_loop()
         sweeper = self._sweeper
         if sweeper is None or sweeper.loop is not loop:
