@@ -73,7 +73,7 @@ class PostgresServer:
         """The postmaster runs (it removes its pid file when it exits, crash stops included)."""
         return (self.data / "postmaster.pid").exists()
 
-    def url(self, database: str) -> str:
+    def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy URL of ``database`` on this server, as the service reads it."""
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
