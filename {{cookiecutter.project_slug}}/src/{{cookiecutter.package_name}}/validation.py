@@ -6,17 +6,12 @@ middleware/request_id.py; main.py registers ``validation_error_handler`` for
 
 FastAPI's own handler echoes each error's ``input`` through ``jsonable_encoder``: a body just
 under nginx's 1 MiB limit with 100 000 unknown keys cost 6.6 s of CPU in one worker and a
-9.9 MB reply (docs/security.md has the measurement). And it cannot encode what JSON lets a
-client send: ``NaN``/``Infinity`` and lone surrogates (``"\\ud800"``) made its reply raise,
-so the client got a 500. This handler answers in time and size bounded by the constants
-below, whatever the input:
-
-- at most ``MAX_ERRORS`` errors, each with ``type``, ``loc`` and ``msg`` only (the shape
-  FastAPI documents in OpenAPI: HTTPValidationError), never the input; ``error_count`` says
-  how many there were in all;
-- each string cut to ``MAX_TEXT`` characters, each location to ``MAX_LOC`` parts, and any
-  character UTF-8 cannot encode (a lone surrogate) replaced, so encoding cannot fail;
-- a body that is not JSON at all is 400, as POST /items documents, not 422.
+9.9 MB reply, and ``NaN``/``Infinity`` or a lone surrogate (``"\\ud800"``) made its reply
+raise: a 500. This handler's answer is bounded whatever the input: at most ``MAX_ERRORS``
+errors with ``type``, ``loc`` and ``msg`` only (OpenAPI's HTTPValidationError), never the
+input, ``error_count`` counting them all; strings cut to ``MAX_TEXT``, locations to
+``MAX_LOC`` parts, lone surrogates replaced, so encoding cannot fail; a body that is not JSON
+at all is 400, as POST /items documents, not 422.
 """
 
 from __future__ import annotations

@@ -3,9 +3,7 @@
 The CPU affinity mask, lowered by any cgroup v1 or v2 CPU quota on this process's cgroup or
 an ancestor, rounded up: `docker run --cpus 1.5` on a 64-core host is 2 CPUs, not 64.
 Standard library only; reads /proc/self/cgroup and /sys/fs/cgroup (Linux; elsewhere the CPU
-count alone). gunicorn_config.py sizes gunicorn's workers from it, and the runner renders
-nginx's worker_processes from it when NGINX_WORKER_PROCESSES=auto (nginx's
-own `auto` counts the machine's CPUs), so nginx and gunicorn count the same CPUs.
+count alone). gunicorn's workers and nginx's (NGINX_WORKER_PROCESSES=auto) are sized from it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Every serving-stack variable, once: a pydantic-settings field with its type, bounds and meaning.
 
-Read like the app's settings (src/{{ cookiecutter.package_name }}/settings.py): the environment, then ``.env`` in the
-working directory, the environment winning. The names are unprefixed (PORT, RUN_DIR, ...), so
-a stack serving another app (APP_MODULE) keeps them; one is the app's: its request deadline,
-defined here once (``Deadline``, ``DEADLINE_DEFAULT``), which the app's settings import and
-from which every timeout of nginx and gunicorn is derived (``TimeoutChain``).
-docs/settings.md lists the fields (tests/stack checks it against this model).
-
-``load()`` refuses a wrong value with ``SettingError``: one line naming the variable, its
-value and what is allowed; the runner, gunicorn.conf.py and the metrics listener print it and
-exit before starting anything. Depends on pydantic-settings; never on the app.
+Read like the app's settings: the environment, then ``.env`` in the working directory, the
+environment winning. The names are unprefixed (PORT, RUN_DIR, ...), so a stack serving
+another app (APP_MODULE) keeps them; one is the app's: its request deadline, defined here
+once (``Deadline``), which the app's settings import and from which every timeout of nginx
+and gunicorn is derived (``TimeoutChain``). docs/settings.md lists the fields (checked by
+tests/stack). ``load()`` refuses a wrong value with ``SettingError``: one line naming the
+variable, its value and what is allowed. Depends on pydantic-settings; never on the app.
 """
 
 from __future__ import annotations

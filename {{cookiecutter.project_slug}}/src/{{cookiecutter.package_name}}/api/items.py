@@ -1,13 +1,10 @@
 """An example resource to copy, then replace. It keeps no state: the id carries the item.
 
-Depends on FastAPI and pydantic only.
-
-Why no store: the service runs several worker processes (2 or more, deploy/gunicorn.conf.py)
-and, in production, several containers. A dict in one worker's memory is invisible to the
-others, so a GET after a POST would answer 200 or 404 depending on which worker took it.
-State belongs in a database shared by every worker. Until you add one, this example encodes
-the item itself into its id (base64url of its canonical JSON), so every worker and every
-replica answers a GET the same way. Replace ``encode``/``decode`` with your database.
+Depends on FastAPI and pydantic only. Why no store: the service runs several worker processes
+and, in production, several containers; a dict in one worker's memory would make a GET after
+a POST answer 200 or 404 depending on which worker took it. State belongs in a database
+shared by every worker; until you add one, the item's id is the item itself (base64url of its
+canonical JSON). Replace ``encode``/``decode`` with your database.
 
 The shape to keep: pydantic models for bodies and answers, and a declared return type on
 every endpoint, so FastAPI validates and serialises through pydantic-core (its fast path)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 # Re-exported (`as`): the middleware inside read the id from here.
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
 
-from .response import ResponseTracker
+from .response import tracker
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -61,14 +61,7 @@ class RequestIdMiddleware:
             value = request_id.encode("latin-1")
         else:
             request_id = value.decode("latin-1")
-        # The outer middleware's tracker when there is one; inline rather than tracker(send),
-        # since this runs on every request.
-        response = getattr(send, "__self__", None)
-        if type(response) is not ResponseTracker:
-            # What tracker(send) does, without a second call per request (outermost, this
-            # is the usual path).
-            response = ResponseTracker()
-            response.inner = send
+        response = tracker(send)  # the outer middleware's, when there is one
         response.headers += ((wanted, value),)
 
         token = REQUEST_ID.set(request_id)
