@@ -23,7 +23,7 @@ from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %},
 from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, variable_names
+from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, LogLevel, variable_names
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 # The serving stack's variables as .env's keys reach this model (lower case).
@@ -85,7 +85,7 @@ class Settings(BaseSettings):
 
     environment: Literal["development", "production"] = "production"
     debug: bool = False
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_level: LogLevel = "info"  # LOG_LEVEL=INFO is what people type: lowercased
     # The app's own request deadline (middleware/deadline.py), defined once in the stack's
     # settings (type, bounds, default, meaning): the stack derives nginx's and gunicorn's
     # timeouts from the same variable, read from the same sources.
@@ -141,12 +141,6 @@ class Settings(BaseSettings):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k in cls.model_fields or k not in STACK_KEYS}
         return data
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _lowercase_level(cls, value: Any) -> Any:
-        # LOG_LEVEL=INFO is what people type; the logging module's names are the same words.
-        return value.lower() if isinstance(value, str) else value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

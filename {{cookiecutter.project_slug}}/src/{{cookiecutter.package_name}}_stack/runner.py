@@ -2,11 +2,9 @@
 
 The container's entrypoint and `make serve` alike; docs/serving.md describes what it does on
 start, SIGTERM, SIGHUP and a child's death. Needs nginx (on PATH or in /usr/sbin) and gunicorn
-importable by this Python; reads deploy/nginx.conf (rendered into $RUN_DIR/nginx.conf, the
-timeouts derived from the app's deadline) and deploy/gunicorn.conf.py from the working
-directory, and this package's settings (the environment and .env, checked at start: a wrong
-value stops it in one line), jsonlog (every line it writes or relays) and cpus. Never imports
-the app: gunicorn gets it as APP_MODULE.
+importable by this Python; reads deploy/nginx.conf (rendered into $RUN_DIR/nginx.conf) and
+deploy/gunicorn.conf.py from the working directory; uses this package's settings, jsonlog
+(every line it writes or relays) and cpus. Never imports the app: gunicorn gets APP_MODULE.
 
     python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
     python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
