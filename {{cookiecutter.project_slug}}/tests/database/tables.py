@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -15,16 +16,24 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
 # What a database at head holds: the models' tables and alembic's own.
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}
 
 
-def fetch(url: str, query: str, **params: object) -> list[tuple[object, ...]]:
-    """The rows ``query`` (with ``:name`` parameters) returns on the database at ``url``."""
+def fetch(
+    database: str | Callable[[], AsyncEngine], query: str, **params: object
+) -> list[tuple[object, ...]]:
+    """The rows ``query`` (with ``:name`` parameters) returns on the database at a URL (or on
+    a new engine from a factory, the app's own ``create_engine``)."""
 
     async def rows() -> list[tuple[object, ...]]:
-        engine = create_async_engine(url)
+        engine = create_async_engine(database) if isinstance(database, str) else database()
         try:
             async with engine.connect() as connection:
                 return [tuple(row) for row in await connection.execute(text(query), params)]

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api.items import ItemIn
@@ -121,22 +120,6 @@ def test_a_stopped_database_gives_503s_and_recovers(
     assert client.post("/items", json=NEW).status_code == 201
 
 
-def first_value(settings: Settings, statement: str) -> object:
-    """``statement``'s first value on a new engine for ``settings``, or the DBAPIError."""
-
-    async def run() -> object:
-        engine = create_engine(settings)
-        try:
-            async with engine.connect() as connection:
-                return (await connection.execute(text(statement))).scalar()
-        except DBAPIError as error:
-            return error
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
-
-
 @pytest.mark.parametrize(
     ("statement", "is_unavailable"),
     [("SELECT pg_sleep(5)", True),
@@ -155,10 +138,10 @@ def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(
     )  # fmt: skip
     pool = create_engine(settings).sync_engine.pool
     assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
-    assert first_value(settings, "SHOW statement_timeout") == "200ms"
-    error = first_value(settings, statement)
-    assert isinstance(error, DBAPIError)
-    assert unavailable(error) is is_unavailable
+    assert fetch(lambda: create_engine(settings), "SHOW statement_timeout") == [("200ms",)]
+    with pytest.raises(DBAPIError) as caught:
+        fetch(lambda: create_engine(settings), statement)
+    assert unavailable(caught.value) is is_unavailable
 
 
 def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None:
