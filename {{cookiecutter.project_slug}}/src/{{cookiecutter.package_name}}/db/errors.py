@@ -45,15 +45,10 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
     """The 503 for an unavailable database; the cause goes to the log, not the client."""
     if not unavailable(exc):
         raise exc
-    logger.warning(
-        "database unavailable",
-        extra={"error": type(exc).__name__, "path": request.url.path},
-    )
-    return JSONResponse(
-        {"detail": "the database is unavailable; retry shortly"},
-        status_code=503,
-        headers={"Retry-After": RETRY_AFTER},
-    )
+    extra = {"error": type(exc).__name__, "path": request.url.path}
+    logger.warning("database unavailable", extra=extra)
+    body = {"detail": "the database is unavailable; retry shortly"}
+    return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 
 async def close_session(session: AsyncSession) -> None:
@@ -67,8 +62,6 @@ async def close_session(session: AsyncSession) -> None:
     except UNAVAILABLE_ERRORS as exc:
         if not unavailable(exc):
             raise
-        logger.warning(
-            "database connection lost before the session closed",
-            extra={"error": type(exc).__name__},
-        )
+        lost = "database connection lost before the session closed"
+        logger.warning(lost, extra={"error": type(exc).__name__})
         await session.invalidate()
