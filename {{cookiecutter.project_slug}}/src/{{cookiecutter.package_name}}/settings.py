@@ -87,8 +87,7 @@ class Settings(BaseSettings):
     debug: bool = False
     log_level: LogLevel = "info"  # LOG_LEVEL=INFO is what people type: lowercased
     # The app's own request deadline (middleware/deadline.py), defined once in the stack's
-    # settings (type, bounds, default, meaning): the stack derives nginx's and gunicorn's
-    # timeouts from the same variable, read from the same sources.
+    # settings, which derive nginx's and gunicorn's timeouts from the same variable.
     request_timeout_seconds: Deadline = DEADLINE_DEFAULT
     # The app's own access line per request. Off by default: behind nginx, nginx's JSON access
     # log already records every request with the same request id and its timings, and the
@@ -98,9 +97,8 @@ class Settings(BaseSettings):
     # Prometheus request metrics (middleware/metrics.py, docs/observability.md). Off only to
     # measure what they cost, or when something else already counts requests.
     metrics: bool = True
-    # /docs, /redoc and /openapi.json. Unset: on in development, off in production, where the
-    # schema would hand every caller a map of the API. The field order matters: the default
-    # reads ``environment``, validated above.
+    # /docs and /openapi.json. Unset: on in development, off in production, where the schema
+    # would hand every caller a map of the API. The default reads ``environment``, above.
     api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
     # Browser origins allowed to call the API from their pages (CORS), comma-separated:
     # https://app.example.com,https://admin.example.com. Empty (the default): CORS is off,

@@ -113,7 +113,10 @@ def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:
     return registry
 
 
-def make_handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
+def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
+    """GET /metrics renders ``registry``; any other path is a 404."""
+    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
@@ -130,17 +133,11 @@ def make_handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
             # A line per scrape (every 15 s, forever) would drown the service's own logs.
             pass
 
-    return Handler
-
-
-def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
-    family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
-
     class Server(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
 
-    return Server((address, port), make_handler(registry))
+    return Server((address, port), Handler)
 
 
 def main(environ: Mapping[str, str]) -> int:

@@ -211,9 +211,8 @@ class Stack:
 
     Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
     when this is PID 1 in a container), and nginx's logs and gunicorn's stderr are relayed
-    from pipes this process owns (a non-root nginx cannot open a /dev/stdout pipe owned by
-    someone else), each line made a valid JSON line on the way.
-    SIGHUP replaces gunicorn by a new generation on a new socket (see reload()).
+    as JSON lines from pipes this process owns (a non-root nginx cannot open a /dev/stdout
+    pipe owned by someone else). SIGHUP swaps in a new gunicorn generation (reload()).
     """
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
@@ -610,12 +609,9 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez with 200, within 0.2 s.
-
-    Short, and asked again by the caller's loop: while this waits, nobody reads nginx's
-    access-log pipe, and once that pipe is full every nginx worker stalls (measured: 2.5 s
-    stalls while a new generation's workers were still booting, with a 5 s timeout here).
-    """
+    """Whether the app behind a gunicorn socket answers GET /livez with 200, within 0.2 s:
+    short, since nobody reads nginx's access-log pipe meanwhile and a full pipe stalls every
+    nginx worker (measured: 2.5 s stalls with a 5 s timeout here, new workers still booting)."""
     request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)

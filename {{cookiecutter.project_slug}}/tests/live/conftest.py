@@ -1,10 +1,9 @@
 """One live stack for the contract tests: `python -m {{ cookiecutter.package_name }}_stack`, started once.
 
 Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
-one slow route). Inputs: the project installed (`make install`), nginx on PATH or in
-/usr/sbin (the tests skip, saying so, where it is missing). The environment passes through
-unchanged but for the stack's own variables below; started as root (a container's CI, say),
-the stack stays root only because SERVE_AS_ROOT=on says so (docs/settings.md).
+one slow route). Needs the project installed and nginx on PATH or in /usr/sbin (else the
+tests skip, saying so). Started as root (a container's CI), the stack stays root only
+because SERVE_AS_ROOT=on says so (docs/settings.md).
 """
 
 from __future__ import annotations
