@@ -1,15 +1,13 @@
 """The API documentation page, /docs (Swagger UI), served offline.
 
-Depends on FastAPI and fastapi-offline, whose only use here is the Swagger UI bundle it
-ships (``fastapi_offline/static``): no CDN, no Google Fonts, so the page works on a machine
-without internet and runs no third-party script on the service's origin. main.py calls
+Depends on FastAPI and fastapi-offline, for the Swagger UI bundle it ships: no CDN, so the
+page works offline and runs no third-party script on the service's origin. main.py calls
 ``add_api_docs(app)`` when the ``api_docs`` setting is on.
 
 The page carries a Content-Security-Policy that its own assets satisfy: scripts and styles
 only from this origin (the start-up code is a file, not an inline script), nothing fetched
-from elsewhere, never framed. The template's battery (``battery/test_docs_browser.py``,
-docs/security.md) renders it in headless Chromium under that header and fails on any CSP
-violation.
+from elsewhere, never framed. The template's battery (``battery/test_docs_browser.py``)
+renders it in headless Chromium under that header and fails on any CSP violation.
 
 No ReDoc page (FastAPI's /redoc): its bundle always fetches a logo from cdn.redoc.ly and
 writes inline styles, so it cannot run under this policy.
