@@ -191,6 +191,7 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     status: int | None = None
+    sent: int = 0  # the last signal sent to it
 
     @property
     def pid(self) -> int:
@@ -200,9 +201,16 @@ class Child:
     def running(self) -> bool:
         return self.status is None
 
+    @property
+    def stopped_as_asked(self) -> bool:
+        """Exited 0, or killed by the very signal sent: a child still starting has no handler
+        yet (the metrics listener stopped right after its start exits -15)."""
+        return self.status in (0, -self.sent)
+
     def signal(self, signum: signal.Signals) -> None:
         if self.running:
             log("info", f"sending {signum.name} to {self.name}", pid=self.pid)
+            self.sent = signum
             os.kill(self.pid, signum)
 
 
@@ -298,7 +306,7 @@ class Stack:
                 continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
             child.status = os.waitstatus_to_exitcode(status)
             child.process.returncode = child.status
-            level = "info" if child.status == 0 else "warning"
+            level = "info" if child.stopped_as_asked else "warning"
             log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
 
     # -- starting --
@@ -403,9 +411,7 @@ class Stack:
             return child.status == 0
         child.signal(signum)
         if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
-            # Killed by the very signal sent: stopped as asked (a child still starting has no
-            # handler yet; the metrics listener stopped then exited -15).
-            return child.status in (0, -signum)
+            return child.stopped_as_asked
         log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
         child.signal(signal.SIGKILL)
         self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
