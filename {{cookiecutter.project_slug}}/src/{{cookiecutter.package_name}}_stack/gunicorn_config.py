@@ -88,11 +88,8 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
 
 
 class OperatorFilter(logging.Filter):
-    """Move gunicorn's noise (``_NOISE``) to debug level; shape uvicorn's access records.
-
-    uvicorn's access record carries (client, method, path, HTTP version, status) as %-args:
-    they become the access-log contract's fields, so its line reads like the app's.
-    """
+    """Move gunicorn's noise (``_NOISE``) to debug level; give uvicorn's access records (their
+    %-args: client, method, path, HTTP version, status) the access-log contract's fields."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg in _NOISE and record.levelno == logging.INFO:

@@ -108,10 +108,7 @@ class MetricsMiddleware:
                 method = OTHER_METHOD
             # No status: the app raised before answering; the server will answer 500.
             key = (method, getattr(route, "path", None) or UNMATCHED, tracked.status or 500)
-            child = self._children.get(key) or self._child(key)
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self.metrics.duration.labels(*key[:2], str(key[2]))
             child.observe(perf_counter() - start)
-
-    def _child(self, key: tuple[str, str, int]) -> Histogram:
-        method, route, status = key
-        child = self._children[key] = self.metrics.duration.labels(method, route, str(status))
-        return child
