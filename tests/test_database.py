@@ -19,7 +19,7 @@ from .test_bake import assert_renders_cleanly
 # What database=postgresql adds, as whole files and directories.
 DATABASE_PATHS = [
     "alembic.ini", "migrations/env.py", "migrations/versions/rev_0001_create_items.py",
-    "docs/database.md", "src/{package}/db/engine.py", "src/{package}/db/pool.py",
+    "docs/database.md", "src/{package}/db/engine.py",
     "src/{package}/api/items_db.py", "tests/pg_server.py", "tests/database/test_items_api.py",
 ]  # fmt: skip
 # Words only the database option writes; none may appear in a bake without it.

@@ -27,8 +27,7 @@ trap cleanup EXIT
 # The same restrictions as compose.yaml and the Kubernetes manifests: only the run directory
 # (socket, pid, rendered nginx.conf, nginx temp files) and /tmp are writable.
 {%- if cookiecutter.database == "postgresql" %}
-# No database here: a URL to a closed port, so the image must start, be live, and report
-# itself not ready naming the database (the whole database path is tested by make test).
+# No database here (make test tests it): a URL to a closed port; live, not ready naming it.
 docker run --detach --name "$name" \
   --read-only --tmpfs /run/app:uid=10001,gid=10001,mode=0755 --tmpfs /tmp:mode=1777 \
   --cap-drop ALL --security-opt no-new-privileges \
@@ -57,15 +56,11 @@ echo "==> requests through nginx"
 {%- if cookiecutter.database == "postgresql" %}
 ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
 echo "$ready"
-grep -q '"failing":\["database"\].* 503$' <<<"$ready" || {
-  echo "error: /readyz should answer 503 naming the unreachable database" >&2
-  exit 1
-}
+grep -q '"failing":\["database"\].* 503$' <<<"$ready" ||
+  { echo "error: /readyz should answer 503 naming the unreachable database" >&2; exit 1; }
 # The migrations ship in the image, for the migrate step (compose, the init container).
-docker exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CREATE TABLE items' || {
-  echo "error: the image cannot render the migrations (alembic.ini, migrations/)" >&2
-  exit 1
-}
+docker exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CREATE TABLE items' ||
+  { echo "error: the image cannot render the migrations (alembic.ini, migrations/)" >&2; exit 1; }
 {%- else %}
 curl --fail --silent --show-error --max-time 5 "$base/readyz"
 echo

@@ -1,11 +1,6 @@
-"""Alembic's environment: migrations run against DATABASE_URL with the app's asyncpg driver.
-
-Depends on alembic, SQLAlchemy (asyncio), asyncpg and the package's db/models.py (whose
-metadata `alembic revision --autogenerate` and `alembic check` compare with the database).
-Runs outside the web workers, as its own step: `make migrate`, compose.yaml's migrate
-service, the Kubernetes init container. Several runs at once (pods starting together) are
-serialised by a PostgreSQL advisory lock, so each migration is applied exactly once.
-"""
+"""Alembic's environment: migrate DATABASE_URL with asyncpg against db/models.py's metadata.
+A step of its own (`make migrate`, compose's migrate service, the Kubernetes init container),
+never in the web workers; runs at once are serialised by a PostgreSQL advisory lock."""
 
 from __future__ import annotations
 
@@ -27,7 +22,6 @@ if TYPE_CHECKING:
 target_metadata = Base.metadata
 # Any constant shared by every run of these migrations: the advisory lock's key.
 LOCK_KEY = 0x6D696772617465  # "migrate"
-_PLAIN_SCHEME = re.compile(r"^postgres(?:ql)?://")
 
 
 def database_url() -> str:
@@ -35,7 +29,7 @@ def database_url() -> str:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
         sys.exit("error: DATABASE_URL is not set: export the database's URL to migrate it")
-    return _PLAIN_SCHEME.sub("postgresql+asyncpg://", url)
+    return re.sub(r"^postgres(?:ql)?://", "postgresql+asyncpg://", url)
 
 
 def run_offline() -> None:

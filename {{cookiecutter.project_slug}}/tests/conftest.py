@@ -1,8 +1,6 @@
 """Fixtures every test directory may use. Each directory keeps its own in its conftest.py.
 {%- if cookiecutter.database == "postgresql" %}
-
-One throwaway PostgreSQL server (pg_server.py) for the session, started at import (main.py's
-app reads DATABASE_URL); a database migrated to head once is copied for each test that asks.
+One PostgreSQL server (pg_server.py) per session; a test that asks gets a migrated database.
 {% endif -%}
 """
 
@@ -45,15 +43,13 @@ def _start_session_server() -> PostgresServer:
         server.remove()
         sys.exit(f"error: the migrations failed on a fresh database: {failed!r}")
     os.environ["DATABASE_URL"] = server.create_database(MIGRATED)
-    # The worker count is the live stack's to set; one leaking from the shell would size
-    # the tests' pools differently.
+    # The live stack sets the worker count; one leaking from the shell would size the pools.
     for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
         os.environ.pop(name, None)
     return server
 
 
-# At import, not in a hook: pytest loads this file before the directories' conftest.py
-# files, and those import main.py, whose module-level app reads DATABASE_URL at once.
+# At import, not in a hook: the directories' conftest.py import main.py, which reads the URL.
 SERVER = _start_session_server()
 
 

@@ -1,11 +1,6 @@
-"""A throwaway PostgreSQL server for the tests: initdb and pg_ctl in a temporary directory.
-
-It listens on a free loopback port with a random password, as production's is reached (over
-TCP, scram-sha-256); as root it runs as the unprivileged ``postgres`` or ``nobody`` user
-(PostgreSQL refuses root) through setpriv. The binaries: PG_BINDIR, else the newest
-/usr/lib/postgresql/*/bin (Debian's `postgresql`), else initdb on PATH. Standard library
-only, so tests/conftest.py (and the template's battery) can start it before collection.
-"""
+"""A throwaway PostgreSQL server for the tests (initdb, pg_ctl) on a free loopback port with a
+random password (TCP, scram-sha-256, as in production); as root it runs as ``postgres`` or
+``nobody`` through setpriv. Standard library only: conftest.py starts it before collection."""
 
 from __future__ import annotations
 
@@ -28,7 +23,7 @@ class ServerError(RuntimeError):
 
 
 def find_bindir() -> Path:
-    """The directory holding initdb and pg_ctl; ServerError naming the fix if there is none."""
+    """PG_BINDIR, else the newest Debian /usr/lib/postgresql/*/bin, else initdb's on PATH."""
     if explicit := os.environ.get("PG_BINDIR", "").strip():
         candidates = [Path(explicit)]
     else:
@@ -38,21 +33,16 @@ def find_bindir() -> Path:
     for candidate in candidates:
         if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "createdb")):
             return candidate
-    raise ServerError(
-        "PostgreSQL's server binaries (initdb, pg_ctl, createdb) were not found: install them "
-        "(Debian/Ubuntu: apt-get install postgresql) or point PG_BINDIR at their directory"
-    )
+    missing = "PostgreSQL's server binaries (initdb, pg_ctl, createdb) were not found"
+    raise ServerError(f"{missing}: apt-get install postgresql, or point PG_BINDIR at them")
 
 
 def server_ids() -> tuple[int, int] | None:
     """The (uid, gid) to run the server as when root, else None (run as ourselves)."""
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", "nobody"):
-        try:
-            entry = pwd.getpwnam(name)
-        except KeyError:
-            continue
+    users = {entry.pw_name: entry for entry in pwd.getpwall()}
+    if entry := users.get("postgres") or users.get("nobody"):
         return entry.pw_uid, entry.pw_gid
     raise ServerError("running as root, and neither user postgres nor nobody exists")
 
@@ -97,8 +87,8 @@ class PostgresServer:
         password_file = self.root / "password"
         password_file.write_text(self.password, encoding="utf-8")
         if ids := server_ids():
-            os.chown(self.root, *ids)
-            os.chown(password_file, *ids)
+            for path in (self.root, password_file):
+                os.chown(path, *ids)
         self._run(
             "initdb", "--pgdata", str(self.data), "--username", USER, f"--pwfile={password_file}",
             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync",
@@ -108,10 +98,9 @@ class PostgresServer:
     def start(self) -> None:
         """Start the server on 127.0.0.1:port (its unix socket in the cluster directory)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 {FAST_SETTINGS}"
-        options += f" -c unix_socket_directories={self.root}"
         self._run(
             "pg_ctl", "start", "--wait", "--timeout=60", "--pgdata", str(self.data),
-            "--log", str(self.log), "-o", options,
+            "--log", str(self.log), "-o", f"{options} -c unix_socket_directories={self.root}",
         )  # fmt: skip
 
     def create_database(self, template: str, name: str = "") -> str:

@@ -1,9 +1,4 @@
-"""Create the items table (the example resource, db/models.py's ItemRow).
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-22
-"""
+"""Revision 0001 (2026-11-22): create the items table (db/models.py's ItemRow)."""
 
 from __future__ import annotations
 
@@ -13,8 +8,6 @@ from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | None = None
-depends_on: str | None = None
 
 
 def upgrade() -> None:

@@ -25,8 +25,7 @@ from starlette.middleware.cors import CORSMiddleware
 from .api import health, index, items_db
 from .api.docs import add_api_docs
 from .api.readiness import ReadinessChecks
-from .db.engine import open_database
-from .db.errors import UNAVAILABLE_ERRORS, database_unavailable
+from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- else -%}
 from .api import health, index, items
 from .api.docs import add_api_docs

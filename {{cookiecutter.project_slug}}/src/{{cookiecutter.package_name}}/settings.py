@@ -39,8 +39,7 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 {%- if cookiecutter.database == "postgresql" %}
 # What platforms and tools hand out; all mean PostgreSQL, and the service drives it with asyncpg.
 DATABASE_SCHEMES = frozenset({"postgresql+asyncpg", "postgresql", "postgres"})
-# The share of the request deadline a statement may take by default: the rest is left for
-# the pool, the network and the app's own work, so the app still answers before its deadline.
+# A statement's default share of the deadline: the rest is for the pool, network and app.
 STATEMENT_SHARE_OF_DEADLINE = 0.8
 # Enough to connect across a busy network; a server that is down refuses at once anyway.
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -75,8 +74,7 @@ class Settings(BaseSettings):
         # A validation error must never print a secret's value into the logs.
         hide_input_in_errors=True,
 {%- if cookiecutter.database == "postgresql" %}
-        # Tests and tools pass database_url=...; the environment uses DATABASE_URL.
-        validate_by_name=True,
+        validate_by_name=True,  # tests pass database_url=...; the environment, DATABASE_URL
 {%- endif %}
         # Development convenience (copy .env.example); variables set in the environment win.
         env_file=".env",
@@ -105,30 +103,23 @@ class Settings(BaseSettings):
     # no Access-Control-* header is ever sent, and browsers keep other sites out.
     cors_origins: Annotated[list[str], NoDecode] = []
 {%- if cookiecutter.database == "postgresql" %}
-    # PostgreSQL, as postgresql+asyncpg://user:password@host:port/name (or postgres://,
-    # postgresql://). Unprefixed: the name compose, platforms and migrations/env.py use.
-    # Required (the empty default is refused, naming it): no default is right in production.
+    # postgresql+asyncpg://user:password@host:port/name (or postgres[ql]://), unprefixed as
+    # compose, platforms and migrations/env.py name it; required: no default suits production.
     database_url: SecretStr = Field(
         default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
     )
-    # Connections this server (all its workers together) may open to PostgreSQL. Each worker
-    # gets an equal share (db/pool.py), so workers x pool never exceeds it. Replicas x this
-    # (+ the migration job) must stay below the server's max_connections.
+    # Connections all this server's workers may open, an equal share each (db/engine.py's
+    # pool_size); replicas x this (+ migrations) must stay below PostgreSQL's max_connections.
     database_max_connections: int = Field(default=20, ge=1, le=10_000)
-    # PostgreSQL cancels a statement running longer; unset: 80 % of the request deadline.
-    # Must stay below request_timeout_seconds, so the app answers before its own 504.
+    # PostgreSQL cancels a longer statement; unset: 80 % of the deadline, always below it (504).
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
-    # Opening a connection, or waiting for a pooled one, fails fast with a 503 after this (a
-    # database that is down must not hold requests); unset: 5 s, or 80 % of a shorter deadline.
+    # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (< deadline).
     database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
-    # The worker count gunicorn decided (gunicorn.conf.py exports it), or uvicorn's
-    # WEB_CONCURRENCY; 1 when neither is set (`make run`).
+    # The worker count gunicorn decided (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(
-        default=1,
-        ge=1,
-        le=1024,
+        default=1, ge=1, le=1024,
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
-    )
+    )  # fmt: skip
 {%- endif %}
 
     @model_validator(mode="before")
@@ -160,13 +151,10 @@ class Settings(BaseSettings):
             raise ValueError(f"DATABASE_URL is not set: give the PostgreSQL URL, {example}")
         parts = urlsplit(value.get_secret_value())
         if parts.scheme not in DATABASE_SCHEMES:
-            raise ValueError(
-                f"DATABASE_URL must start with postgresql+asyncpg:// (or postgresql://, "
-                f"postgres://), not {parts.scheme + '://' if parts.scheme else 'nothing'}"
-            )
+            scheme = f"{parts.scheme}://" if parts.scheme else "nothing"
+            raise ValueError(f"DATABASE_URL must start with postgresql+asyncpg://, not {scheme}")
         try:
-            # urlsplit parses the port only when asked; asyncpg would fail later, at the first
-            # connection, with a traceback that can quote the URL.
+            # Else asyncpg would fail at its first connection, in a traceback quoting the URL.
             parts.port  # noqa: B018 (read for the ValueError it raises)
         except ValueError:
             message = f"DATABASE_URL has a port that is not a number from 0 to 65535: {example}"
@@ -191,15 +179,12 @@ class Settings(BaseSettings):
         for name in ("database_statement_timeout_seconds", "database_connect_timeout_seconds"):
             value = getattr(self, name)
             if value is not None and value >= self.request_timeout_seconds:
-                raise ValueError(
-                    f"{self.env_var(name)}={value:g} must be below {deadline}: the request "
-                    "would be cut at its deadline before the database gave up"
-                )
+                late = "the request would be cut at its deadline before the database gave up"
+                raise ValueError(f"{self.env_var(name)}={value:g} must be below {deadline}: {late}")
         if self.database_max_connections < self.workers:
-            raise ValueError(
-                f"{self.env_var('database_max_connections')}={self.database_max_connections} is "
-                f"below the worker count ({self.workers}): every worker needs a connection"
-            )
+            budget = f"{self.env_var('database_max_connections')}={self.database_max_connections}"
+            need = f"below the worker count ({self.workers}): every worker needs a connection"
+            raise ValueError(f"{budget} is {need}")
         return self
 {%- endif %}
 

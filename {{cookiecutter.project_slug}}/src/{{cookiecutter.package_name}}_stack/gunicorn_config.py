@@ -64,7 +64,7 @@ def workers() -> tuple[int, dict[str, Any]]:
     count, source = worker_count(settings(), cpus)
 {%- if cookiecutter.database == "postgresql" %}
     # The workers inherit this: each sizes its database pool to its share of the connection
-    # budget (src/{{ cookiecutter.package_name }}/db/pool.py), so the shares add up to the budget.
+    # budget (src/{{ cookiecutter.package_name }}/db/engine.py), so the shares add up to the budget.
     os.environ[WORKERS_EXPORT_NAME] = str(count)
 {%- endif %}
     return count, {"source": source, "cpus": cpus, **facts}

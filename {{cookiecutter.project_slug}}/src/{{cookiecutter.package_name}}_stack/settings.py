@@ -39,7 +39,7 @@ Deadline = Annotated[
 ]
 {%- if cookiecutter.database == "postgresql" %}
 # Written, not read, by the stack: gunicorn exports the worker count it decided under this
-# name, and each worker sizes its database pool to its share (src/{{ cookiecutter.package_name }}/db/pool.py).
+# name, and each worker sizes its database pool to its share (src/{{ cookiecutter.package_name }}/db/engine.py).
 WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
 {%- endif %}
 # Beyond the app's deadline, nginx waits this long for the app's own 504 (the deadline

@@ -1,7 +1,5 @@
-"""Read a test database over its own connection (not the app's pool), and what the project
-says it should hold (the models' tables, the migrations' head): derived, never written down,
-so a migration added the documented way (docs/database.md) moves the expectations with it.
-"""
+"""Read a test database over its own connection, and what it should hold (the models' tables,
+the migrations' head), derived, never written down: a new migration moves the expectations."""
 
 from __future__ import annotations
 
@@ -24,15 +22,14 @@ if TYPE_CHECKING:
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
 # What a database at head holds: the models' tables and alembic's own.
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}
+Rows = list[tuple[object, ...]]
 
 
-def fetch(
-    database: str | Callable[[], AsyncEngine], query: str, **params: object
-) -> list[tuple[object, ...]]:
+def fetch(database: str | Callable[[], AsyncEngine], query: str, **params: object) -> Rows:
     """The rows ``query`` (with ``:name`` parameters) returns on the database at a URL (or on
     a new engine from a factory, the app's own ``create_engine``)."""
 
-    async def rows() -> list[tuple[object, ...]]:
+    async def rows() -> Rows:
         engine = create_async_engine(database) if isinstance(database, str) else database()
         try:
             async with engine.connect() as connection:

@@ -1,6 +1,5 @@
 """The items API on a real PostgreSQL, in process, and the service when the database is slow,
-down or drops a connection. Needs the session's server (tests/conftest.py's fixtures).
-"""
+down or drops a connection. Needs the session's server (tests/conftest.py's fixtures)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from {{ cookiecutter.package_name }}.api.items import ItemIn
 from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Session
 from {{ cookiecutter.package_name }}.db import items as queries
-from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine
-from {{ cookiecutter.package_name }}.db.errors import unavailable
+from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine, unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 
@@ -58,9 +56,8 @@ def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> N
     assert {response.status_code for response in created} == {201}
     first = created[0].json()
     assert first == {**NEW, "name": names[0], "id": first["id"]}
-    assert fetch(url, "SELECT name, tags FROM items WHERE id = :id", id=first["id"]) == [
-        (names[0], ["home"])
-    ]
+    row = fetch(url, "SELECT name, tags FROM items WHERE id = :id", id=first["id"])
+    assert row == [(names[0], ["home"])]
     assert client.get(f"/items/{first['id']}").json() == first
     ids = [response.json()["id"] for response in created]
     pages = [client.get("/items", params={"offset": o, "limit": 2}).json() for o in (0, 2, 4, 6)]
@@ -120,16 +117,7 @@ def test_a_stopped_database_gives_503s_and_recovers(
     assert client.post("/items", json=NEW).status_code == 201
 
 
-@pytest.mark.parametrize(
-    ("statement", "is_unavailable"),
-    [("SELECT pg_sleep(5)", True),
-     # A bug (writing an id PostgreSQL generates itself) must stay a 500, not become a 503.
-     ("INSERT INTO items (id, name, price_cents, tags) VALUES (1, 'x', 1, '{}')", False)],
-    ids=["past the statement timeout", "constraint"],
-)  # fmt: skip
-def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(
-    url: str, statement: str, *, is_unavailable: bool
-) -> None:
+def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(url: str) -> None:
     """The pool holds the worker's share, PostgreSQL the statement timeout, cancelling past it
     (SQLSTATE 57014: unavailable); a constraint violation is no unavailability."""
     settings = Settings(
@@ -139,9 +127,12 @@ def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(
     pool = create_engine(settings).sync_engine.pool
     assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
     assert fetch(lambda: create_engine(settings), "SHOW statement_timeout") == [("200ms",)]
-    with pytest.raises(DBAPIError) as caught:
-        fetch(lambda: create_engine(settings), statement)
-    assert unavailable(caught.value) is is_unavailable
+    # A bug (writing an id PostgreSQL generates itself) must stay a 500, not become a 503.
+    bug = "INSERT INTO items (id, name, price_cents, tags) VALUES (1, 'x', 1, '{}')"
+    for statement, is_unavailable in [("SELECT pg_sleep(5)", True), (bug, False)]:
+        with pytest.raises(DBAPIError) as caught:
+            fetch(lambda: create_engine(settings), statement)
+        assert unavailable(caught.value) is is_unavailable, statement
 
 
 def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None:
@@ -160,8 +151,7 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
         return await queries.page(db, 0, 10) if step == "then-read" else done
 
     app.add_api_route("/test/{step}", lose, methods=["POST"])
-    # raise_server_exceptions: an exception the app lets out after its response started
-    # (nginx's 502 in production) fails the test instead of hiding behind a full response.
+    # Server exceptions raised: one let out after the response started (nginx's 502) fails.
     with TestClient(app) as client:
         read = client.post("/test/read")
         assert (read.status_code, read.json()) == (200, [])

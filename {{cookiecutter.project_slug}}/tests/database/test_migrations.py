@@ -1,8 +1,5 @@
-"""Alembic migrations against a real PostgreSQL: docs/database.md's commands as written, down
-to base and up again, the refusal without a URL; asserting "head" (tables.py), never a revision.
-
-Needs the session's server (tests/conftest.py's ``new_database``) and make.
-"""
+"""Alembic migrations on a real PostgreSQL (conftest.py's ``new_database``, and make): the docs'
+commands, down to base and up, no URL refused; asserting "head" (tables.py), never a revision."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
@@ -46,20 +44,16 @@ def test_the_documented_commands_run(
     first, *commands = doc_commands(project_root)
     assert first == "make migrate"
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
-    for name in ("Makefile", "alembic.ini", "migrations"):
-        source = project_root / name
-        copy = shutil.copytree if source.is_dir() else shutil.copy2
-        copy(source, tmp_path / name)
+    shutil.copytree(project_root / "migrations", tmp_path / "migrations")
+    for name in ("Makefile", "alembic.ini"):
+        shutil.copy2(project_root / name, tmp_path)
     (tmp_path / ".venv").symlink_to(sys.prefix)
     url = new_database(migrated=False)
 
-    def make_migrate(_: int) -> subprocess.CompletedProcess[bytes]:
-        env = {**os.environ, "DATABASE_URL": url}
-        command = shlex.split(first)
-        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, check=False)
-
+    env = {**os.environ, "DATABASE_URL": url}
+    run = partial(subprocess.run, shlex.split(first), cwd=tmp_path, env=env, capture_output=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = list(pool.map(make_migrate, range(2)))
+        done = [future.result() for future in [pool.submit(run), pool.submit(run)]]
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
     head = migrations().get_current_head()
     assert head is not None

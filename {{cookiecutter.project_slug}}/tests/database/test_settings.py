@@ -1,11 +1,10 @@
 """The database settings: DATABASE_URL and its checks, the connection budget and each worker's
-share of it (db/pool.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py.
-"""
+share of it (db/engine.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py."""
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from {{ cookiecutter.package_name }}.db.pool import pool_size
+from {{ cookiecutter.package_name }}.db.engine import pool_size
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from {{ cookiecutter.package_name }}_stack import gunicorn_config
 
@@ -79,9 +78,8 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.M
     app reads to size each worker's pool (1 when unset: `make run`), a budget of as many fits."""
     assert Settings().workers == 1
     monkeypatch.setenv("GUNICORN_WORKERS", "not yet")  # so that monkeypatch restores it
-    monkeypatch.setenv("MIN_WORKERS", "5")
-    monkeypatch.setenv("MAX_WORKERS", "5")
-    monkeypatch.setenv(BUDGET, "5")
+    for name in ("MIN_WORKERS", "MAX_WORKERS", BUDGET):
+        monkeypatch.setenv(name, "5")
     gunicorn_config.settings.cache_clear()
     try:
         assert gunicorn_config.workers.__wrapped__()[0] == 5
@@ -94,12 +92,9 @@ def test_each_worker_gets_its_whole_share_and_together_they_fit_the_budget() -> 
     """budget // workers each, so any worker count fits the budget; a budget below the worker
     count (or no worker) is refused, naming the numbers."""
     shares = {(20, 1): 20, (20, 2): 10, (20, 3): 6, (7, 2): 3, (3, 3): 1, (1, 1): 1}
-    for (budget, workers), size in shares.items():
-        assert pool_size(budget, workers) == size
-    for budget in (32, 50, 97, 100):
-        for workers in range(1, 33):
-            assert 1 <= workers * pool_size(budget, workers) <= budget, (budget, workers)
-    with pytest.raises(ValueError, match="a budget of 3 connections cannot give each of 4"):
-        pool_size(3, 4)
-    with pytest.raises(ValueError, match="at least 1, not 0"):
-        pool_size(10, 0)
+    assert {key: pool_size(*key) for key in shares} == shares
+    assert all(w * pool_size(b, w) <= b for b in (32, 50, 97, 100) for w in range(1, 33))
+    for budget, workers, refusal in [(3, 4, "a budget of 3 connections cannot give each of 4"),
+                                     (10, 0, "at least 1, not 0")]:  # fmt: skip
+        with pytest.raises(ValueError, match=refusal):
+            pool_size(budget, workers)

@@ -1,6 +1,5 @@
 """The example items resource, stored in PostgreSQL: main.py includes it instead of items.py.
-Depends on FastAPI, api/items.py's models and db/ (the lifespan's ``app.state.database``).
-"""
+Depends on FastAPI, api/items.py's models and db/ (the lifespan's ``app.state.database``)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.db import items as queries
-from {{ cookiecutter.package_name }}.db.errors import close_session
+from {{ cookiecutter.package_name }}.db.engine import close_session
 
 from .items import ItemIn, Tag
 
@@ -22,13 +21,10 @@ if TYPE_CHECKING:
 
 # PostgreSQL's BIGINT, the type of ids and of OFFSET: past it the query itself would fail.
 BIGINT_MAX = 2**63 - 1
-# PostgreSQL text cannot hold NUL (valid in JSON and in Python strings). A pattern, so the
-# OpenAPI schema says it to clients and fuzzers, and such a body is a 422, never a failed
-# INSERT. (Lone surrogates, the other unstorable case, pydantic refuses already.)
+# PostgreSQL text cannot hold NUL (valid JSON): a pattern, so the OpenAPI schema says it and
+# such a body is a 422, never a failed INSERT (pydantic refuses lone surrogates already).
 NO_NUL = r"^[^\x00]*$"
-UNAVAILABLE: dict[int | str, dict[str, Any]] = {
-    503: {"description": "The database is unavailable; retry after Retry-After"}
-}
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "The database is unavailable"}}
 
 router = APIRouter(prefix="/items", tags=["items"], responses=UNAVAILABLE)
 
@@ -53,9 +49,8 @@ async def session(request: Request) -> AsyncIterator[AsyncSession]:
         await close_session(new_session)
 
 
-# scope="function": the session closes when the endpoint returns, before the response starts,
-# so its connection is back in the pool at once and an error closing it still gets an answer
-# (once the response has started it could only cut the connection: nginx's 502).
+# scope="function": the session closes before the response starts, so its connection is back
+# at once and an error closing it still gets an answer (not a cut connection: nginx's 502).
 Session = Annotated[AsyncSession, Depends(session, scope="function")]
 
 
@@ -79,12 +74,8 @@ async def get_item(item_id: int, db: Session) -> queries.StoredItem:
     return item
 
 
-@router.post(
-    "",
-    status_code=status.HTTP_201_CREATED,
-    # FastAPI's own answer to a body it cannot decode, before validation (422) runs.
-    responses={400: {"description": "The body is not valid JSON"}},
-)
+# 400: FastAPI's own answer to a body it cannot decode, before validation (422) runs.
+@router.post("", status_code=status.HTTP_201_CREATED, responses={400: {"description": "Not JSON"}})
 async def create_item(new: NewItem, db: Session) -> queries.StoredItem:
     """Create an item from a JSON body and return it with its id."""
     return await queries.add(db, new)

@@ -1,7 +1,5 @@
-"""The items' queries: the only module that knows how items are stored.
-
-Depends on SQLAlchemy 2 (asyncio), models.py and the API's input model (api/items.py).
-"""
+"""The items' queries, the only module that knows how items are stored. Depends on SQLAlchemy
+2 (asyncio), models.py and the API's input model (api/items.py)."""
 
 from __future__ import annotations
 
@@ -42,7 +40,6 @@ async def get(session: AsyncSession, item_id: int) -> StoredItem | None:
 
 
 async def page(session: AsyncSession, offset: int, limit: int) -> list[StoredItem]:
-    """Up to ``limit`` items after the first ``offset``, oldest first (for deep pages prefer
-    keyset paging, ``WHERE id > :last_id``, which skips no rows)."""
+    """``limit`` items after ``offset``, oldest first (deep pages: ``WHERE id > :last_id``)."""
     rows = await session.scalars(select(ItemRow).order_by(ItemRow.id).offset(offset).limit(limit))
     return [_item(row) for row in rows]

@@ -1,8 +1,5 @@
-"""The tables, as SQLAlchemy 2 typed declarative models.
-
-migrations/ creates them (alembic); the app never creates or alters tables at start. A
-change here needs a migration: `alembic revision --autogenerate -m "..."`, then review it.
-"""
+"""The tables, as SQLAlchemy 2 typed models; migrations/ creates them, never the app. A change
+here needs a migration: `alembic revision --autogenerate -m "..."`, then review it."""
 
 from __future__ import annotations
 
