@@ -20,17 +20,12 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # import) and the tests that need no generated app; these belong to the generated service.
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
-    ".github", "k8s", "docs", "tests/reliability",
+    ".github", "k8s", "docs", "tests/live",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
-    "tests/unit/test_readiness.py", "tests/unit/test_settings.py",
-    "tests/unit/test_docs.py", "tests/unit/test_index.py",
-    "tests/serving/slow_app.py", "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
+    "tests/unit/test_settings.py", "tests/unit/test_docs.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
-    "tests/serving/observed_app.py", "tests/serving/test_observability.py",
-    "tests/serving/test_docs_browser.py", "tests/serving/test_example_consistency.py",
-    "tests/serving/test_cors.py", "tests/live",
 )  # fmt: skip
 # The serving stack's own distribution, for a repository that is not this project.
 SERVING_ONLY = ("deploy/pyproject.toml",)
@@ -39,8 +34,8 @@ SERVING_ONLY_MOVES = (("src/{package}_stack", "deploy/{package}_stack"),)
 # database=postgresql only: whole files and directories (lines inside shared files are
 # switched by Jinja conditions where they are).
 DATABASE_ONLY = (
-    "alembic.ini", "migrations", "docs/database.md", "k8s/base/migrate-job.yaml",
-    "src/{package}/db", "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
+    "alembic.ini", "migrations", "docs/database.md", "src/{package}/db",
+    "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
 )  # fmt: skip
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).

@@ -57,7 +57,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 NGINX_REQUEST_ID = re.compile(r"[0-9a-f]{32}")
-# The generated tests/serving/conftest.py's conventions: a dedicated uid when run as root.
+# As root, the tutorial app's stack runs as this unprivileged uid (setpriv), as production's does.
 STACK_UID = 48151
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 # What serving-only keeps (with its package's name) and what belongs to the service only.
@@ -77,12 +77,10 @@ KEPT = [
     "src/{package}/middleware/metrics.py", "src/{package}/tracing.py",
 ]  # fmt: skip
 DROPPED = [
-    ".github", "k8s", "bench", "docs", "tests/benchmark", "tests/reliability",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
+    ".github", "k8s", "docs", "tests/live", ".env.example",
+    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
-    "tests/serving/test_live.py", "tests/serving/test_timeouts.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
-    "tests/serving/observed_app.py", "tests/serving/test_observability.py",
     "deploy/requirements.txt", "src/{package}_stack",  # here the stack is deploy/'s package
 ]  # fmt: skip
 SERVICE_IMPORTS = re.compile(r"\b(?:{package}\.(?:main|settings|api)|slow_app|fault_app)\b")
