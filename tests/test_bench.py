@@ -64,16 +64,6 @@ def quiet_machine(full_suites: FullSuites) -> None:
     full_suites.wait_all()
 
 
-def test_the_script_passes_shellcheck() -> None:
-    """The lab's one entry point is clean shell."""
-    shellcheck = TEMPLATE_DIR / ".venv" / "bin" / "shellcheck"
-    done = subprocess.run(
-        [str(shellcheck), "--external-sources", str(SCRIPT)],
-        cwd=TEMPLATE_DIR, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout
-
-
 @pytest.mark.slow
 def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: ProjectEnv) -> None:
     """lab/ and experiments/ pass the generated project's ruff rules (lab/ruff.toml) and
