@@ -9,6 +9,11 @@ Experiments (all by default; lab/experiments.py):
                 DATABASE_URL names a migrated scratch database (rows are written there)
     cost        the cost gate: instructions per request with valgrind (lab/cost.py)
 
+    python -m lab PROJECT_DIR --peers [--short] [--servers ...] [--conditions ...] [--out DIR]
+
+--peers instead: the stack beside uvicorn, granian and gunicorn serving the same app, raw and
+under attack (lab/peers.py); writes DIR/peers.json and DIR/peers.md.
+
 Writes DIR/benchmark.json, DIR/benchmark.md, DIR/cost.json and, with matplotlib in the
 project's environment, DIR/benchmark.png; prints the tables and one line per check. Exits 1
 when a check FAILs (a budget in lab/budgets.toml) or a tool is missing, 2 on a usage error.
@@ -25,10 +30,12 @@ import os
 import shlex
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import cost
+from lab import cost, peers
+from lab.attacks import AttackError
 from lab.budgets import check_budgets, load_budgets
 from lab.experiments import experiments, select
 from lab.nginx import NginxConfigError, nginx_binary
@@ -106,10 +113,39 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def run_peers(project: Project, args: argparse.Namespace, argv: list[str]) -> int:
+    """The peers experiment (lab/peers.py); its report printed and written to args.out."""
+    settings = peers.SHORT if args.short else peers.FULL
+    if args.runs:
+        settings = replace(settings, rounds=args.runs)
+    if args.duration:
+        settings = replace(settings, duration_s=args.duration)
+    servers = peers.choose_servers(args.servers)
+    conditions = peers.choose_conditions(args.conditions, short=args.short)
+    granian = None
+    if any(server.kind == "granian" for server in servers):
+        granian = peers.ensure_granian(Path(__file__).resolve().parent.parent)
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    results = peers.run_peers(
+        project,
+        servers=servers,
+        conditions=conditions,
+        settings=settings,
+        workers=shipped_worker_count(project),
+        granian=granian,
+        command=peers.command_line(project, argv[1:]),
+    )
+    print(peers.write(results, args.out))
+    print(f"results in {args.out}")
+    return 0
+
+
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     project = discover(args.project)
     # The project's own .env and relative settings, as `make serve` reads them there.
     os.chdir(project.root)
+    if args.peers:
+        return run_peers(project, args, argv)
     only = set(args.only or (*THROUGHPUT, COST))
     unknown = only - {*THROUGHPUT, COST}
     if unknown:
@@ -180,6 +216,18 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--duration", type=int, help="seconds per measured run [quick 1, full 8]")
     top.add_argument("--warmup", type=int, help="seconds of warm-up per run [quick 1, full 2]")
     top.add_argument("--connections", type=int, help="wrk keep-alive connections [64]")
+    top.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: the stack beside uvicorn, granian and gunicorn, raw and under attack",
+    )
+    top.add_argument("--short", action="store_true", help="--peers in a few seconds per server")
+    top.add_argument(
+        "--servers", nargs="+", metavar="SERVER", help="--peers: these servers and stack variants"
+    )
+    top.add_argument(
+        "--conditions", nargs="+", metavar="CONDITION", help="--peers: these endpoints and attacks"
+    )
     return top
 
 
@@ -190,7 +238,15 @@ def main(argv: list[str]) -> int:
     try:
         return run(args, argv)
     # ProjectError includes lab/database.py's DatabaseError.
-    except (ProjectError, WrkError, ServerError, NginxConfigError, cost.CostError) as exc:
+    except (
+        ProjectError,
+        WrkError,
+        ServerError,
+        NginxConfigError,
+        cost.CostError,
+        peers.PeersError,
+        AttackError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

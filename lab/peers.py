@@ -1,0 +1,759 @@
+"""The stack against what a user would pick instead: the same app under each server, raw and
+under attack, side by side in one run.
+
+    ./scripts/bench PROJECT_DIR --peers [--short] [--servers ...] [--conditions ...]
+
+Servers (each with the worker count the shipped gunicorn.conf.py decides on this machine):
+
+- stack: `make serve`'s production stack, the project's own runner (`python -m <stack>`):
+  nginx -> unix socket -> gunicorn + UvicornWorker, access log on as shipped, with the edge
+  limits of EDGE_LIMITS;
+- uvicorn: `uvicorn --workers N` (what `fastapi run` runs);
+- granian: `granian --interface asgi --workers N` (installed on first use into the lab's own
+  directory, the template's build/lab-peers/, never into the project's environment);
+- gunicorn-uvicorn: gunicorn with the project's gunicorn.conf.py and UvicornWorker, on TCP;
+- gunicorn-asgi: the same with gunicorn's own `-k asgi` worker (gunicorn >= 24), skipped
+  with the reason when the installed gunicorn has none;
+- stack variants (VARIANTS): the stack with one default changed through its environment
+  (NGINX_WORKER_PROCESSES, WEB_CONCURRENCY...) or through a copy of deploy/nginx.conf passed
+  as NGINX_CONF, to measure a proposed default against the shipped one in the same rounds.
+
+Conditions: the raw endpoints (GET /livez, GET /items/{id}: path parameter and pydantic
+validation, GET /bench/1mb: 1 MiB, lab/apps.py) and the attacks of lab/attacks.py (flood,
+slow, oversized, and slow-headers alone), during which the normal clients load
+GET /items/{id}. The normal clients are wrk, 64 keep-alive connections, each from its own
+address (lab/source_address.c). Rounds are interleaved (the servers' order rotates each
+round); each figure is the median of the rounds. For each run the CPU time of every process
+of the server (runner, nginx, app, metrics listener) and of the clients is read from /proc,
+per normal request: where the time goes.
+
+Writes DIR/peers.json (every run) and DIR/peers.md (the tables). Runs in the project's
+Python; needs wrk, nginx and a C compiler, Linux.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from lab import attacks
+from lab.nginx import nginx_binary
+from lab.project import FACTORY_VARIABLE
+from lab.servers import Processes, free_port, wait_ready
+from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lab.project import Project
+    from lab.servers import Process
+
+Kind = Literal["stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"]
+APP = "lab.apps:shipped"  # the project's app with its middleware, plus /bench/1mb
+GRANIAN_VERSION = "2.8.7"
+# The stack's per-client rate limit during the whole run (its settings.py's variables; the
+# rest of the edge limits, CONNECTIONS_PER_CLIENT included, as shipped): each normal client
+# (one address) sends at most ~250 requests/s at full speed on 2 CPUs, above the shipped
+# RATE_LIMIT of 100, so the run raises it to where normal clients never reach it; the
+# flooding client (one address, hundreds of connections) does at once.
+EDGE_LIMITS = (("RATE_LIMIT", "400"), ("RATE_LIMIT_BURST", "400"))
+NORMAL_CONNECTIONS = attacks.NORMAL_COUNT
+FLOOD_CONNECTIONS = 256
+OVERSIZED_CONNECTIONS = 16
+ATTACK_RAMP_S = 1.0  # the attacker runs this long before the normal clients start
+# The example item (api/items.py): its id is the base64url of its canonical JSON.
+ITEM = b'{"name":"widget","price_cents":1234,"tags":["a","b"]}'
+ITEM_ID = base64.urlsafe_b64encode(ITEM).rstrip(b"=").decode()
+ITEM_PATH = f"/items/{ITEM_ID}"
+RAW = {"livez": "/livez", "items": ITEM_PATH, "1mb": "/bench/1mb"}
+ATTACKS = ("flood", "slow", "oversized", "slow-headers")
+CONDITIONS = (*RAW, *ATTACKS)
+LABELS = {
+    "livez": "GET /livez",
+    "items": "GET /items/{id}",
+    "1mb": "GET 1 MiB",
+    "flood": "one client flooding",
+    "slow": "2,000 slow clients",
+    "slow-headers": "2,000 slow-header clients",
+    "oversized": "2 MiB bodies",
+}
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Server:
+    id: str
+    label: str
+    kind: Kind
+    env: tuple[tuple[str, str], ...] = ()  # the stack's variables for a variant
+    # (pattern, replacement) applied once each to deploy/nginx.conf, passed as NGINX_CONF.
+    nginx_edits: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def direct(self) -> bool:
+        return self.kind != "stack"
+
+
+PEERS = (
+    Server("stack", "this stack: nginx -> unix socket -> gunicorn (`make serve`)", "stack"),
+    Server("uvicorn", "`uvicorn --workers N` (what `fastapi run` does)", "uvicorn"),
+    Server("granian", f"granian {GRANIAN_VERSION} `--interface asgi --workers N`", "granian"),
+    Server("gunicorn-uvicorn", "gunicorn + UvicornWorker, direct on TCP", "gunicorn-uvicorn"),
+    Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
+)
+VARIANTS = {
+    server.id: server
+    for server in (
+        Server("stack-nginx-1", "stack, NGINX_WORKER_PROCESSES=1", "stack",
+               env=(("NGINX_WORKER_PROCESSES", "1"),)),
+        Server("stack-web-3", "stack, WEB_CONCURRENCY=3", "stack", env=(("WEB_CONCURRENCY", "3"),)),
+        Server("stack-nginx-1-web-3", "stack, NGINX_WORKER_PROCESSES=1 WEB_CONCURRENCY=3", "stack",
+               env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3"))),
+        Server("stack-no-access-log", "stack, NGINX_ACCESS_LOG=off", "stack",
+               env=(("NGINX_ACCESS_LOG", "off"),)),
+        Server("stack-no-limits", "stack, edge limits off", "stack",
+               env=(("RATE_LIMIT", "0"), ("CONNECTIONS_PER_CLIENT", "0"))),
+        Server("stack-keepalive-16", "stack, upstream keepalive 16", "stack",
+               nginx_edits=((r"keepalive 64;", "keepalive 16;"),)),
+        Server("stack-keepalive-256", "stack, upstream keepalive 256", "stack",
+               nginx_edits=((r"keepalive 64;", "keepalive 256;"),)),
+        Server("stack-buffers-4k", "stack, proxy_buffers 8 4k (nginx's default)", "stack",
+               nginx_edits=((r"proxy_buffers 64 16k;", "proxy_buffers 8 4k;"),
+                            (r"proxy_buffer_size 16k;", "proxy_buffer_size 4k;"),
+                            (r"proxy_busy_buffers_size 64k;", "proxy_busy_buffers_size 8k;"))),
+        Server("stack-header-timeout-60", "stack, client_header_timeout 60s", "stack",
+               nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),)),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int
+    duration_s: int  # each measured run of the normal clients
+    warmup_s: int  # before each raw run
+    slow_clients: int
+
+
+FULL = Settings(rounds=3, duration_s=6, warmup_s=1, slow_clients=2000)
+SHORT = Settings(rounds=1, duration_s=1, warmup_s=1, slow_clients=200)
+
+
+class PeersError(RuntimeError):
+    """A server or a tool the experiment needs is missing; one line says which and why."""
+
+
+def granian_dir(template: Path, python_version: str) -> Path:
+    """Where scripts/bench installs granian for this Python (pip install --target)."""
+    return template / "build" / "lab-peers" / f"granian-{GRANIAN_VERSION}-py{python_version}"
+
+
+def ensure_granian(template: Path) -> Path:
+    """granian for this Python in the lab's own directory, installed there on first use
+    (pip install --target: the project's environment is never touched); its directory."""
+    target = granian_dir(template, f"{sys.version_info.major}.{sys.version_info.minor}")
+    if (target / "granian").is_dir():
+        return target
+    requirement = f"granian=={GRANIAN_VERSION}"
+    print(f"installing {requirement} into {target} (the lab's own, once)", flush=True)
+    uv = shutil.which("uv")
+    command = (
+        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), requirement]
+        if importlib.util.find_spec("pip") is not None
+        else [uv or "uv", "pip", "install", "--quiet", "--python", sys.executable,
+              "--target", str(target), requirement]
+    )  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    if done.returncode != 0:
+        raise PeersError(f"could not install {requirement}: {done.stderr.strip()[-500:]}")
+    return target
+
+
+def gunicorn_has_asgi_worker() -> str | None:
+    """None when gunicorn ships its asgi worker, else the reason it is skipped."""
+    try:
+        from gunicorn.workers import SUPPORTED_WORKERS  # noqa: PLC0415 - only for this check
+    except ImportError:
+        return "gunicorn is not installed"
+    if "asgi" not in SUPPORTED_WORKERS:
+        import gunicorn  # noqa: PLC0415
+
+        return f"gunicorn {gunicorn.__version__} has no asgi worker (added in gunicorn 24)"
+    return None
+
+
+# --- CPU time of a server's processes, from /proc ---
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (ppid, comm, CPU seconds) of every process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        table[int(entry.name)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / TICKS)
+    return table
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
+    """CPU seconds of root and its descendants, by role: runner, nginx, metrics, app."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    totals = {"runner": 0.0, "nginx": 0.0, "metrics": 0.0, "app": 0.0}
+    todo = [root] if root in table else []
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        _, comm, seconds = table[pid]
+        if not stack:
+            role = "app"
+        elif pid == root:
+            role = "runner"
+        elif comm == "nginx":
+            role = "nginx"
+        elif "metrics_listener" in _cmdline(pid):
+            role = "metrics"
+        else:
+            role = "app"
+        totals[role] += seconds
+    return totals
+
+
+def pid_cpu(pid: int) -> float:
+    entry = _proc_table().get(pid)
+    return entry[2] if entry else 0.0
+
+
+# --- starting the servers ---
+
+
+@dataclass
+class Running:
+    server: Server
+    process: Process
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class PeerLauncher:
+    def __init__(self, project: Project, workdir: Path, workers: int, granian: Path | None) -> None:
+        self.project = project
+        self.workdir = workdir
+        self.workers = workers
+        self.granian = granian
+        self.processes = Processes()
+        template = str(Path(__file__).resolve().parent.parent)
+        self.env = dict(os.environ)
+        paths = [template, str(project.root / "src"), self.env.get("PYTHONPATH", "")]
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        self.env["PATH"] = self.env.get("PATH", os.defpath) + ":/usr/sbin"
+        if project.factory is not None:
+            self.env[FACTORY_VARIABLE] = project.factory
+        self.count = 0
+
+    def start(self, server: Server) -> Running:
+        self.count += 1
+        run_dir = self.workdir / f"{self.count}-{server.id}"
+        run_dir.mkdir()
+        port = free_port()
+        python = sys.executable
+        env = dict(self.env)
+        if server.kind == "stack":
+            argv = [python, "-m", self.project.stack]
+            env.update(
+                PORT=str(port), LISTEN_ADDRESS="127.0.0.1", RUN_DIR=str(run_dir / "run"),
+                METRICS_PORT=str(free_port()), APP_MODULE=APP, **dict(EDGE_LIMITS),
+            )  # fmt: skip
+            if os.geteuid() == 0:
+                # The lab runs as root in CI containers: serve as root rather than as a user
+                # the machine may not have (the runner says so in a warning).
+                env.update(SERVE_USER="root", SERVE_AS_ROOT="on")
+            env.update(server.env)
+            if server.nginx_edits:
+                env["NGINX_CONF"] = str(self._edited_nginx_conf(server, run_dir))
+        elif server.kind == "uvicorn":
+            argv = [
+                python, "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(port),
+                "--workers", str(self.workers), "--no-access-log",
+            ]  # fmt: skip
+        elif server.kind == "granian":
+            if self.granian is None:
+                raise PeersError("granian is not installed for the lab (scripts/bench does it)")
+            env["PYTHONPATH"] = f"{self.granian}{os.pathsep}{env['PYTHONPATH']}"
+            argv = [
+                python, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", str(self.workers), "--loop", "uvloop",
+                "--runtime-mode", "st", "--no-ws", APP,
+            ]  # fmt: skip
+        else:
+            env.update(APP_MODULE=APP, RUN_DIR=str(run_dir), WEB_CONCURRENCY=str(self.workers))
+            argv = [
+                python, "-m", "gunicorn", "--config", str(self.project.gunicorn_conf),
+                "--bind", f"127.0.0.1:{port}",
+            ]  # fmt: skip
+            if server.kind == "gunicorn-asgi":
+                argv += ["--worker-class", "asgi"]
+        process = self.processes.start(server.id, argv, env, self.project.root)
+        wait_ready(process, ("127.0.0.1", port), "/livez")
+        return Running(server, process, port)
+
+    def _edited_nginx_conf(self, server: Server, run_dir: Path) -> Path:
+        text = self.project.nginx_conf.read_text(encoding="utf-8")
+        for pattern, replacement in server.nginx_edits:
+            text, count = re.subn(pattern, replacement, text)
+            if count != 1:
+                raise PeersError(
+                    f"{server.id}: deploy/nginx.conf has {count} matches of /{pattern}/, not 1"
+                )
+        edited = run_dir / "nginx.conf"
+        edited.write_text(text, encoding="utf-8")
+        return edited
+
+
+# --- one measured run ---
+
+
+@dataclass
+class Run:
+    server: str
+    condition: str
+    round: int
+    normal: dict[str, float | int]  # the normal clients' wrk result
+    cpu_s: dict[str, float]  # the server's processes by role, the clients, the attacker
+    attacker: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def goodput(self) -> float:
+        ok = int(self.normal["requests"]) - int(self.normal["non_2xx"])
+        return ok / float(self.normal["duration_s"])
+
+
+class Measure:
+    def __init__(self, wrk: str, shim: Path, settings: Settings) -> None:
+        self.wrk = wrk
+        self.shim = shim
+        self.settings = settings
+        self.normal_env = dict(
+            os.environ, **attacks.source_env(shim, attacks.NORMAL_FIRST, NORMAL_CONNECTIONS)
+        )
+
+    def _wrk(self, url: str, seconds: float, env: dict[str, str]) -> WrkResult:
+        command = wrk_command(self.wrk, url, duration_s=seconds, connections=NORMAL_CONNECTIONS)
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, check=False, timeout=seconds + 30
+        )
+        if done.returncode != 0:
+            raise PeersError(f"wrk exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        return parse_wrk_output(done.stdout)
+
+    def run(self, running: Running, condition: str, round_index: int) -> Run:
+        settings = self.settings
+        path = RAW.get(condition, ITEM_PATH)
+        url = running.url + path
+        if condition in RAW:
+            self._wrk(url, settings.warmup_s, self.normal_env)
+        attacker = self._start_attacker(running, condition)
+        try:
+            root = running.process.popen.pid
+            stack = not running.server.direct
+            before = tree_cpu(root, stack=stack)
+            attacker_before = pid_cpu(attacker.pid) if attacker else 0.0
+            clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            result = self._wrk(url, settings.duration_s, self.normal_env)
+            clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            after = tree_cpu(root, stack=stack)
+            attacker_s = (pid_cpu(attacker.pid) - attacker_before) if attacker else 0.0
+        finally:
+            report = self._stop_attacker(attacker)
+        cpu = {role: after[role] - before[role] for role in after}
+        cpu["clients"] = (clients_after.ru_utime - clients_before.ru_utime) + (
+            clients_after.ru_stime - clients_before.ru_stime
+        )
+        cpu["attacker"] = attacker_s
+        return Run(running.server.id, condition, round_index, result.as_dict(), cpu, report)
+
+    def _start_attacker(self, running: Running, condition: str) -> subprocess.Popen[str] | None:
+        if condition in RAW:
+            return None
+        seconds = ATTACK_RAMP_S + self.settings.duration_s + 2
+        if condition in {"flood", "oversized"}:
+            env = dict(os.environ, **attacks.source_env(self.shim, attacks.ATTACKER, 1))
+            connections = FLOOD_CONNECTIONS if condition == "flood" else OVERSIZED_CONNECTIONS
+            url = running.url + (ITEM_PATH if condition == "flood" else "/items")
+            command = wrk_command(self.wrk, url, duration_s=seconds, connections=connections)
+            if condition == "oversized":
+                script = self.shim.with_name("oversized.lua")
+                script.write_text(attacks.OVERSIZED_SCRIPT, encoding="utf-8")
+                command.insert(-1, f"--script={script}")
+            process = subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            time.sleep(ATTACK_RAMP_S)
+            return process
+        kind = "mix" if condition == "slow" else "headers"
+        command = [
+            sys.executable, "-m", "lab.attacks", "slow", "--port", str(running.port),
+            "--clients", str(self.settings.slow_clients), "--kind", kind,
+            "--seconds", str(seconds + 30), "--body-path", "/items",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        )  # fmt: skip
+        assert process.stdout is not None  # noqa: S101 - stdout=PIPE above
+        line = process.stdout.readline().strip()
+        if line != "ready":
+            process.kill()
+            rest = process.communicate()[0]
+            raise PeersError(f"the slow clients did not all connect: {line} {rest[-500:]}")
+        time.sleep(ATTACK_RAMP_S)
+        return process
+
+    @staticmethod
+    def _stop_attacker(process: subprocess.Popen[str] | None) -> dict[str, Any]:
+        if process is None:
+            return {}
+        if process.args[0] != sys.executable:  # wrk: let it finish its run and report
+            output = process.communicate(timeout=60)[0]
+            try:
+                result = parse_wrk_output(output)
+            except Exception:  # noqa: BLE001 - the attacker's own report is informative only
+                return {"output": output[-300:]}
+            return {"requests": result.requests, "non_2xx": result.non_2xx,
+                    "socket_errors": result.socket_errors}  # fmt: skip
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=60)[0]
+        last = output.strip().splitlines()[-1] if output.strip() else "{}"
+        try:
+            counts: dict[str, Any] = json.loads(last)
+        except ValueError:
+            return {"output": output[-300:]}
+        return counts
+
+
+# --- the whole experiment ---
+
+
+def run_peers(  # noqa: PLR0913 - keyword-only, one call site
+    project: Project,
+    *,
+    servers: Sequence[Server],
+    conditions: Sequence[str],
+    settings: Settings,
+    workers: int,
+    granian: Path | None,
+    command: str,
+    stream: Any = sys.stderr,
+) -> dict[str, Any]:
+    wrk = find_wrk()
+    nginx_binary()
+    attacks.raise_open_files_limit()
+    started = _now()
+    runs: list[Run] = []
+    skipped: dict[str, str] = {}
+    reason = gunicorn_has_asgi_worker()
+    if reason is not None:
+        skipped["gunicorn-asgi"] = reason
+        servers = [s for s in servers if s.kind != "gunicorn-asgi"]
+    if granian is None and any(s.kind == "granian" for s in servers):
+        skipped["granian"] = "not installed for the lab"
+        servers = [s for s in servers if s.kind != "granian"]
+    total = settings.rounds * len(conditions) * len(servers)
+    clock = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="peers-") as workdir:
+        Path(workdir).chmod(0o755)
+        launcher = PeerLauncher(project, Path(workdir), workers, granian)
+        measure = Measure(wrk, attacks.build_shim(Path(workdir)), settings)
+        try:
+            running = [launcher.start(server) for server in servers]
+            for round_index in range(settings.rounds):
+                for condition in conditions:
+                    shift = round_index % len(running)
+                    for each in running[shift:] + running[:shift]:
+                        run = measure.run(each, condition, round_index)
+                        runs.append(run)
+                        _progress(stream, len(runs), total, clock, run)
+        finally:
+            launcher.processes.stop_all()
+    return {
+        "schema": 1,
+        "command": command,
+        "started": started,
+        "finished": _now(),
+        "machine": _machine(),
+        "settings": {**asdict(settings), "workers": workers, "edge_limits": dict(EDGE_LIMITS),
+                     "normal_connections": NORMAL_CONNECTIONS,
+                     "flood_connections": FLOOD_CONNECTIONS,
+                     "oversized_connections": OVERSIZED_CONNECTIONS},
+        "servers": [asdict(s) for s in servers],
+        "skipped": skipped,
+        "conditions": list(conditions),
+        "runs": [asdict(r) for r in runs],
+    }  # fmt: skip
+
+
+def _progress(stream: Any, done: int, total: int, began: float, run: Run) -> None:
+    elapsed = time.monotonic() - began
+    left = elapsed / done * (total - done)
+    errors = int(run.normal["non_2xx"]) + int(run.normal["socket_errors"])
+    print(
+        f"[{done:>3}/{total} {elapsed:4.0f} s, ~{left:.0f} s left] {run.condition:<12} "
+        f"{run.server:<22} {run.goodput:>8,.0f} ok/s  p99 {run.normal['p99_ms']:.1f} ms"
+        + (f"  {errors} errors" if errors else ""),
+        file=stream,
+        flush=True,
+    )
+
+
+def _now() -> str:
+    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _machine() -> dict[str, Any]:
+    import importlib.metadata  # noqa: PLC0415
+
+    versions = {}
+    for package in ("fastapi", "uvicorn", "gunicorn", "uvicorn-worker", "uvloop", "httptools"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = "missing"
+    versions["granian"] = GRANIAN_VERSION
+    versions["Python"] = platform.python_version()
+    done = subprocess.run([nginx_binary(), "-v"], capture_output=True, text=True, check=False)
+    versions["nginx"] = done.stderr.strip().rpartition("/")[2]
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(terse=True),
+        "versions": versions,
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+# --- the report ---
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    goodput: float
+    low: float
+    high: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    cpu_us: dict[str, float]  # per normal request, medians over rounds
+
+
+def cells(results: dict[str, Any]) -> dict[tuple[str, str], Cell]:
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for raw in results["runs"]:
+        run = Run(**raw)
+        grouped.setdefault((run.server, run.condition), []).append(run)
+    table = {}
+    for key, runs in grouped.items():
+        rates = [r.goodput for r in runs]
+        roles = runs[0].cpu_s.keys()
+        per_request = {
+            role: _median([r.cpu_s[role] / max(1, int(r.normal["requests"])) * 1e6 for r in runs])
+            for role in roles
+        }
+        table[key] = Cell(
+            goodput=_median(rates),
+            low=min(rates),
+            high=max(rates),
+            p50_ms=_median([float(r.normal["p50_ms"]) for r in runs]),
+            p99_ms=_median([float(r.normal["p99_ms"]) for r in runs]),
+            errors=sum(int(r.normal["non_2xx"]) + int(r.normal["socket_errors"]) for r in runs),
+            cpu_us=per_request,
+        )
+    return table
+
+
+def _fastest_direct(
+    results: dict[str, Any], table: dict[tuple[str, str], Cell], condition: str
+) -> float:
+    direct = [s["id"] for s in results["servers"] if s["kind"] != "stack"]
+    rates = [table[(s, condition)].goodput for s in direct if (s, condition) in table]
+    return max(rates) if rates else 0.0
+
+
+def markdown(results: dict[str, Any]) -> str:
+    table = cells(results)
+    servers = [(s["id"], s["label"]) for s in results["servers"]]
+    conditions = results["conditions"]
+    raw = [c for c in conditions if c in RAW]
+    attacked = [c for c in conditions if c in ATTACKS]
+    machine = results["machine"]
+    settings = results["settings"]
+    versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items())
+    out = [
+        "# The stack against the servers users pick instead",
+        "",
+        (
+            f"`{results['command']}`, {results['started']} to {results['finished']}; "
+            f"{machine['cpus']} CPUs ({machine['cpu_model']}), {machine['platform']}; {versions}."
+        ),
+        (
+            f"{settings['workers']} workers each; {settings['rounds']} interleaved rounds of "
+            f"{settings['duration_s']} s per figure (medians); normal clients: wrk, "
+            f"{settings['normal_connections']} keep-alive connections from as many addresses. "
+            "x fastest: the figure as a multiple of the fastest direct server's in the same run."
+        ),
+        "",
+    ]
+    for server_id, reason in results["skipped"].items():
+        out += [f"Skipped {server_id}: {reason}.", ""]
+    if raw:
+        out += ["## Raw: requests/s, latency, errors", ""]
+        header = "| server |" + "".join(
+            f" {LABELS[c]} req/s | x fastest | p50 / p99 ms | errors |" for c in raw
+        )
+        out += [header, "|---|" + "---:|---:|---:|---:|" * len(raw)]
+        for server_id, label in servers:
+            row = f"| {label} |"
+            for condition in raw:
+                cell = table.get((server_id, condition))
+                if cell is None:
+                    row += " | | | |"
+                    continue
+                best = _fastest_direct(results, table, condition)
+                share = f"{cell.goodput / best:.2f} x" if best else ""
+                row += (
+                    f" {cell.goodput:,.0f} | {share} | {cell.p50_ms:.1f} / {cell.p99_ms:.1f} "
+                    f"| {cell.errors} |"
+                )
+            out.append(row)
+        out.append("")
+    if attacked:
+        out += [
+            "## Under attack: the normal clients' goodput (2xx/s) on GET /items/{id}",
+            "",
+            (
+                "x alone: the goodput as a multiple of the same server's without attack (GET "
+                "/items/{id} above), in the same run. p99 is the normal clients' latency."
+            ),
+            "",
+        ]
+        header = "| server | alone ok/s (p99 ms) |" + "".join(
+            f" {LABELS[c]}: ok/s | x alone | p99 ms |" for c in attacked
+        )
+        out += [header, "|---|---:|" + "---:|---:|---:|" * len(attacked)]
+        for server_id, label in servers:
+            alone = table.get((server_id, "items"))
+            row = f"| {label} | " + (
+                f"{alone.goodput:,.0f} ({alone.p99_ms:.1f}) |" if alone else " |"
+            )
+            for condition in attacked:
+                cell = table.get((server_id, condition))
+                if cell is None:
+                    row += " | | |"
+                    continue
+                share = f"{cell.goodput / alone.goodput:.2f} x" if alone and alone.goodput else ""
+                row += f" {cell.goodput:,.0f} | {share} | {cell.p99_ms:.1f} |"
+            out.append(row)
+        out.append("")
+    out += [
+        "## CPU time per normal request (microseconds, from /proc)",
+        "",
+        (
+            "Each process of the server by role, the normal clients (wrk) and the attacker, "
+            "divided by the normal requests served in the run."
+        ),
+        "",
+        "| condition | server | runner | nginx | app | metrics | clients | attacker | total |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for condition in conditions:
+        for server_id, _ in servers:
+            cell = table.get((server_id, condition))
+            if cell is None:
+                continue
+            cpu = cell.cpu_us
+            roles = ("runner", "nginx", "app", "metrics", "clients", "attacker")
+            values = " | ".join(f"{cpu.get(r, 0.0):,.0f}" for r in roles)
+            out.append(
+                f"| {LABELS[condition]} | {server_id} | {values} | {sum(cpu.values()):,.0f} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def write(results: dict[str, Any], out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "peers.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    report = markdown(results)
+    (out / "peers.md").write_text(report, encoding="utf-8")
+    return report
+
+
+def choose_servers(names: Sequence[str] | None) -> list[Server]:
+    known = {s.id: s for s in PEERS} | VARIANTS
+    chosen = list(names or [s.id for s in PEERS])
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise PeersError(f"unknown server(s) {unknown}: {', '.join(known)}")
+    return [known[n] for n in chosen]
+
+
+def choose_conditions(names: Sequence[str] | None, *, short: bool) -> list[str]:
+    default = ["livez", "items", "1mb", "flood", "slow", "oversized"]
+    chosen = list(names or default)
+    unknown = [n for n in chosen if n not in CONDITIONS]
+    if unknown:
+        raise PeersError(f"unknown condition(s) {unknown}: {', '.join(CONDITIONS)}")
+    if any(c in ATTACKS for c in chosen) and "items" not in chosen:
+        chosen.insert(0, "items")  # the attacks' "alone" figure
+    del short
+    return chosen
+
+
+def command_line(project: Project, argv: Sequence[str]) -> str:
+    return shlex.join(["./scripts/bench", project.root.name, *argv])
