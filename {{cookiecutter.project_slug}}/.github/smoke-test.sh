@@ -1,69 +1,177 @@
 #!/usr/bin/env bash
-# Smoke test of the built image, run by CI after `docker build` and by hand the same way:
-#   .github/smoke-test.sh IMAGE        (e.g. {{ cookiecutter.project_slug }}:ci)
-# Starts the container as production does (read-only root filesystem, tmpfs for the socket
-# and temp paths, no capabilities), waits for its HEALTHCHECK, sends requests through nginx
-# on port 8080, then stops it with SIGTERM and requires a clean exit (status 0).
-# Needs: docker, curl, python3 (all on GitHub's ubuntu runners). Inputs: IMAGE (argument),
-# SMOKE_PORT (host port, default 8080).
+# Smoke test of the built image, run by CI after the build and by hand the same way:
+#   .github/smoke-test.sh IMAGE        (e.g. {{ cookiecutter.project_slug }}:ci; `make image` builds {{ cookiecutter.project_slug }}:local)
+# Starts the container as production does (read-only root filesystem, tmpfs for the run
+# directory and /tmp, no capabilities, no privilege escalation), waits for its HEALTHCHECK,
+# checks what the image promises (every process uid 10001 with no capabilities, a read-only
+# root, no compiler or build tool), sends requests through nginx, stops it with SIGTERM, and
+# requires exit 0 within the grace period and a log of JSON lines only.
+# Needs: docker or podman, curl, python3 (all on GitHub's ubuntu runners). Inputs: IMAGE
+# (argument); SMOKE_ENGINE (docker or podman; default docker when its daemon answers, else
+# podman); SMOKE_PORT (host port; default a free one).
+{%- if cookiecutter.database == "postgresql" %}
+# SMOKE_DATABASE_URL: a PostgreSQL database on this host's loopback (CI's service container,
+# the tests' throwaway server). Set: the migration step runs, then items are created and read
+# back through nginx. Unset: /readyz must answer 503 naming the unreachable database.
+{%- endif %}
 set -euo pipefail
 
 image=${1:?usage: $0 IMAGE}
-port=${SMOKE_PORT:-8080}
 name="smoke-$$"
+
+# A `docker` command without a daemon (or podman-docker's wrapper) may be first on PATH.
+if [ -n "${SMOKE_ENGINE:-}" ]; then
+  engine=$SMOKE_ENGINE
+elif docker info >/dev/null 2>&1; then
+  engine=docker
+elif command -v podman >/dev/null 2>&1; then
+  engine=podman
+else
+  echo "error: no container engine: neither a Docker daemon answers nor podman is installed" >&2
+  exit 1
+fi
+# Without systemd no timer runs podman's health checks: this script runs them itself.
+podman_engine=false
+if "$engine" --version 2>/dev/null | grep -qi podman; then podman_engine=true; fi
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port=${SMOKE_PORT:-$(free_port)}
 base="http://127.0.0.1:$port"
 
 cleanup() {
   local status=$?
   if [ "$status" -ne 0 ]; then
     echo "--- container logs ---" >&2
-    docker logs "$name" >&2 || true
+    "$engine" logs "$name" >&2 || true
   fi
-  docker rm --force "$name" >/dev/null 2>&1 || true
+  "$engine" rm --force "$name" >/dev/null 2>&1 || true
   exit "$status"
 }
 trap cleanup EXIT
 
+# One value of `inspect`'s JSON, by a path of keys: no Go template, the same for both engines.
+inspect() {
+  "$engine" "$1" inspect "$2" | python3 -c '
+import json, sys
+value = json.load(sys.stdin)[0]
+for key in sys.argv[1:]:
+    value = value.get(key) if isinstance(value, dict) else None
+print(json.dumps(value) if isinstance(value, (dict, list)) else value)' "${@:3}"
+}
+
+# Without --format docker, podman builds drop the HEALTHCHECK with only a warning. (Docker
+# shows it under Config, podman at the top level.)
+healthcheck=$(inspect image "$image" Config Healthcheck Test)
+[ "$healthcheck" != None ] || healthcheck=$(inspect image "$image" Healthcheck Test)
+case $healthcheck in
+  None | null | '[]' | '["NONE"]')
+    echo "error: $image has no HEALTHCHECK (podman: build with --format docker)" >&2
+    exit 1 ;;
+esac
+
 # The same restrictions as compose.yaml and the Kubernetes manifests: only the run directory
-# (socket, pid, rendered nginx.conf, nginx temp files) and /tmp are writable.
+# (socket, pid, rendered nginx.conf, metric files) and /tmp (nginx's temp files) are writable.
+# mode=1777 rather than uid=10001: podman refuses uid= on a tmpfs, and Docker mounts it root-owned.
+locked_down=(--read-only --cap-drop ALL --security-opt no-new-privileges)
+run_options=(
+  "${locked_down[@]}"
+  --tmpfs "/run/app:size=16m,mode=1777" --tmpfs "/tmp:size=128m,mode=1777"
+)
 {%- if cookiecutter.database == "postgresql" %}
-# No database here (make test tests it): a URL to a closed port; live, not ready naming it.
-docker run --detach --name "$name" \
-  --read-only --tmpfs /run/app:uid=10001,gid=10001,mode=0755 --tmpfs /tmp:mode=1777 \
-  --cap-drop ALL --security-opt no-new-privileges \
-  --env "DATABASE_URL=postgresql+asyncpg://smoke:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')@127.0.0.1:1/smoke" \
-  --publish "127.0.0.1:$port:8080" \
-  "$image" >/dev/null
+if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
+  # The database listens on the host's loopback: the container shares the host's network, so
+  # nginx and the metrics listener take free loopback ports instead of published ones.
+  run_options+=(--network host --env "DATABASE_URL=$SMOKE_DATABASE_URL" --env LISTEN_ADDRESS=127.0.0.1
+    --env "PORT=$port" --env "METRICS_PORT=$(free_port)")
+  echo "==> the migration step (alembic upgrade head), as compose.yaml and the init container run it"
+  "$engine" run --rm "${locked_down[@]}" --network host --env "DATABASE_URL=$SMOKE_DATABASE_URL" \
+    --entrypoint alembic "$image" -c /app/alembic.ini upgrade head
+else
+  # No database: a URL to a closed port; live, and not ready naming it.
+  run_options+=(--publish "127.0.0.1:$port:8080"
+    --env "DATABASE_URL=postgresql+asyncpg://smoke:$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')@127.0.0.1:1/smoke")
+fi
 {%- else %}
-docker run --detach --name "$name" \
-  --read-only --tmpfs /run/app:uid=10001,gid=10001,mode=0755 --tmpfs /tmp:mode=1777 \
-  --cap-drop ALL --security-opt no-new-privileges \
-  --publish "127.0.0.1:$port:8080" \
-  "$image" >/dev/null
+run_options+=(--publish "127.0.0.1:$port:8080")
 {%- endif %}
+"$engine" run --detach --name "$name" "${run_options[@]}" "$image" >/dev/null
 
 echo "==> waiting for the HEALTHCHECK to report healthy"
-# The image's HEALTHCHECK runs every 10 s; the first passing one marks the container healthy.
+# The image's HEALTHCHECK runs every 10 s (Docker's timer, or this loop under podman); the
+# first passing one marks the container healthy.
+status=starting
 for _ in $(seq 1 90); do
-  read -r status running < <(docker inspect --type container "$name" | python3 -c 'import json, sys; state = json.load(sys.stdin)[0]["State"]; print(state.get("Health", {}).get("Status", "none"), state["Running"])')
+  if $podman_engine; then "$engine" healthcheck run "$name" >/dev/null 2>&1 || true; fi
+  status=$(inspect container "$name" State Health Status)
   [ "$status" = healthy ] && break
-  [ "$running" = True ] || { echo "error: the container exited during start-up" >&2; exit 1; }
+  [ "$(inspect container "$name" State Running)" = True ] ||
+    { echo "error: the container exited during start-up" >&2; exit 1; }
   sleep 1
 done
 [ "$status" = healthy ] || { echo "error: health is '$status' after 90 s" >&2; exit 1; }
 
+echo "==> every process runs as 10001 with no capabilities, on a read-only root, with no compiler"
+"$engine" exec "$name" python -c '
+import errno, os, shutil
+problems, checked = [], 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            status = dict(line.rstrip("\n").split(":\t", 1) for line in file if ":\t" in line)
+    except FileNotFoundError:  # it exited meanwhile
+        continue
+    uids, gids = set(status["Uid"].split()), set(status["Gid"].split())
+    capabilities = {key: status[key] for key in ("CapPrm", "CapEff", "CapBnd") if int(status[key], 16)}
+    no_new_privileges = status["NoNewPrivs"] == "1"
+    if uids != {"10001"} or gids != {"10001"} or capabilities or not no_new_privileges:
+        command = status["Name"]
+        problems.append(f"pid {pid} ({command}): uids {uids}, gids {gids}, capabilities"
+                        f" {capabilities}, no_new_privs {no_new_privileges}")
+    checked += 1
+try:
+    open("/app/smoke-write-test", "w").close()
+    problems.append("the root filesystem is writable")
+except OSError as error:
+    if error.errno != errno.EROFS:
+        problems.append(f"writing to /app failed with {error!r}, not EROFS (read-only root)")
+tools = ["cc", "gcc", "g++", "c++", "clang", "ld", "as", "make", "cmake", "rustc", "cargo"]
+path = os.environ["PATH"] + ":/usr/bin:/usr/local/bin"
+if found := [tool for tool in tools if shutil.which(tool, path=path)]:
+    problems.append(f"build tools in the final image: {found}")
+print("\n".join(problems) or f"{checked} processes checked")
+raise SystemExit(1 if problems else 0)'
+
 echo "==> requests through nginx"
 {%- if cookiecutter.database == "postgresql" %}
-ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
-echo "$ready"
-grep -q '"failing":\["database"\].* 503$' <<<"$ready" ||
-  { echo "error: /readyz should answer 503 naming the unreachable database" >&2; exit 1; }
-# The migrations ship in the image, for the migrate step (compose, the init container).
-docker exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CREATE TABLE items' ||
-  { echo "error: the image cannot render the migrations (alembic.ini, migrations/)" >&2; exit 1; }
+if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
+  curl --fail --silent --show-error --max-time 5 "$base/readyz"
+  echo
+  created=$(curl --fail --silent --show-error --max-time 5 --json '{"name": "smoke", "price_cents": 100}' "$base/items")
+  id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
+  curl --fail --silent --show-error --max-time 5 "$base/items/$id" | grep -q '"name":"smoke"' ||
+    { echo "error: GET /items/$id did not return the item just created" >&2; exit 1; }
+  echo "created and read back item $id"
+else
+  ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
+  echo "$ready"
+  grep -q '"failing":\["database"\].* 503$' <<<"$ready" ||
+    { echo "error: /readyz should answer 503 naming the unreachable database" >&2; exit 1; }
+  # The migrations ship in the image, for the migrate step (compose, the init container).
+  "$engine" exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CREATE TABLE items' ||
+    { echo "error: the image cannot render the migrations (alembic.ini, migrations/)" >&2; exit 1; }
+fi
 {%- else %}
 curl --fail --silent --show-error --max-time 5 "$base/readyz"
 echo
+{%- if cookiecutter.layout == "service" %}
+created=$(curl --fail --silent --show-error --max-time 5 --json '{"name": "smoke", "price_cents": 100}' "$base/items")
+id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
+curl --fail --silent --show-error --max-time 5 "$base/items/$id" | grep -q '"name":"smoke"' ||
+  { echo "error: GET /items/$id did not return the item just created" >&2; exit 1; }
+echo "created and read back item $id"
+{%- endif %}
 {%- endif %}
 # GET /livez: nginx gives every request an id and the app echoes it, proof the request
 # crossed the socket.
@@ -75,11 +183,28 @@ grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || {
 }
 
 echo "==> graceful stop (SIGTERM, then the exit status)"
-# Same budget as compose.yaml's stop_grace_period; past it Docker would send SIGKILL (exit 137).
-docker stop --time 90 "$name" >/dev/null
-code=$(docker wait "$name")
+# Same budget as compose.yaml's stop_grace_period; past it the engine sends SIGKILL (137).
+started=$SECONDS
+"$engine" stop --time 90 "$name" >/dev/null
+code=$("$engine" wait "$name")
 if [ "$code" != 0 ]; then
   echo "error: the container exited with status $code after SIGTERM (expected 0)" >&2
   exit 1
 fi
-echo "ok: healthy, answered through nginx, stopped cleanly"
+echo "stopped with status 0 in $((SECONDS - started)) s"
+
+echo "==> every log line is JSON"
+"$engine" logs "$name" 2>&1 | python3 -c '
+import json, sys
+lines = [line for line in sys.stdin if line.strip()]
+bad = []
+for line in lines:
+    try:
+        if not isinstance(json.loads(line), dict):
+            bad.append(line)
+    except ValueError:
+        bad.append(line)
+if bad or not lines:
+    sys.exit(f"error: {len(bad)} of {len(lines)} log lines are not JSON objects, e.g. {bad[:3]}")
+print(f"{len(lines)} log lines, all JSON")'
+echo "ok: healthy, locked down, answered through nginx, stopped cleanly, logged JSON"

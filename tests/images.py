@@ -1,0 +1,273 @@
+"""The generated projects' images, built and smoke-tested here with podman (tests/test_image.py).
+
+There is no Docker daemon and no container registry on the machines the template's tests run
+on, only Debian's archive and PyPI. So the Dockerfile's base, ``python:<ver>-slim-trixie``, is
+a stand-in made once with debootstrap from the mirror apt already uses, cached in the tests'
+cache directory and tagged with the official name (CONTRIBUTING.md says how it differs), and
+podman builds and runs the unchanged Dockerfile with the settings this machine kind needs
+(FACTS: runc, ulimits within the hard limits, ``--format docker`` to keep the HEALTHCHECK, the
+host's CA bundle for pip behind an intercepting proxy).
+
+Run by the full suites (tests/full_suites.py) as ``python -m tests.images COMMAND PROJECT TAG``
+from the template's directory: ``build`` (the stand-in base when missing, then ``make image``),
+``smoke`` (the project's own .github/smoke-test.sh; with a database, against the project's
+throwaway PostgreSQL from its tests/pg_server.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+# The same directory as tests/conftest.py's CACHE_DIR (this module also runs as a script).
+CACHE_DIR = Path(tempfile.gettempdir()) / "cookiecutter-fastapi-service-cache"
+PODMAN_DIR = CACHE_DIR / "podman"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# What the official slim images carry beside Python (ca-certificates, netbase, tzdata), and
+# Debian's own Python with venv (the official image builds Python from source instead).
+BASE_PACKAGES = ("python{version}", "python{version}-venv", "ca-certificates", "netbase", "tzdata")
+# The official Debian slim images' apt and dpkg settings (docker-library/debian): without
+# them, a Dockerfile that only deletes /var/lib/apt/lists keeps apt's caches (about 130 MB).
+APT_CONFIG = {
+    "docker-clean": (
+        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb'
+        ' /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
+        'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb'
+        ' /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
+        'Dir::Cache::pkgcache "";\nDir::Cache::srcpkgcache "";\n'
+    ),
+    "docker-no-languages": 'Acquire::Languages "none";\n',
+    "docker-gzip-indexes": 'Acquire::GzipIndexes "true";\n',
+    "docker-autoremove-suggests": 'Apt::AutoRemove::SuggestsImportant "false";\n',
+}
+DPKG_EXCLUDES = (
+    "path-exclude /usr/share/doc/*\n"
+    "path-include /usr/share/doc/*/copyright\n"  # kept for legal reasons, as upstream does
+    "path-exclude /usr/share/groff/*\npath-exclude /usr/share/info/*\n"
+    "path-exclude /usr/share/linda/*\npath-exclude /usr/share/lintian/*\n"
+    "path-exclude /usr/share/locale/*\npath-include /usr/share/locale/locale.alias\n"
+    "path-exclude /usr/share/man/*\n"
+)
+SOURCES = (
+    "Types: deb\nURIs: {mirror}\nSuites: trixie trixie-updates\nComponents: main\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+    "Types: deb\nURIs: {security}\nSuites: trixie-security\nComponents: main\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+)
+# Any change to the recipe above makes a new stand-in (its label records the recipe's hash).
+RECIPE = hashlib.sha256(
+    repr((BASE_PACKAGES, APT_CONFIG, DPKG_EXCLUDES, SOURCES)).encode()
+).hexdigest()[:16]
+
+
+class ImageError(RuntimeError):
+    """A step could not run here; the message says why in one line."""
+
+
+def engine_env() -> dict[str, str]:
+    """The environment podman needs on this machine kind, its configuration written once.
+
+    runc, because crun refuses a hybrid cgroup v1/v2 host; default ulimits within this
+    process's hard limits, because podman's defaults exceed a sandbox's and setrlimit fails;
+    a private store in the cache directory, so the stand-in base and layers outlive the run.
+    """
+    PODMAN_DIR.mkdir(parents=True, exist_ok=True)
+    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 65536)
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
+    conf = PODMAN_DIR / "containers.conf"
+    conf.write_text(
+        f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+        '[engine]\nruntime = "runc"\n',
+        encoding="utf-8",
+    )
+    storage = PODMAN_DIR / "storage.conf"
+    storage.write_text(
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{PODMAN_DIR / "store"}"\n'
+        f'runroot = "{PODMAN_DIR / "run"}"\n',
+        encoding="utf-8",
+    )
+    env = dict(os.environ, CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
+    env["PATH"] = f"{env.get('PATH', os.defpath)}:/usr/sbin:/sbin"
+    return env
+
+
+def podman(*args: str, check: bool = True, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run podman with engine_env(); a failure raises ImageError with its stderr's last line."""
+    if shutil.which("podman") is None:
+        raise ImageError("podman is not installed: apt-get install podman runc debootstrap")
+    done = subprocess.run(
+        ["podman", *args], env=engine_env(), capture_output=True, text=True, check=False, **kwargs
+    )  # type: ignore[call-overload]  # kwargs are subprocess.run's own (input=, timeout=)
+    if check and done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ImageError(f"podman {args[0]} failed ({done.returncode}): {last}")
+    return done  # type: ignore[no-any-return]  # subprocess.run's overloads lose the type
+
+
+def apt_mirror() -> str:
+    """The Debian mirror apt already uses on this host (deb822 or one-line sources)."""
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in sources:
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for url in re.findall(r"(?:^URIs:|^deb)\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.MULTILINE):
+            if "security" not in url and url.rstrip("/").endswith("/debian"):
+                return str(url).rstrip("/")
+    return "http://deb.debian.org/debian"
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """One process at a time (the default and postgresql builds both need the stand-in)."""
+    PODMAN_DIR.mkdir(parents=True, exist_ok=True)
+    with (PODMAN_DIR / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def base_image(python_version: str) -> str:
+    """The stand-in for python:<version>-slim-trixie, made once per recipe; its name."""
+    name = f"docker.io/library/python:{python_version}-slim-trixie"
+    with locked("base"):
+        found = podman("image", "inspect", "--format", "{{json .Labels}}", name, check=False)
+        if found.returncode == 0 and (json.loads(found.stdout) or {}).get("stand-in") == RECIPE:
+            return name
+        if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+            raise ImageError(
+                f"{name} is missing and only root with debootstrap can make its stand-in here"
+            )
+        root = Path(tempfile.mkdtemp(prefix="stand-in-", dir=PODMAN_DIR))
+        try:
+            _bootstrap(root, python_version)
+            changes = [
+                "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                f"ENV PYTHON_VERSION={python_version}",
+                f"LABEL stand-in={RECIPE}",
+                'CMD ["python3"]',
+            ]
+            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+            podman(
+                "import", *(f"--change={change}" for change in changes), "-", name, stdin=tar.stdout
+            )
+            tar.wait()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return name
+
+
+def _bootstrap(root: Path, version: str) -> None:
+    """debootstrap trixie into ``root``, then make it look like the official slim image."""
+    include = ",".join(package.format(version=version) for package in BASE_PACKAGES)
+    mirror = apt_mirror()
+    done = subprocess.run(
+        ["debootstrap", "--variant=minbase", f"--include={include}", "trixie", str(root), mirror],
+        capture_output=True, text=True, check=False, env=engine_env(),
+    )  # fmt: skip
+    if done.returncode != 0:
+        last = (done.stdout + done.stderr).strip().splitlines()[-1:]
+        raise ImageError(f"debootstrap trixie from {mirror} failed: {' '.join(last)}")
+    for name, text in APT_CONFIG.items():
+        (root / "etc/apt/apt.conf.d" / name).write_text(text, encoding="utf-8")
+    (root / "etc/dpkg/dpkg.cfg.d/docker").write_text(DPKG_EXCLUDES, encoding="utf-8")
+    (root / "etc/apt/sources.list").unlink(missing_ok=True)
+    security = mirror.rsplit("/", 1)[0] + "/debian-security"
+    (root / "etc/apt/sources.list.d/debian.sources").write_text(
+        SOURCES.format(mirror=mirror, security=security), encoding="utf-8"
+    )
+    # What the excludes would have kept out had they been there from the start.
+    for directory in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
+                      "usr/share/groff", "usr/share/lintian", "usr/share/linda"):  # fmt: skip
+        for path in (root / directory).glob("*"):
+            keep = {"locale.alias"} if directory == "usr/share/locale" else set()
+            if path.name in keep:
+                continue
+            if directory == "usr/share/doc" and path.is_dir() and (path / "copyright").exists():
+                for inner in path.iterdir():
+                    if inner.name != "copyright":
+                        shutil.rmtree(inner) if inner.is_dir() else inner.unlink()
+                continue
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    for cache in ("var/cache/apt", "var/lib/apt/lists"):
+        for path in (root / cache).rglob("*"):
+            if path.is_file() and path.name != "lock":
+                path.unlink()
+    # The official image's python and python3 live in /usr/local/bin; the Dockerfile calls
+    # `python`, which Debian's package does not provide.
+    for link in ("python", "python3"):
+        (root / "usr/local/bin" / link).symlink_to(f"/usr/bin/python{version}")
+
+
+def build(project: Path, tag: str) -> None:
+    """The stand-in base if missing, then the project's own `make image` with podman."""
+    answers = json.loads((project / ".cookiecutter-answers.json").read_text(encoding="utf-8"))
+    base_image(answers["default_context"]["python_version"])
+    # pip inside the build trusts the host's CA bundle: HTTPS may be intercepted here.
+    flags = ["--pull=never"]
+    if CA_BUNDLE.is_file():
+        flags.append(f"--volume={CA_BUNDLE}:{CA_BUNDLE}:ro")
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(project), "image", "ENGINE=podman",
+         f"IMAGE={tag}", f"BUILD_FLAGS={' '.join(flags)}"],
+        env=engine_env(), text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ImageError(f"make image failed ({done.returncode}) in {project}")
+
+
+def smoke(project: Path, tag: str) -> None:
+    """The project's .github/smoke-test.sh against ``tag``; a database project gets a real one.
+
+    With a database: the project's own throwaway PostgreSQL (tests/pg_server.py, on loopback),
+    a fresh database on it, and SMOKE_DATABASE_URL, which makes the smoke test run the
+    migration step and the items endpoints against it.
+    """
+    env = engine_env() | {"SMOKE_ENGINE": "podman"}
+    server = None
+    if (project / "tests" / "pg_server.py").is_file():
+        spec = importlib.util.spec_from_file_location("pg_server", project / "tests/pg_server.py")
+        assert spec is not None
+        assert spec.loader is not None
+        pg_server = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pg_server)
+        server = pg_server.start_server()
+        env["SMOKE_DATABASE_URL"] = server.create_database("template1", "smoke")
+    try:
+        done = subprocess.run([str(project / ".github" / "smoke-test.sh"), tag], env=env, check=False)
+    finally:
+        if server is not None:
+            server.remove()
+    if done.returncode != 0:
+        raise ImageError(f".github/smoke-test.sh {tag} exited {done.returncode}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["build", "smoke"])
+    parser.add_argument("project", type=Path)
+    parser.add_argument("tag")
+    arguments = parser.parse_args()
+    try:
+        {"build": build, "smoke": smoke}[arguments.command](arguments.project, arguments.tag)
+    except ImageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
