@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -118,6 +119,9 @@ PEERS = (
     Server("gunicorn-uvicorn", "gunicorn + UvicornWorker, direct on TCP", "gunicorn-uvicorn"),
     Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
 )
+# Access lines written 4 KiB at a time, at least every second: at most PIPE_BUF, so the lines
+# of two nginx workers never interleave in the runner's pipe.
+LOG_BUFFER = (r"access_log @ACCESS_LOG@;", "access_log @ACCESS_LOG@ buffer=4k flush=1s;")
 VARIANTS = {
     server.id: server
     for server in (
@@ -138,6 +142,16 @@ VARIANTS = {
                nginx_edits=((r"proxy_buffers 64 16k;", "proxy_buffers 8 4k;"),
                             (r"proxy_buffer_size 16k;", "proxy_buffer_size 4k;"),
                             (r"proxy_busy_buffers_size 64k;", "proxy_busy_buffers_size 8k;"))),
+        Server("stack-refusals-unlogged", "stack, limit refusals not logged", "stack",
+               nginx_edits=((r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
+        Server("stack-log-buffer", "stack, access_log buffer=4k flush=1s", "stack",
+               nginx_edits=(LOG_BUFFER,)),
+        Server("stack-log-buffer-unlogged",
+               "stack, access_log buffer=4k flush=1s, limit refusals not logged", "stack",
+               nginx_edits=(LOG_BUFFER,
+                            (r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
         Server("stack-header-timeout-60", "stack, client_header_timeout 60s", "stack",
                nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),)),
     )
@@ -150,10 +164,14 @@ class Settings:
     duration_s: int  # each measured run of the normal clients
     warmup_s: int  # before each raw run
     slow_clients: int
+    # The slow clients are connected this long before the normal clients start: in a full run
+    # longer than nginx's client_header_timeout (10 s), so its timeouts and the clients'
+    # reconnections are under way, the steady state of a server beset by slow clients.
+    slow_ramp_s: float
 
 
-FULL = Settings(rounds=3, duration_s=6, warmup_s=1, slow_clients=2000)
-SHORT = Settings(rounds=1, duration_s=1, warmup_s=1, slow_clients=200)
+FULL = Settings(rounds=3, duration_s=6, warmup_s=1, slow_clients=2000, slow_ramp_s=11.0)
+SHORT = Settings(rounds=1, duration_s=1, warmup_s=1, slow_clients=200, slow_ramp_s=1.0)
 
 
 class PeersError(RuntimeError):
@@ -187,15 +205,12 @@ def ensure_granian(template: Path) -> Path:
 
 
 def gunicorn_has_asgi_worker() -> str | None:
-    """None when gunicorn ships its asgi worker, else the reason it is skipped."""
-    try:
-        from gunicorn.workers import SUPPORTED_WORKERS  # noqa: PLC0415 - only for this check
-    except ImportError:
+    """None when gunicorn ships its asgi worker (gunicorn >= 24), else why it is skipped."""
+    if importlib.util.find_spec("gunicorn") is None:
         return "gunicorn is not installed"
-    if "asgi" not in SUPPORTED_WORKERS:
-        import gunicorn  # noqa: PLC0415
-
-        return f"gunicorn {gunicorn.__version__} has no asgi worker (added in gunicorn 24)"
+    if importlib.util.find_spec("gunicorn.workers.gasgi") is None:
+        version = importlib.metadata.version("gunicorn")
+        return f"gunicorn {version} has no asgi worker (it came with gunicorn 24)"
     return None
 
 
@@ -249,6 +264,27 @@ def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
             role = "app"
         totals[role] += seconds
     return totals
+
+
+def tree_rss_mib(root: int) -> float:
+    """Resident memory of root and its descendants, MiB (shared pages counted in each)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    total = 0
+    todo = [root] if root in table else []
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            status = (Path("/proc") / str(pid) / "status").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
 
 
 def pid_cpu(pid: int) -> float:
@@ -356,6 +392,7 @@ class Run:
     normal: dict[str, float | int]  # the normal clients' wrk result
     cpu_s: dict[str, float]  # the server's processes by role, the clients, the attacker
     attacker: dict[str, Any] = field(default_factory=dict)
+    rss_mib: float = 0.0  # the server's processes' resident memory at the end of the run
 
     @property
     def goodput(self) -> float:
@@ -398,6 +435,7 @@ class Measure:
             clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             after = tree_cpu(root, stack=stack)
             attacker_s = (pid_cpu(attacker.pid) - attacker_before) if attacker else 0.0
+            rss = tree_rss_mib(root)
         finally:
             report = self._stop_attacker(attacker)
         cpu = {role: after[role] - before[role] for role in after}
@@ -405,12 +443,12 @@ class Measure:
             clients_after.ru_stime - clients_before.ru_stime
         )
         cpu["attacker"] = attacker_s
-        return Run(running.server.id, condition, round_index, result.as_dict(), cpu, report)
+        return Run(running.server.id, condition, round_index, result.as_dict(), cpu, report, rss)
 
     def _start_attacker(self, running: Running, condition: str) -> subprocess.Popen[str] | None:
         if condition in RAW:
             return None
-        seconds = ATTACK_RAMP_S + self.settings.duration_s + 2
+        seconds = self.settings.slow_ramp_s + ATTACK_RAMP_S + self.settings.duration_s + 2
         if condition in {"flood", "oversized"}:
             env = dict(os.environ, **attacks.source_env(self.shim, attacks.ATTACKER, 1))
             connections = FLOOD_CONNECTIONS if condition == "flood" else OVERSIZED_CONNECTIONS
@@ -441,14 +479,15 @@ class Measure:
             process.kill()
             rest = process.communicate()[0]
             raise PeersError(f"the slow clients did not all connect: {line} {rest[-500:]}")
-        time.sleep(ATTACK_RAMP_S)
+        time.sleep(self.settings.slow_ramp_s)
         return process
 
     @staticmethod
     def _stop_attacker(process: subprocess.Popen[str] | None) -> dict[str, Any]:
         if process is None:
             return {}
-        if process.args[0] != sys.executable:  # wrk: let it finish its run and report
+        argv = process.args if isinstance(process.args, list) else []
+        if not argv or argv[0] != sys.executable:  # wrk: let it finish its run and report
             output = process.communicate(timeout=60)[0]
             try:
                 result = parse_wrk_output(output)
@@ -545,8 +584,6 @@ def _now() -> str:
 
 
 def _machine() -> dict[str, Any]:
-    import importlib.metadata  # noqa: PLC0415
-
     versions = {}
     for package in ("fastapi", "uvicorn", "gunicorn", "uvicorn-worker", "uvloop", "httptools"):
         try:
@@ -591,6 +628,13 @@ class Cell:
     p99_ms: float
     errors: int
     cpu_us: dict[str, float]  # per normal request, medians over rounds
+    rss_mib: float  # the server's memory at the end of the runs, median
+    requests: int  # the normal clients' answers, all rounds
+
+    @property
+    def p99(self) -> str:
+        """The normal clients' p99, or "-" when no request was answered at all."""
+        return f"{self.p99_ms:.1f}" if self.requests else "-"
 
 
 def cells(results: dict[str, Any]) -> dict[tuple[str, str], Cell]:
@@ -614,6 +658,8 @@ def cells(results: dict[str, Any]) -> dict[tuple[str, str], Cell]:
             p99_ms=_median([float(r.normal["p99_ms"]) for r in runs]),
             errors=sum(int(r.normal["non_2xx"]) + int(r.normal["socket_errors"]) for r in runs),
             cpu_us=per_request,
+            rss_mib=_median([r.rss_mib for r in runs]),
+            requests=sum(int(r.normal["requests"]) for r in runs),
         )
     return table
 
@@ -668,7 +714,7 @@ def markdown(results: dict[str, Any]) -> str:
                 best = _fastest_direct(results, table, condition)
                 share = f"{cell.goodput / best:.2f} x" if best else ""
                 row += (
-                    f" {cell.goodput:,.0f} | {share} | {cell.p50_ms:.1f} / {cell.p99_ms:.1f} "
+                    f" {cell.goodput:,.0f} | {share} | {cell.p50_ms:.1f} / {cell.p99} "
                     f"| {cell.errors} |"
                 )
             out.append(row)
@@ -679,26 +725,25 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             (
                 "x alone: the goodput as a multiple of the same server's without attack (GET "
-                "/items/{id} above), in the same run. p99 is the normal clients' latency."
+                "/items/{id} above), in the same run. p99 is the normal clients' latency; "
+                "errors, their non-2xx answers and socket errors (timeouts after 10 s)."
             ),
             "",
         ]
         header = "| server | alone ok/s (p99 ms) |" + "".join(
-            f" {LABELS[c]}: ok/s | x alone | p99 ms |" for c in attacked
+            f" {LABELS[c]}: ok/s | x alone | p99 ms | errors |" for c in attacked
         )
-        out += [header, "|---|---:|" + "---:|---:|---:|" * len(attacked)]
+        out += [header, "|---|---:|" + "---:|---:|---:|---:|" * len(attacked)]
         for server_id, label in servers:
             alone = table.get((server_id, "items"))
-            row = f"| {label} | " + (
-                f"{alone.goodput:,.0f} ({alone.p99_ms:.1f}) |" if alone else " |"
-            )
+            row = f"| {label} | " + (f"{alone.goodput:,.0f} ({alone.p99}) |" if alone else " |")
             for condition in attacked:
                 cell = table.get((server_id, condition))
                 if cell is None:
-                    row += " | | |"
+                    row += " | | | |"
                     continue
                 share = f"{cell.goodput / alone.goodput:.2f} x" if alone and alone.goodput else ""
-                row += f" {cell.goodput:,.0f} | {share} | {cell.p99_ms:.1f} |"
+                row += f" {cell.goodput:,.0f} | {share} | {cell.p99} | {cell.errors:,} |"
             out.append(row)
         out.append("")
     out += [
@@ -706,11 +751,15 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         (
             "Each process of the server by role, the normal clients (wrk) and the attacker, "
-            "divided by the normal requests served in the run."
+            "divided by the normal requests served in the run; and the resident memory of the "
+            "server's processes at the end of the run."
         ),
         "",
-        "| condition | server | runner | nginx | app | metrics | clients | attacker | total |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        (
+            "| condition | server | runner | nginx | app | metrics | clients | attacker | total "
+            "| server memory MiB |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for condition in conditions:
         for server_id, _ in servers:
@@ -719,9 +768,10 @@ def markdown(results: dict[str, Any]) -> str:
                 continue
             cpu = cell.cpu_us
             roles = ("runner", "nginx", "app", "metrics", "clients", "attacker")
-            values = " | ".join(f"{cpu.get(r, 0.0):,.0f}" for r in roles)
+            values = " | ".join(f"{cpu.get(r, 0.0):,.0f}" if cell.requests else "-" for r in roles)
+            total = f"{sum(cpu.values()):,.0f}" if cell.requests else "-"
             out.append(
-                f"| {LABELS[condition]} | {server_id} | {values} | {sum(cpu.values()):,.0f} |"
+                f"| {LABELS[condition]} | {server_id} | {values} | {total} | {cell.rss_mib:,.0f} |"
             )
     return "\n".join(out) + "\n"
 
