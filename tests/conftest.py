@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from .full_suites import FullSuite, FullSuites, Step
+from .images import tag as images_tag
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 # Outside the checkout, which may sit in a private directory: as root, the generated project's
@@ -151,6 +152,9 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
 FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "default": {},
     "postgresql": {"database": "postgresql"},
+    # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
+    "image": {},
+    "image-postgresql": {"database": "postgresql"},
 }
 
 
@@ -161,12 +165,21 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     shared venv's interpreter). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test,
     then the battery's database test (the rest of the battery is the default bake's).
+    image and image-postgresql: `make lock`, then the image built, smoke-tested and described
+    by an SBOM with podman (tests/images.py).
     """
     python = str(env.venv / "bin" / "python")
 
     def make(target: str) -> Step:
         command = ["make", "--no-print-directory", "-C", str(project), target, f"VENV={env.venv}"]
         return Step(target, command)
+
+    if name.startswith("image"):  # `make lock` as a person would, then the image from it
+        images = [sys.executable, "-m", "tests.images"]
+        image = [str(project), images_tag(name)]
+        steps = [("build", "build"), ("smoke test", "smoke"), ("sbom", "sbom")]
+        commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]
+        return [make("lock"), *commands]
 
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]

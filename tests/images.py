@@ -11,7 +11,7 @@ host's CA bundle for pip behind an intercepting proxy).
 Run by the full suites (tests/full_suites.py) as ``python -m tests.images COMMAND PROJECT TAG``
 from the template's directory: ``build`` (the stand-in base when missing, then ``make image``),
 ``smoke`` (the project's own .github/smoke-test.sh; with a database, against the project's
-throwaway PostgreSQL from its tests/pg_server.py).
+throwaway PostgreSQL from its tests/pg_server.py), ``sbom`` (the project's `make sbom`).
 """
 
 from __future__ import annotations
@@ -220,6 +220,7 @@ def build(project: Path, tag: str) -> None:
     flags = ["--pull=never"]
     if CA_BUNDLE.is_file():
         flags.append(f"--volume={CA_BUNDLE}:{CA_BUNDLE}:ro")
+    previous = image_id(tag)
     done = subprocess.run(
         ["make", "--no-print-directory", "-C", str(project), "image", "ENGINE=podman",
          f"IMAGE={tag}", f"BUILD_FLAGS={' '.join(flags)}"],
@@ -227,6 +228,15 @@ def build(project: Path, tag: str) -> None:
     )  # fmt: skip
     if done.returncode != 0:
         raise ImageError(f"make image failed ({done.returncode}) in {project}")
+    # The store outlives the run: the image this build replaced goes (its layers the new one
+    # shares stay), or every run would leave one behind.
+    if previous and previous != image_id(tag):
+        podman("rmi", previous, check=False)
+
+
+def image_id(image: str) -> str:
+    """The id of ``image`` in the store, or "" when it is not there."""
+    return podman("image", "inspect", "--format", "{{.Id}}", image, check=False).stdout.strip()
 
 
 def smoke(project: Path, tag: str) -> None:
@@ -247,7 +257,9 @@ def smoke(project: Path, tag: str) -> None:
         server = pg_server.start_server()
         env["SMOKE_DATABASE_URL"] = server.create_database("template1", "smoke")
     try:
-        done = subprocess.run([str(project / ".github" / "smoke-test.sh"), tag], env=env, check=False)
+        done = subprocess.run(
+            [str(project / ".github" / "smoke-test.sh"), tag], env=env, check=False
+        )
     finally:
         if server is not None:
             server.remove()
@@ -255,14 +267,37 @@ def smoke(project: Path, tag: str) -> None:
         raise ImageError(f".github/smoke-test.sh {tag} exited {done.returncode}")
 
 
+def sbom(project: Path, tag: str) -> None:
+    """The project's own `make sbom` for ``tag``: build/sbom.cdx.json in the project."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(project), "sbom", "ENGINE=podman",
+         f"IMAGE={tag}"],
+        env=engine_env(), text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ImageError(f"make sbom failed ({done.returncode}) in {project}")
+
+
+def tag(suite: str) -> str:
+    """The image a full suite (tests/conftest.py) builds, in the store it shares with others."""
+    return f"localhost/template-test-{suite}:latest"
+
+
+def inspect(image: str) -> dict[str, object]:
+    """podman's `image inspect` of ``image``: Size (bytes), History, RootFS.Layers..."""
+    found: list[dict[str, object]] = json.loads(podman("image", "inspect", image).stdout)
+    return found[0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["build", "smoke"])
+    parser.add_argument("command", choices=["build", "smoke", "sbom"])
     parser.add_argument("project", type=Path)
     parser.add_argument("tag")
     arguments = parser.parse_args()
     try:
-        {"build": build, "smoke": smoke}[arguments.command](arguments.project, arguments.tag)
+        commands = {"build": build, "smoke": smoke, "sbom": sbom}
+        commands[arguments.command](arguments.project, arguments.tag)
     except ImageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

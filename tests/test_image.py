@@ -1,0 +1,262 @@
+"""The generated projects' images, built and run: what the Dockerfile and the smoke test promise.
+
+The default and postgresql bakes each get `make lock`, `make image`, `.github/smoke-test.sh`
+(the postgresql one against a real PostgreSQL: the migration step, then items) and
+`make sbom`, with podman on a stand-in base (tests/images.py), in the background beside the
+other suites (tests/full_suites.py). These tests read those steps' results, then check what
+only the template can: the image's size against the figure recorded here, the SBOM against
+the lock and the image, and the supply-chain script's refusals.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from packaging.markers import Marker
+
+from . import images
+from .conftest import Bake, ProjectEnv, install_env
+
+if TYPE_CHECKING:
+    from .full_suites import FullSuites
+
+# The images' sizes as podman reports them (bytes), measured 2026-11-24 on the stand-in base
+# (121 MB; CONTRIBUTING.md), with requirements.lock of that day. A build more than 20 %
+# larger fails: a compiler left in, a cache not cleaned, a heavy dependency. Smaller is fine;
+# record the new figure when a change means it.
+RECORDED_SIZE = {"image": 201_300_000, "image-postgresql": 249_000_000}
+LARGEST_GROWTH = 1.20
+
+
+def steps(full_suites: FullSuites, suite: str) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The suite's steps by name, each required to have passed (its output in the message)."""
+    results = {step.args[0]: step for step in full_suites.result(suite)}
+    for name, step in results.items():
+        assert step.returncode == 0, f"{suite}: {name} failed\n{step.stdout[-6000:]}{step.stderr}"
+    assert list(results) == ["lock", "build", "smoke test", "sbom"], list(results)
+    return results
+
+
+def suite_project(shared_tmp: Path, suite: str) -> Path:
+    """The bake the suite built its image from (tests/conftest.py's full_suites)."""
+    (project,) = [path for path in (shared_tmp / f"full-suite-{suite}").iterdir() if path.is_dir()]
+    return project
+
+
+@pytest.mark.full_suite("image")
+def test_the_default_image_passes_its_smoke_test(full_suites: FullSuites) -> None:
+    """Healthy, every process uid 10001 without capabilities, read-only root, no compiler,
+    answers through nginx, exit 0 on SIGTERM, only JSON log lines."""
+    smoke = steps(full_suites, "image")["smoke test"].stdout
+    for said in (
+        "processes checked", "created and read back item", "stopped with status 0",
+        "all JSON", "ok: healthy, locked down",
+    ):  # fmt: skip
+        assert said in smoke, smoke
+
+
+@pytest.mark.full_suite("image-postgresql")
+def test_the_postgresql_image_migrates_and_serves_items_from_a_real_database(
+    full_suites: FullSuites,
+) -> None:
+    """The migration step runs from the image, then /readyz sees the database and an item is
+    created and read back through nginx, all under the smoke test's restrictions."""
+    smoke = steps(full_suites, "image-postgresql")["smoke test"].stdout
+    assert "the migration step (alembic upgrade head)" in smoke, smoke
+    assert '"checks":{"database":"ok"}' in smoke, smoke
+    for said in ("processes checked", "created and read back item", "all JSON", "ok: healthy"):
+        assert said in smoke, smoke
+
+
+@pytest.mark.full_suite("image")
+@pytest.mark.full_suite("image-postgresql")
+def test_the_images_stay_within_their_recorded_size(full_suites: FullSuites) -> None:
+    """Each image is at most 20 % larger than the size recorded above, and its HEALTHCHECK and
+    non-root numeric user survived the build (podman drops the first without --format docker)."""
+    report = []
+    for suite, recorded in RECORDED_SIZE.items():
+        steps(full_suites, suite)
+        details: dict[str, Any] = images.inspect(images.tag(suite))
+        size, layers = int(details["Size"]), len(details["RootFS"]["Layers"])
+        report.append(
+            f"{suite}: {size / 1e6:.1f} MB in {layers} layers (recorded {recorded / 1e6:.1f})"
+        )
+        assert size <= recorded * LARGEST_GROWTH, report
+        assert details["Healthcheck"]["Test"][:2] == ["CMD", "python"], details["Healthcheck"]
+        assert details["Config"]["User"] == "10001:10001"
+    print("\n".join(report))
+
+
+def applies_to_the_image(requirement_line: str, python_version: str) -> bool:
+    """Whether a lock line's environment marker holds in the image (Linux, its Python)."""
+    _, _, marker = requirement_line.partition(";")
+    if not marker.strip():
+        return True
+    environment = {
+        "python_version": python_version, "python_full_version": f"{python_version}.0",
+        "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+        "platform_machine": "x86_64", "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+    }  # fmt: skip
+    return Marker(marker.strip().rstrip("\\").strip()).evaluate(environment)
+
+
+@pytest.mark.full_suite("image")
+def test_the_sbom_lists_the_locks_runtime_packages_and_the_images_debian_packages(
+    full_suites: FullSuites, shared_tmp: Path
+) -> None:
+    """build/sbom.cdx.json is valid CycloneDX 1.6 and holds every pin of requirements.lock that
+    applies to the image (at its version) and every Debian package dpkg has installed there."""
+    steps(full_suites, "image")
+    project = suite_project(shared_tmp, "image")
+    bom = json.loads((project / "build" / "sbom.cdx.json").read_text(encoding="utf-8"))
+    components = {(c["purl"].split("/")[0], c["name"], c["version"]) for c in bom["components"]}
+    python = {(name, version) for kind, name, version in components if kind == "pkg:pypi"}
+    debian = {(name, version) for kind, name, version in components if kind == "pkg:deb"}
+
+    lock = (project / "requirements.lock").read_text(encoding="utf-8")
+    pins = re.findall(r"^([A-Za-z0-9][\w.-]*)==(\S+)( ; [^\\\n]+)?", lock, re.MULTILINE)
+    expected = {
+        (re.sub(r"[-_.]+", "-", name).lower(), version)
+        for name, version, marker in pins
+        if applies_to_the_image(marker, "3.13")
+    }
+    assert len(expected) > 20, pins
+    assert expected - python == set(), "lock pins missing from the SBOM"
+    assert python - expected == set(), "Python packages in the SBOM that the lock does not pin"
+
+    dpkg = images.podman(
+        "run", "--rm", "--network=none", "--entrypoint", "dpkg-query", images.tag("image"),
+        "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\n",
+    ).stdout  # fmt: skip
+    installed = {
+        tuple(line.split()[1:]) for line in dpkg.splitlines() if line.startswith("installed")
+    }
+    assert {"nginx-light", "python3.13", "libc6"} <= {name for name, _ in installed}
+    assert debian == installed
+
+    # The CycloneDX schema pip-audit's dependency cyclonedx-python-lib ships in the project's
+    # venv, read by check-jsonschema (its $refs to the SPDX and JSF schemas resolve beside it).
+    venv = install_env(project)
+    (schema,) = venv.glob(
+        "lib/python*/site-packages/cyclonedx/schema/*/bom-1.6.SNAPSHOT.schema.json"
+    )
+    check_jsonschema = Path(sys.executable).parent / "check-jsonschema"
+    validated = subprocess.run(
+        [check_jsonschema, "--schemafile", schema, project / "build" / "sbom.cdx.json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
+# --- the supply-chain script's refusals (.github/supply_chain.py, `make audit`) ---------------
+
+# One pin, hashed as `make lock` writes them: enough for the audit to ask about it.
+SMALL_LOCK = "fastapi==0.165.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+
+
+@pytest.fixture
+def audited(default_bake: Bake, tmp_path: Path) -> Path:
+    """A copy of the default bake with a small requirements.lock, for the audit to read."""
+    project = tmp_path / "project"
+    shutil.copytree(default_bake.project, project, ignore=shutil.ignore_patterns("*_cache"))
+    (project / "requirements.lock").write_text(SMALL_LOCK, encoding="utf-8")
+    return project
+
+
+def audit(project: Path, env: ProjectEnv) -> subprocess.CompletedProcess[str]:
+    python = env.venv / "bin" / "python"
+    return subprocess.run(
+        [python, ".github/supply_chain.py", "audit"],
+        cwd=project, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_make_audit_stops_in_one_line_where_no_vulnerability_database_answers(
+    audited: Path, project_env: ProjectEnv
+) -> None:
+    """Where PyPI's vulnerability data cannot be reached (these machines), `make audit` fails
+    with one line saying so, never a traceback; where it can, pip-audit's verdict stands."""
+    result = project_env.make(audited, "audit")
+
+    said = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert "Traceback" not in result.stdout + result.stderr
+    if result.returncode != 0:
+        assert len(said) == 1, result.stderr
+        assert said[0].startswith("error: the vulnerability database"), said
+
+
+def allowlist_entry(**fields: object) -> str:
+    lines = [
+        f"{key} = {json.dumps(value) if isinstance(value, str) else value}"
+        for key, value in fields.items()
+    ]
+    return "[[accept]]\n" + "\n".join(lines) + "\n"
+
+
+SOON = dt.date.today() + dt.timedelta(days=30)
+REASON = "only the package's command-line tool is affected; the service never runs it"
+
+
+@pytest.mark.parametrize(
+    ("entry", "refusal"),
+    [
+        (
+            allowlist_entry(id="GHSA-2c5f-9jv8-qx7w", expires=SOON),
+            "needs exactly id, reason and expires",
+        ),
+        (
+            allowlist_entry(id="PYSEC-2024-1", reason=REASON, expires=dt.date(2020, 1, 1)),
+            "expired on 2020-01-01",
+        ),
+        (
+            allowlist_entry(id="CVE-2024-12345", reason=REASON, expires=str(SOON)),
+            "expires must be a date",
+        ),
+        (
+            allowlist_entry(id="BUG-1", reason=REASON, expires=SOON),
+            "is not a PYSEC-, GHSA- or CVE- id",
+        ),
+        (allowlist_entry(id="PYSEC-2024-1", reason="ok", expires=SOON), "the reason must say why"),
+        (
+            allowlist_entry(
+                id="PYSEC-2024-1", reason=REASON, expires=SOON + dt.timedelta(days=400)
+            ),
+            "more than a year ahead",
+        ),
+        (allowlist_entry(id="GHSA-2c5f-9jv8-qx7w", reason=REASON, expires=SOON), None),
+    ],
+    ids=[
+        "no reason",
+        "expired",
+        "date as text",
+        "unknown id",
+        "no real reason",
+        "too far",
+        "valid",
+    ],
+)
+def test_every_allowlist_entry_needs_an_id_a_reason_and_a_live_expiry(
+    audited: Path, project_env: ProjectEnv, entry: str, refusal: str | None
+) -> None:
+    """A malformed or expired entry of .github/audit-allowlist.toml fails the audit in one line
+    naming the entry; a valid one lets the audit go on to the vulnerability database."""
+    (audited / ".github" / "audit-allowlist.toml").write_text(entry, encoding="utf-8")
+
+    result = audit(audited, project_env)
+
+    if refusal is None:
+        assert "audit-allowlist.toml" not in result.stderr, result.stderr
+    else:
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith("error: audit-allowlist.toml, entry 1"), result.stderr
+        assert refusal in result.stderr, result.stderr
