@@ -143,15 +143,30 @@ def test_nginx_error_lines_become_json(
     assert {key: fields.get(key) for key in expected} == expected
 
 
-def test_access_lines_are_made_valid_utf8(jsonlog: ModuleType) -> None:
-    """Valid lines pass untouched; a non-UTF-8 byte becomes a \\udcXX escape, nothing lost."""
-    good = b'{"a":"\xc3\xa9"}\n{"b":1}'
+def test_access_lines_are_made_printable_ascii(jsonlog: ModuleType) -> None:
+    """Printable ASCII lines pass untouched; text becomes \\u escapes, DEL \\u007f, and a
+    byte that is not UTF-8 the characters \\xff: never a lone surrogate (issue 19)."""
+    good = b'{"a":"b"}\n{"b":1}'
     assert jsonlog.access_lines(good) == good + b"\n"
-    out = jsonlog.access_lines(b'{"ua":"Mozilla \xff"}\n{"b":1}\nnot json \xfe')
-    first, second, third = (json.loads(line) for line in out.decode("utf-8").splitlines())
+    out = jsonlog.access_lines(b'{"ua":"Mozilla \xff\x7f\xc3\xa9"}\n{"b":1}\nnot json \xfe')
+    assert all(0x20 <= byte < 0x7F or byte == 0x0A for byte in out), out
+    assert b"\\ud" not in out
+    first, second, third = (json.loads(line) for line in out.decode("ascii").splitlines())
     assert (first, second, third["message"]) == (
-        {"ua": "Mozilla \udcff"},
+        {"ua": "Mozilla \\xff\x7f\u00e9"},
         {"b": 1},
         "not json \\xfe",
     )
-    assert first["ua"].encode("utf-8", "surrogateescape") == b"Mozilla \xff"
+
+
+def test_del_is_escaped_in_every_line(jsonlog: ModuleType) -> None:
+    """DEL (0x7f), which the JSON escaper leaves as it is, is \\u007f in the formatter's lines
+    too: messages, extra fields, the runner's relayed nginx error lines."""
+    lines = [
+        jsonlog.JsonFormatter().format(record("a\x7fb", ua="c\x7fd", seq=["\x7f"])),
+        jsonlog.nginx_error_line(b"2026/01/02 03:04:05 [error] 1#1: *2 x\x7f, client: 1.2.3.4"),
+    ]
+    for line in lines:
+        assert "\x7f" not in line
+        assert "\\u007f" in line
+        json.loads(line)

@@ -44,8 +44,12 @@ CONTRACT_KEYS = frozenset(
 )
 LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "error", "critical")}
 
-# JSON string with everything outside printable ASCII escaped: safe for any log pipeline.
-_quote = encode_basestring_ascii
+
+def _quote(text: str) -> str:
+    """A JSON string with everything outside printable ASCII escaped: safe for any log
+    pipeline. The C escaper leaves DEL (0x7f), an ASCII control character, as it is."""
+    return encode_basestring_ascii(text).replace("\x7f", "\\u007f")
+
 # ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
 _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
@@ -83,7 +87,8 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).
 def render_value(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
     try:
-        return _encode(value)
+        # DEL can only be inside a string there: escaped as _quote does.
+        return _encode(value).replace("\x7f", "\\u007f")
     except Exception:  # noqa: BLE001 - NaN, a cycle, a key JSON refuses, a broken __str__
         try:
             return _quote(repr(value))
@@ -222,7 +227,8 @@ _NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": 
 
 
 def _text(raw: bytes) -> str:
-    # Whatever bytes a client sent stay visible; the formatter escapes them to ASCII.
+    # Whatever bytes a client sent stay visible: invalid UTF-8 as \xff (never a lone
+    # surrogate, which strict JSON readers refuse); the formatter escapes the rest to ASCII.
     return raw.decode("utf-8", "backslashreplace")
 
 
@@ -256,18 +262,18 @@ def stderr_line(logger: str, raw: bytes) -> str:
 
 
 def access_lines(block: bytes) -> bytes:
-    """Lines of nginx's JSON access log (no final newline), made valid UTF-8 JSON lines.
+    """Lines of nginx's JSON access log (no final newline), made printable ASCII JSON lines.
 
-    nginx's ``escape=json`` escapes quotes and control characters but copies other bytes as
-    they came: a Latin-1 User-Agent or a percent-decoded ``/%ff`` path is not UTF-8. Such a
-    block is re-encoded line by line, those bytes as ``\\udcXX`` escapes (lossless: Python
-    decodes them back with ``surrogateescape``); valid blocks, nearly all, pass untouched.
+    nginx's ``escape=json`` escapes quotes and controls below 0x20 but copies other bytes as
+    they came: DEL, a UTF-8 or Latin-1 User-Agent, a percent-decoded ``/%ff`` path. Such a
+    block is re-encoded line by line: text as ``\\uXXXX`` escapes, DEL as ``\\u007f``, and
+    bytes that are not UTF-8 as the four characters ``\\xff`` (JSON ``"\\\\xff"``), never
+    as lone surrogates, which strict JSON readers refuse. Printable ASCII blocks, nearly
+    all, pass untouched.
     """
-    try:
-        block.decode("utf-8")
-    except UnicodeDecodeError:
-        return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())
-    return block + b"\n"
+    if block.isascii() and b"\x7f" not in block:
+        return block + b"\n"
+    return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())
 
 
 def _access_line(raw: bytes) -> bytes:
@@ -275,4 +281,19 @@ def _access_line(raw: bytes) -> bytes:
         parsed = json.loads(raw.decode("utf-8", "surrogateescape"))
     except ValueError:
         return (stderr_line("nginx.access", raw) + "\n").encode("ascii")
-    return (json.dumps(parsed, separators=(",", ":")) + "\n").encode("ascii")
+    return (render_value(_without_surrogates(parsed)) + "\n").encode("ascii")
+
+
+def _without_surrogates(value: object) -> object:
+    """A parsed line's strings with the bytes surrogateescape kept written as \\xff."""
+    if isinstance(value, str):
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate escaped in the line itself ("\\ud800")
+            raw = value.encode("utf-8", "backslashreplace")
+        return raw.decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {key: _without_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    return value

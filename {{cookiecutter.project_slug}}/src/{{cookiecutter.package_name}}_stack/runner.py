@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import edge
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from .jsonlog import access_lines, nginx_error_line, stderr_line, write_line
+from .jsonlog import access_lines, stderr_line, write_line
 from .settings import (
     STOP_MARGIN,
     UPSTREAM_KEEPALIVE_TIME,
@@ -148,6 +149,8 @@ def nginx_values(
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
+        # Per-client limits and CORS (edge.py).
+        **edge.nginx_values(settings),
     }
 
 
@@ -169,7 +172,10 @@ def write_nginx_conf(
         nginx_values(settings, upstream_socket, workers),
     )
     settings.run_dir.mkdir(parents=True, exist_ok=True)
-    settings.temp_dir.mkdir(mode=0o700, exist_ok=True)
+    settings.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # nginx creates the status socket 0666: this directory is what keeps others out.
+    settings.status_socket.parent.mkdir(mode=0o700, exist_ok=True)
+    settings.status_socket.parent.chmod(0o700)  # also when a previous run left it
     partial = settings.rendered_conf.with_suffix(".conf.tmp")
     partial.write_text(text, encoding="utf-8")
     partial.replace(settings.rendered_conf)
@@ -386,7 +392,8 @@ class Stack:
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
         # (stderr) is nginx's text, made the stack's JSON lines here.
-        err = _each_line(nginx_error_line)
+        # Its refusals by a limit are counted on the way (edge.py): they never reach the app.
+        err = _each_line(edge.LimitCounter(self.settings.metrics_dir).line)
         child = self.spawn("nginx", command, env, out=access_lines, err=err)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")

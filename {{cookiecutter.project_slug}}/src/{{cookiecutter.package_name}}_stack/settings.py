@@ -25,6 +25,9 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+# The app's CORS origins: nginx's own errors (413, 429, 503...) carry the CORS headers the
+# app's would, for the same origins (deploy/nginx.conf); read like the deadline, below.
+APP_CORS_NAME = "{{ cookiecutter.package_name | upper }}_CORS_ORIGINS"
 # The app's request deadline: the app's settings.py reads it with its prefix; the stack too.
 APP_DEADLINE_NAME = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
 DEADLINE_DEFAULT = 30.0
@@ -63,6 +66,7 @@ _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 # A DNS name, lower case; ".example.com" is it and every name under it, "svc.*" every name
 # it begins (nginx's map hostnames masks).
 _HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+")
 
 
 class SettingError(ValueError):
@@ -85,6 +89,13 @@ def _items(value: Any) -> Any:
 
 def _network(value: str) -> str:
     return str(ipaddress.ip_network(value, strict=False))
+
+
+def _origin(value: str) -> str:
+    # Rendered into an nginx map as a quoted string: the app checks the shape itself.
+    if not _ORIGIN.fullmatch(value):
+        raise ValueError("scheme://host[:port] origins, for example https://app.example.com")
+    return value
 
 
 def _host(value: str) -> str:
@@ -114,6 +125,11 @@ Networks = Annotated[
 Hosts = Annotated[
     tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_host, _items(v))))
 ]
+Origins = Annotated[
+    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_origin, _items(v))))
+]
+# Requests per second, or in a burst, per client address: nginx's limit_req takes integers.
+Rate = Annotated[int, Field(ge=0, le=1_000_000)]
 _WORD = r"^\S+$"
 _WORKERS = r"^(?:auto|[1-9][0-9]{0,3})$"
 _USER = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$"
@@ -156,6 +172,10 @@ class StackSettings(BaseSettings):
     counts them (nginx's own auto counts the machine's)"""
     nginx_bin: str | None = Field(None, alias="NGINX_BIN", pattern=_WORD)
     """the nginx executable; unset: nginx on PATH, else /usr/sbin/nginx"""
+    nginx_temp_dir: SafePath | None = Field(None, alias="NGINX_TEMP_DIR")
+    """nginx's spool of request bodies over 16 KiB and of buffered responses; unset:
+    $RUN_DIR/nginx-temp. Keep it off RUN_DIR's mount (the image: /tmp/nginx), so spooled
+    bodies never fill the filesystem holding the sockets and metric files"""
     nginx_conf: SafePath = Field(Path("deploy/nginx.conf"), alias="NGINX_CONF")
     """the nginx.conf template"""
     gunicorn_conf: SafePath = Field(Path("deploy/gunicorn.conf.py"), alias="GUNICORN_CONF")
@@ -168,6 +188,26 @@ class StackSettings(BaseSettings):
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
     """started as root and SERVE_USER cannot run the stack: serve as root anyway (otherwise
     the runner refuses to start)"""
+
+    # Per-client limits at nginx (edge.py renders them): each pod counts its own clients.
+    # 100 r/s with a burst of 200: far above what a person or a well-behaved integration
+    # sends one pod, well below what one address needs to fill 2 workers (~1,000 r/s each).
+    rate_limit: Rate = Field(100, alias="RATE_LIMIT")
+    """requests per second nginx lets each client address make, per pod (limit_req; over it:
+    JSON 429 with Retry-After); 0: off. Behind a load balancer not in TRUSTED_PROXIES every
+    client shares its address"""
+    rate_limit_burst: Rate = Field(200, alias="RATE_LIMIT_BURST")
+    """requests above the rate a client may send at once before nginx answers 429"""
+    rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
+    """count and log the requests RATE_LIMIT would refuse, refuse none"""
+    # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one
+    # address can never fill the overload cap alone.
+    connections_per_client: Rate = Field(128, alias="CONNECTIONS_PER_CLIENT")
+    """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
+    JSON 503 with Retry-After, like overload); 0: off"""
+    cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
+    """the app's CORS origins: nginx's own errors (413, 429, 503...) carry the CORS headers
+    for them too"""
 
     # The timeout chain (TimeoutChain below derives nginx's).
     app_deadline: Deadline = Field(DEADLINE_DEFAULT, validation_alias=APP_DEADLINE_NAME)
@@ -299,7 +339,9 @@ class StackSettings(BaseSettings):
 
     @property
     def temp_dir(self) -> Path:
-        return self.run_dir / "nginx-temp"
+        """nginx's spool (NGINX_TEMP_DIR)."""
+        given = self.nginx_temp_dir
+        return self.run_dir / "nginx-temp" if given is None else given
 
     @property
     def rendered_conf(self) -> Path:
@@ -313,8 +355,10 @@ class StackSettings(BaseSettings):
 
     @property
     def status_socket(self) -> Path:
-        """nginx's stub_status, for the metrics listener only (nginx.conf)."""
-        return self.run_dir / "nginx-status.sock"
+        """nginx's stub_status, for the metrics listener only (nginx.conf). nginx creates it
+        0666 (1.22 has no mode for a unix listen): in a 0700 directory of its own, only the
+        stack's user (nginx's workers and the listener) reaches it."""
+        return self.run_dir / "nginx-status" / "nginx-status.sock"
 
     def socket_path(self, generation: int = 0) -> Path:
         """gunicorn's socket; each reload starts generation N+1 on a new path."""

@@ -34,6 +34,7 @@ DEPLOY = HERE.parent.parent / "deploy"
 PACKAGE = "{{ cookiecutter.package_name }}"
 # The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
 DEADLINE_SECONDS = 2
+ALLOWED_ORIGIN = "https://app.example.com"
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 
 
@@ -186,8 +187,15 @@ def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LiveStack]:
-    """The stack serving live_app.py, with a short deadline; the last test may stop it."""
-    started = launch(**{f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS)})
+    """The stack serving live_app.py, with a short deadline and one CORS origin; the last test
+    may stop it."""
+    started = launch(
+        **{
+            f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+            # One browser origin: nginx's own errors must carry CORS headers for it too.
+            f"{PACKAGE.upper()}_CORS_ORIGINS": ALLOWED_ORIGIN,
+        }
+    )
     yield started
     started.stop()
     shutil.rmtree(started.run_dir.parent, ignore_errors=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}_stack import cpus, runner
-from {{ cookiecutter.package_name }}_stack.settings import APP_DEADLINE_NAME, load
+from {{ cookiecutter.package_name }}_stack.settings import APP_CORS_NAME, APP_DEADLINE_NAME, load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BEHIND_A_LOAD_BALANCER = {
@@ -24,6 +24,15 @@ BEHIND_A_LOAD_BALANCER = {
     "LISTEN_ADDRESS": "::",
     "ALLOWED_HOSTS": ".example.com *",
     APP_DEADLINE_NAME: "30.5",
+    "RATE_LIMIT": "0",
+    "CONNECTIONS_PER_CLIENT": "0",
+}
+EDGE = {
+    "RATE_LIMIT": "5",
+    "RATE_LIMIT_BURST": "0",
+    "RATE_LIMIT_DRY_RUN": "on",
+    "CONNECTIONS_PER_CLIENT": "2",
+    APP_CORS_NAME: "https://app.example.com,http://[::1]:5173",
 }
 
 
@@ -38,12 +47,18 @@ def render(run_dir: Path, **environ: str) -> str:
     ("environ", "expected"),
     [
         ({}, ["proxy_read_timeout 35s;", "keepalive_timeout 60s;", "keepalive_time 5s;",
-              "access_log /dev/stdout json;", "listen 0.0.0.0:8080 backlog=4096;"]),
+              "access_log /dev/stdout json;", "listen 0.0.0.0:8080 backlog=4096;",
+              "zone=client_rate:10m rate=100r/s;", "limit_req zone=client_rate burst=200 nodelay;",
+              "limit_conn client_requests 128;"]),
         (BEHIND_A_LOAD_BALANCER, ["proxy_read_timeout 35500ms;", "access_log off;",
               "worker_shutdown_timeout 40500ms;", "set_real_ip_from 2001:db8::/32;",
-              "listen [::]:8080 backlog=4096;", '"~." 1;']),
+              "listen [::]:8080 backlog=4096;", '"~." 1;', "# RATE_LIMIT=0:",
+              "# CONNECTIONS_PER_CLIENT=0:"]),
+        (EDGE, ["rate=5r/s;", "limit_req zone=client_rate nodelay;", "limit_req_dry_run on;",
+              "limit_conn client_requests 2;", '":https://app.example.com" "https://app.example.com";',
+              '":http://[::1]:5173" "http://[::1]:5173";']),
     ],
-    ids=["defaults", "behind"],
+    ids=["defaults", "behind", "edge"],
 )  # fmt: skip
 def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     tmp_path: Path, environ: dict[str, str], expected: list[str]
@@ -54,7 +69,9 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
 
     assert [line for line in expected if line not in text] == []
     assert f"server unix:{tmp_path / 'gunicorn.sock'};" in text
-    assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == bool(environ)
+    behind = environ is BEHIND_A_LOAD_BALANCER
+    assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == behind
+    assert bool(re.search(r"^\s*limit_req ", text, re.MULTILINE)) != behind
     assert not re.search(r"@[A-Z_]+@", text)
     nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
     if nginx is None:
@@ -62,6 +79,18 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     test = [nginx, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", "nginx.conf"]
     checked = subprocess.run(test, capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_the_spool_and_the_status_socket_have_private_directories(tmp_path: Path) -> None:
+    """NGINX_TEMP_DIR moves nginx's spool off RUN_DIR; the status socket (which nginx makes
+    0666) is in a 0700 directory of RUN_DIR, and so is the spool."""
+    spool = tmp_path / "tmp" / "nginx"
+    text = render(tmp_path / "run", NGINX_TEMP_DIR=str(spool))
+
+    assert f"client_body_temp_path {spool}/client_body;" in text
+    status = tmp_path / "run" / "nginx-status"
+    assert f"listen unix:{status}/nginx-status.sock;" in text
+    assert [oct(path.stat().st_mode & 0o777) for path in (spool, status)] == ["0o700"] * 2
 
 
 def test_render_refuses_an_unknown_placeholder() -> None:

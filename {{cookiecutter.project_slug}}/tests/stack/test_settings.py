@@ -20,6 +20,7 @@ import pytest
 from {{ cookiecutter.package_name }}.settings import Settings
 {% endif -%}
 from {{ cookiecutter.package_name }}_stack.settings import (
+    APP_CORS_NAME,
     APP_DEADLINE_NAME,
     SettingError,
     StackSettings,
@@ -43,11 +44,18 @@ CASES: list[tuple[str, str, str, Any, str, str]] = [
     ("NGINX_ACCESS_LOG", "off", "nginx_access_log", False, "1", "maybe"),
     ("NGINX_WORKER_PROCESSES", "3", "nginx_worker_processes", "3", "9999", "4; user root"),
     ("NGINX_BIN", "/opt/nginx", "nginx_bin", "/opt/nginx", "nginx", "nginx -g x"),
+    ("NGINX_TEMP_DIR", "/tmp/nginx", "nginx_temp_dir", Path("/tmp/nginx"), "t", "/tmp/a;b"),  # noqa: S108
     ("NGINX_CONF", "/srv/n.conf", "nginx_conf", Path("/srv/n.conf"), "n.conf", "/run/{x}"),
     ("GUNICORN_CONF", "/srv/g.py", "gunicorn_conf", Path("/srv/g.py"), "g.py", "/run/$x"),
     ("STARTUP_TIMEOUT", "5", "startup_timeout", 5.0, "86400", "0"),
     ("SERVE_USER", "www-data", "serve_user", "www-data", "a" * 32, "a b"),
     ("SERVE_AS_ROOT", "on", "serve_as_root", True, "no", "2"),
+    ("RATE_LIMIT", "5", "rate_limit", 5, "0", "-1"),
+    ("RATE_LIMIT_BURST", "0", "rate_limit_burst", 0, "1000000", "1.5"),
+    ("RATE_LIMIT_DRY_RUN", "on", "rate_limit_dry_run", True, "off", "dry"),
+    ("CONNECTIONS_PER_CLIENT", "0", "connections_per_client", 0, "1000000", "1000001"),
+    (APP_CORS_NAME, "https://a.example, http://[::1]:5173", "cors_origins",
+     ("https://a.example", "http://[::1]:5173"), "http://localhost:5173", "https://a.example/"),
     (APP_DEADLINE_NAME, "45.5", "app_deadline", 45.5, "3600", "3601"),
     ("GRACEFUL_TIMEOUT", "45", "graceful_timeout", 45.0, "3600", "nan"),
     ("GUNICORN_TIMEOUT", "120", "gunicorn_timeout", 120.0, "86400", "inf"),

@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from {{ cookiecutter.package_name }}.db import items as queries
 from {{ cookiecutter.package_name }}.db.engine import close_session
 
-from .items import ItemIn, Tag
+from .body_limits import max_body_bytes
+from .items import ITEM_BODY_BYTES, ItemIn, Tag
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -75,7 +76,12 @@ async def get_item(item_id: int, db: Session) -> queries.StoredItem:
 
 
 # 400: FastAPI's own answer to a body it cannot decode, before validation (422) runs.
-@router.post("", status_code=status.HTTP_201_CREATED, responses={400: {"description": "Not JSON"}})
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={400: {"description": "Not JSON"}, 413: {"description": "Over ITEM_BODY_BYTES"}},
+    openapi_extra=max_body_bytes(ITEM_BODY_BYTES),  # nginx enforces it (api/items.py)
+)
 async def create_item(new: NewItem, db: Session) -> queries.StoredItem:
     """Create an item from a JSON body and return it with its id."""
     return await queries.add(db, new)

@@ -1,0 +1,183 @@
+"""Per-client limits at nginx, through the live stack: the rate (429), requests in flight
+(503), dry run and off; what they cost the metrics; the route body limit against the worst
+body for POST /items.
+
+Class 4 of docs/security.md. Each stack lists 127.0.0.1 in TRUSTED_PROXIES, so a test plays
+several clients from one machine by sending X-Forwarded-For (the address nginx limits is the
+real client's, as behind a load balancer). The limits are lowered to reach them in a few
+requests; the battery's other stacks turn them off (conftest.py's launch_stack).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import app_access, get, lines_of, needs_the_example, parse_json, request, wait_for
+
+if TYPE_CHECKING:
+    from .conftest import LiveStack, Stacks
+
+pytestmark = pytest.mark.live
+
+TRUSTED = {"TRUSTED_PROXIES": "127.0.0.1/32"}
+# Any route of the app that is not a probe: the probes are never rate limited.
+ROUTE = "/fault/pid"
+
+
+def as_client(address: str) -> dict[str, str]:
+    return {"X-Forwarded-For": address}
+
+
+def limited_count(stack: LiveStack, zone: str, *, dry_run: bool) -> float:
+    """nginx_limited_requests_total for a zone, from the metrics port (0 when not there)."""
+    _, _, body = get(stack.metrics_port, "/metrics")
+    wanted = {f'zone="{zone}"', f'dry_run="{str(dry_run).lower()}"'}
+    for line in body.decode().splitlines():
+        if line.startswith("nginx_limited_requests_total{"):
+            labels, _, value = line.partition("} ")
+            if wanted <= set(labels.removeprefix("nginx_limited_requests_total{").split(",")):
+                return float(value)
+    return 0.0
+
+
+def refusal_lines_of(stack: LiveStack, logger: str, text: str) -> list[dict[str, object]]:
+    return [line for line in lines_of(stack, logger) if text in str(line["message"])]
+
+
+def refusal_lines(stack: LiveStack, text: str) -> list[dict[str, object]]:
+    return refusal_lines_of(stack, "nginx.error", text)
+
+
+def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: Stacks) -> None:
+    """RATE_LIMIT=1, burst 2: client A's 4th quick request on is a JSON 429 with Retry-After
+    and the request id, never reaching the app; client B and A's probes are served; the
+    metrics count every 429 (nginx's answers never reach the app's own counters)."""
+    stack = stacks.start(RATE_LIMIT="1", RATE_LIMIT_BURST="2", **TRUSTED)
+
+    first = [get(stack.port, ROUTE, as_client("192.0.2.1")) for _ in range(8)]
+    other = get(stack.port, ROUTE, as_client("192.0.2.2"))
+    probes = [get(stack.port, "/livez", as_client("192.0.2.1"))[0] for _ in range(10)]
+
+    refused = [answer for answer in first if answer[0] == 429]
+    assert [status for status, _, _ in first[:3]] == [200] * 3
+    assert len(refused) >= 3, [status for status, _, _ in first]
+    for _, headers, body in refused:
+        assert headers["content-type"] == "application/json"
+        assert headers["retry-after"] == "1"
+        assert parse_json(body) == {
+            "detail": "Too Many Requests",
+            "request_id": headers["x-request-id"],
+        }
+    assert other[0] == 200
+    assert probes == [200] * 10
+    reached = {line.get("request_id") for line in app_access(stack)}
+    assert not reached & {headers["x-request-id"] for _, headers, _ in refused}
+    wait_for(
+        lambda: limited_count(stack, "client_rate", dry_run=False) == len(refused),
+        30,
+        f"nginx_limited_requests_total to count {len(refused)} refusals",
+    )
+    (line, *_) = refusal_lines(stack, "limiting requests")
+    assert (line["level"], line["client"]) == ("warning", "192.0.2.1"), line
+
+
+def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
+    """RATE_LIMIT_DRY_RUN=on: every request is served; nginx logs and the metrics count the
+    ones the limit would have refused."""
+    stack = stacks.start(RATE_LIMIT="1", RATE_LIMIT_BURST="1", RATE_LIMIT_DRY_RUN="on", **TRUSTED)
+
+    statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(6)]
+
+    assert statuses == [200] * 6
+    wait_for(
+        lambda: limited_count(stack, "client_rate", dry_run=True) >= 3,
+        30,
+        "the dry run's count",
+    )
+    assert refusal_lines(stack, "limiting requests, dry run")
+    assert limited_count(stack, "client_rate", dry_run=False) == 0
+
+
+def test_off_means_off(stacks: Stacks) -> None:
+    """RATE_LIMIT=0 and CONNECTIONS_PER_CLIENT=0: no limit in the rendered config, and a burst
+    of 60 requests from one client is all served."""
+    stack = stacks.start(RATE_LIMIT="0", CONNECTIONS_PER_CLIENT="0", **TRUSTED)
+
+    statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(60)]
+
+    assert statuses == [200] * 60
+    rendered = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*limit_req\s", rendered, re.MULTILINE)
+    assert not re.search(r"^\s*limit_conn client_requests", rendered, re.MULTILINE)
+    assert refusal_lines(stack, "limiting") == []
+
+
+def test_a_client_over_its_requests_in_flight_gets_a_json_503(stacks: Stacks) -> None:
+    """CONNECTIONS_PER_CLIENT=2: client A's third request in flight is a JSON 503 with
+    Retry-After at once; client B is served meanwhile; the metrics count it."""
+    stack = stacks.start(CONNECTIONS_PER_CLIENT="2", **TRUSTED)
+    held: list[int] = []
+
+    def hold() -> None:
+        held.append(get(stack.port, "/fault/sleep?seconds=2", as_client("192.0.2.1"), 30)[0])
+
+    holders = [threading.Thread(target=hold) for _ in range(2)]
+    for thread in holders:
+        thread.start()
+    wait_for(
+        lambda: len(refusal_lines_of(stack, "fault_app", "fault handler started")) >= 2,
+        30,
+        "two requests in flight",
+    )
+    third = get(stack.port, ROUTE, as_client("192.0.2.1"))
+    other = get(stack.port, ROUTE, as_client("192.0.2.2"))
+    for thread in holders:
+        thread.join(timeout=30)
+
+    assert third[0] == 503, third
+    assert third[1]["retry-after"] == "1"
+    assert parse_json(third[2])["request_id"] == third[1]["x-request-id"]
+    assert other[0] == 200
+    assert held == [200, 200]
+    wait_for(
+        lambda: limited_count(stack, "client_requests", dry_run=False) == 1,
+        30,
+        "the per-client refusal's count",
+    )
+
+
+def worst_items_body(size: int) -> bytes:
+    """The body issue 19 measured as the costliest for POST /items under a size: as many
+    unique short unknown keys as fit, each with [] (every one a validation error)."""
+    parts, length, index = [], 2, 0
+    while True:
+        part = f'"{index:x}":[]'
+        if length + len(part) + 1 > size:
+            break
+        parts.append(part)
+        length += len(part) + 1
+        index += 1
+    return ("{" + ",".join(parts) + "}").encode()
+
+
+@needs_the_example()
+def test_the_worst_items_body_is_refused_by_nginx(shared_stack: LiveStack) -> None:
+    """POST /items declares 8 KiB: the worst 1 MiB body (~117,000 unknown keys, 0.5 s of a
+    worker's CPU to validate) is nginx's 413 and never reaches the app; the worst body
+    under 8 KiB is the app's 422."""
+    json_type = {"Content-Type": "application/json"}
+    big, small = worst_items_body(1024 * 1024 - 1), worst_items_body(8 * 1024)
+
+    refused = request(shared_stack.port, "POST", "/items", big, headers=json_type, timeout=30)
+    served = request(shared_stack.port, "POST", "/items", small, headers=json_type, timeout=30)
+
+    assert len(json.loads(big)) > 100_000
+    assert refused[0] == 413, refused[2][:200]
+    reached = {line.get("request_id") for line in app_access(shared_stack)}
+    assert refused[1]["x-request-id"] not in reached
+    assert served[0] == 422, served[2][:200]

@@ -1,0 +1,55 @@
+"""Every body limit a route declares (api/body_limits.py) is enforced by nginx: a location in
+deploy/nginx.conf for that path, with the same client_max_body_size. Reads the config as text
+(no nginx needed) and the app's OpenAPI document (no server).
+"""
+
+import re
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from {{ cookiecutter.package_name }}.api.body_limits import declared_limits
+
+NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+# `location = /items {` or `location ~ ^/items/[^/]+$ {`, then its directives up to its `}`.
+LOCATION = re.compile(r"^\s*location\s+([=~])\s*(\S+)\s*\{([^}]*)\}", re.MULTILINE)
+SIZE = re.compile(r"\bclient_max_body_size\s+(\d+)([kKmM]?)\s*;")
+UNITS = {"": 1, "k": 1024, "m": 1024 * 1024}
+
+
+def nginx_limits() -> dict[str, int]:
+    """Each location's body limit in bytes, keyed as nginx_location() writes them."""
+    limits = {}
+    for kind, target, body in LOCATION.findall(NGINX_CONF.read_text(encoding="utf-8")):
+        if size := SIZE.search(body):
+            limits[f"{kind} {target}"] = int(size[1]) * UNITS[size[2].lower()]
+    return limits
+
+
+def nginx_location(path: str) -> str:
+    """The location a route's path needs: exact, or a regex where it has parameters."""
+    if "{" not in path:
+        return f"= {path}"
+    return "~ ^" + re.sub(r"\{[^}]+\}", "[^/]+", path) + "$"
+
+
+def test_every_declared_body_limit_has_its_nginx_location(app: FastAPI) -> None:
+    """A route declaring max_body_bytes(N) has `location <path> { client_max_body_size N; }`."""
+    declared = declared_limits(app.openapi())
+    enforced = nginx_limits()
+
+    assert declared, "the example declares POST /items' limit"
+    wrong = {
+        nginx_location(path): (limit, enforced.get(nginx_location(path)))
+        for path, limit in declared.items()
+        if enforced.get(nginx_location(path)) != limit
+    }
+    # {location: (declared bytes, nginx's bytes or None)}: add or fix the location in
+    # deploy/nginx.conf's "body limits per route" section, proxy_pass http://app; inside.
+    assert wrong == {}
+
+
+def test_the_example_limit_is_a_few_kilobytes(app: FastAPI) -> None:
+    """POST /items takes 8 KiB at most (a valid item is under 3.5 KB), not nginx's 1 MiB."""
+    assert declared_limits(app.openapi()) == {"/items": 8 * 1024}
+    assert nginx_limits()["= /items"] == 8 * 1024
