@@ -162,7 +162,7 @@ VARIANTS = {
 class Settings:
     rounds: int
     duration_s: int  # each measured run of the normal clients
-    warmup_s: int  # before each raw run
+    warmup_s: int  # before each raw run; 0: none
     slow_clients: int
     # The slow clients are connected this long before the normal clients start: in a full run
     # longer than nginx's client_header_timeout (10 s), so its timeouts and the clients'
@@ -171,7 +171,7 @@ class Settings:
 
 
 FULL = Settings(rounds=3, duration_s=6, warmup_s=1, slow_clients=2000, slow_ramp_s=11.0)
-SHORT = Settings(rounds=1, duration_s=1, warmup_s=1, slow_clients=200, slow_ramp_s=1.0)
+SHORT = Settings(rounds=1, duration_s=1, warmup_s=0, slow_clients=200, slow_ramp_s=0.5)
 
 
 class PeersError(RuntimeError):
@@ -422,7 +422,7 @@ class Measure:
         settings = self.settings
         path = RAW.get(condition, ITEM_PATH)
         url = running.url + path
-        if condition in RAW:
+        if condition in RAW and settings.warmup_s:
             self._wrk(url, settings.warmup_s, self.normal_env)
         attacker = self._start_attacker(running, condition)
         try:
@@ -448,7 +448,9 @@ class Measure:
     def _start_attacker(self, running: Running, condition: str) -> subprocess.Popen[str] | None:
         if condition in RAW:
             return None
-        seconds = self.settings.slow_ramp_s + ATTACK_RAMP_S + self.settings.duration_s + 2
+        # wrk's attackers end on their own a second after the normal clients (their report
+        # is read then); the slow clients are stopped (SIGTERM), this is only their bound.
+        seconds = ATTACK_RAMP_S + self.settings.duration_s + 1
         if condition in {"flood", "oversized"}:
             env = dict(os.environ, **attacks.source_env(self.shim, attacks.ATTACKER, 1))
             connections = FLOOD_CONNECTIONS if condition == "flood" else OVERSIZED_CONNECTIONS
@@ -467,7 +469,7 @@ class Measure:
         command = [
             sys.executable, "-m", "lab.attacks", "slow", "--port", str(running.port),
             "--clients", str(self.settings.slow_clients), "--kind", kind,
-            "--seconds", str(seconds + 30), "--body-path", "/items",
+            "--seconds", str(self.settings.slow_ramp_s + seconds + 60), "--body-path", "/items",
         ]  # fmt: skip
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -1,0 +1,83 @@
+"""The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against the
+default bake in its short mode: the stack, uvicorn, granian and gunicorn's two workers serve
+the same app, raw and under attack, on 127.0.0.1.
+
+One run of about a minute and a half: a second of load per server and condition, no ratios
+asserted (a second on a shared machine measures the neighbours); what is asserted is what
+the full run's figures rest on: every server answered every normal client, each attacker
+really attacked, the stack's edge limits refused the flood, and nothing was left running.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .test_bench import bench, leftover_processes
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .conftest import Bake, ProjectEnv
+    from .full_suites import FullSuites
+
+SERVERS = {"stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"}
+CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized"}
+SHORT_SLOW_CLIENTS = 200  # lab/peers.py's SHORT
+
+
+@pytest.fixture
+def quiet_machine(full_suites: FullSuites) -> None:
+    """Nothing of the generated projects' full suites runs beside the measurement."""
+    full_suites.wait_all()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("quiet_machine")
+def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """`./scripts/bench BAKE --peers --short` measures the five servers on the three
+    endpoints and under the three attacks, writes peers.json and a report that names no path
+    of this machine, and leaves no server running."""
+    project = default_bake.project
+    done = bench(project, project_env, "--peers", "--short", cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert leftover_processes(project) == []
+    out = tmp_path / "build" / "bench"
+    results = json.loads((out / "peers.json").read_text(encoding="utf-8"))
+    assert results["skipped"] == {}, results["skipped"]
+    runs = {(run["server"], run["condition"]): run for run in results["runs"]}
+    assert set(runs) == {(s, c) for s in SERVERS for c in CONDITIONS}
+    for (server, condition), run in runs.items():
+        normal = run["normal"]
+        # Every server answers the normal clients, attacked or not; no ratio is judged here.
+        assert normal["requests"] > 0, (server, condition, normal)
+        if condition in {"livez", "items", "1mb"}:
+            assert normal["non_2xx"] + normal["socket_errors"] == 0, (server, condition, normal)
+        # The stack's processes are told apart (nginx, the app); a direct server is all app.
+        cpu = run["cpu_s"]
+        assert cpu["app"] > 0, (server, condition, cpu)
+        assert (cpu["nginx"] > 0) == (server == "stack"), (server, condition, cpu)
+    for server in SERVERS:
+        flood = runs[(server, "flood")]["attacker"]
+        assert flood["requests"] > 0, (server, flood)
+        # The edge rate limit refuses most of one address's flood; direct servers serve it.
+        if server == "stack":
+            assert flood["non_2xx"] > flood["requests"] / 2, flood
+        else:
+            assert flood["non_2xx"] == 0, (server, flood)
+        slow = runs[(server, "slow")]["attacker"]
+        assert sum(slow["kinds"].values()) == SHORT_SLOW_CLIENTS, (server, slow)
+        oversized = runs[(server, "oversized")]["attacker"]
+        # 2 MiB bodies: refused by every server (413 from nginx, 4xx from the app).
+        assert oversized["requests"] > 0, (server, oversized)
+        assert oversized["non_2xx"] == oversized["requests"], (server, oversized)
+    report = (out / "peers.md").read_text(encoding="utf-8")
+    assert "## Raw: requests/s, latency, errors" in report
+    assert "## Under attack: the normal clients' goodput" in report
+    assert str(project.parent) not in report
+    assert str(tmp_path) not in report
