@@ -170,7 +170,7 @@ class Settings:
     slow_ramp_s: float
 
 
-FULL = Settings(rounds=3, duration_s=6, warmup_s=1, slow_clients=2000, slow_ramp_s=11.0)
+FULL = Settings(rounds=3, duration_s=5, warmup_s=1, slow_clients=2000, slow_ramp_s=11.0)
 SHORT = Settings(rounds=1, duration_s=1, warmup_s=0, slow_clients=200, slow_ramp_s=0.5)
 
 
