@@ -713,3 +713,15 @@ def needs_the_example() -> pytest.MarkDecorator:
     paths = service_openapi()["paths"]
     missing = [path for path in ("/items", "/items/{item_id}") if path not in paths]
     return pytest.mark.skipif(bool(missing), reason=f"no {missing}: the template's example routes")
+
+
+def worker_pids(stack: LiveStack) -> set[int]:
+    """The pids of the stack's gunicorn workers (the master's live children, from /proc)."""
+    master = stack.child_pid("gunicorn")
+    found = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):  # exited while we looked
+            state, ppid = stat_file.read_text().rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == master and state != "Z":
+                found.add(int(stat_file.parent.name))
+    return found

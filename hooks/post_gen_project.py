@@ -36,6 +36,7 @@ SERVING_ONLY_MOVES = (("src/{package}_stack", "deploy/{package}_stack"),)
 DATABASE_ONLY = (
     "alembic.ini", "migrations", "docs/database.md", "src/{package}/db",
     "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
+    "k8s/examples/migration-job.yaml",
 )  # fmt: skip
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).
@@ -53,7 +54,7 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:
-        paths.append(Path("k8s"))
+        paths += [Path("k8s"), Path("docs/kubernetes.md")]
     return paths
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 import shutil
@@ -276,139 +275,7 @@ def test_disabled_option_leaves_no_files(
     assert (result.project / "pyproject.toml").is_file()
 
 
-# --- Kubernetes ---------------------------------------------------------------------------
-
-
-def test_kustomization_lists_every_manifest(default_bake: Bake) -> None:
-    """kustomization.yaml names each manifest of the base once, and no file is left out."""
-    base = default_bake.project / K8S_BASE
-    listed = load_yaml(base / "kustomization.yaml")["resources"]
-    on_disk = sorted(p.name for p in base.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert sorted(listed) == on_disk
-    assert set(k8s_resources(default_bake.project)) == {
-        "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
-    }  # fmt: skip
-
-
-@pytest.mark.parametrize("kubernetes_version", ["1.25.0", "1.37.0"])
-def test_kubernetes_manifests_validate(default_bake: Bake, kubernetes_version: str) -> None:
-    """kubernetes-validate --strict (bundled schemas, no cluster) accepts every manifest."""
-    base = default_bake.project / K8S_BASE
-    names = load_yaml(base / "kustomization.yaml")["resources"]
-    output = run(
-        tool("kubernetes-validate"), "--strict", "--kubernetes-version", kubernetes_version, *names,
-        cwd=base,
-    )  # fmt: skip
-    assert output.count("passed") == len(names), output
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) is not installed")
-def test_documented_overlay_builds_and_validates(default_bake: Bake, tmp_path: Path) -> None:
-    """The overlay the README shows builds with `kubectl kustomize` (offline) into valid objects."""
-    project = tmp_path / "my-service"
-    shutil.copytree(default_bake.project / "k8s", project / "k8s")
-    overlay = project / "k8s" / "overlays" / "production"
-    overlay.mkdir(parents=True)
-    (overlay / "kustomization.yaml").write_text(
-        "resources: [../../base]\n"
-        "images: [{name: my-service, newName: registry.example.com/my-service, newTag: '1.2.3'}]\n",
-        encoding="utf-8",
-    )
-    rendered = tmp_path / "rendered.yaml"
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True
-    )
-    rendered.write_text(built.stdout, encoding="utf-8")
-
-    objects = list(yaml.safe_load_all(rendered.read_text(encoding="utf-8")))
-    assert len(objects) == 4
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "registry.example.com/my-service:1.2.3"
-    run(tool("kubernetes-validate"), "--strict", rendered, cwd=tmp_path)
-
-
-def test_selectors_and_ports_agree(default_bake: Bake) -> None:
-    """The Service, HPA and PDB all find the Deployment's pods, on the port nginx listens on."""
-    resources = k8s_resources(default_bake.project)
-    deployment = resources["Deployment"]
-    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert resources["Service"]["spec"]["selector"].items() <= pod_labels.items()
-    assert (
-        resources["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items()
-        <= pod_labels.items()
-    )
-    target = resources["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
-    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
-    assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
-    assert resources["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2
-    nginx_conf = (default_bake.project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
-    (stack,) = (default_bake.project / "src").glob("*_stack")
-    settings = (stack / "settings.py").read_text(encoding="utf-8")
-    assert "listen @LISTEN@" in nginx_conf
-    default_port = re.search(r'Field\((\d+), alias="PORT"\)', settings)
-    assert default_port is not None, "the stack's settings.py no longer defines PORT's default"
-    ports = {port["name"]: port for port in app_container(default_bake.project)["ports"]}
-    assert set(ports) == {"http", "metrics"}, "nginx's port, and the metrics listener's"
-    port = ports["http"]
-    assert port["containerPort"] == int(default_port.group(1)) == 8080
-    assert resources["Service"]["spec"]["ports"][0]["targetPort"] == port["name"]
-
-
-def test_probes_go_through_nginx_to_the_app(default_bake: Bake) -> None:
-    """Liveness is /livez and readiness /readyz, on nginx's port (so they test the whole pod)."""
-    container = app_container(default_bake.project)
-    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert container["startupProbe"]["httpGet"]["port"] == "http"
-    sources = "".join(
-        p.read_text(encoding="utf-8") for p in (default_bake.project / "src").rglob("*.py")
-    )
-    assert '.get("/livez"' in sources
-    assert '.get("/readyz"' in sources
-
-
-def test_pod_runs_locked_down_with_writable_run_dir(default_bake: Bake) -> None:
-    """Non-root as the image's user, read-only root, no capabilities, emptyDir at RUN_DIR."""
-    project = default_bake.project
-    pod = k8s_resources(project)["Deployment"]["spec"]["template"]["spec"]
-    container = app_container(project)
-    assert pod["automountServiceAccountToken"] is False
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    dockerfile = (project / "Dockerfile").read_text(encoding="utf-8")
-    user = re.search(r"^USER\s+(\d+)(?::(\d+))?\s*$", dockerfile, re.MULTILINE)
-    assert user is not None, "the Dockerfile's USER must be numeric for runAsNonRoot"
-    assert pod["securityContext"]["runAsUser"] == int(user.group(1))
-    if user.group(2):
-        assert pod["securityContext"]["runAsGroup"] == int(user.group(2))
-    # Every path the stack writes must be a volume: RUN_DIR (socket, config, nginx temp).
-    (stack,) = (project / "src").glob("*_stack")
-    settings = (stack / "settings.py").read_text(encoding="utf-8")
-    run_dir = re.search(r'Field\(Path\("([^"]+)"\), alias="RUN_DIR"\)', settings)
-    assert run_dir is not None
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    assert run_dir.group(1) in mounts
-    assert "emptyDir" in volumes[mounts[run_dir.group(1)]]
-    for name in ("cpu", "memory"):
-        assert container["resources"]["requests"][name]
-        assert container["resources"]["limits"][name], "the worker count reads the CPU limit"
-
-
-def test_nginx_workers_fit_the_cpu_limit(default_bake: Bake) -> None:
-    """nginx's worker count is set from the pod's CPU limit, not `auto` (the node's CPU count)."""
-    container = app_container(default_bake.project)
-    env = {item["name"]: item["value"] for item in container["env"]}
-    quantity = str(container["resources"]["limits"]["cpu"])  # "1", "1.5" or "1500m"
-    cpus = int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
-    assert 1 <= int(env["NGINX_WORKER_PROCESSES"]) <= max(1, math.ceil(cpus))
+# --- Kubernetes (the rest: tests/test_kubernetes.py) ----------------------------------------
 
 
 def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Bake) -> None:
@@ -426,62 +293,6 @@ def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Ba
     stop_time = re.search(r"stop --time (\d+)", smoke)
     assert stop_time is not None
     assert f"{stop_time.group(1)}s" == service["stop_grace_period"]
-
-
-def _grace_relation(project: Path, env: ProjectEnv) -> dict[str, float]:
-    """Every number of the pod's stop sequence, read from the files that set them."""
-    container = app_container(project)
-    pod = k8s_resources(project)["Deployment"]["spec"]["template"]["spec"]
-    pod_env = {item["name"]: item["value"] for item in container.get("env", [])}
-    # gunicorn's own parser, with the pod's environment: the value gunicorn would really use.
-    environ = {k: v for k, v in env.environ(project).items() if k != "GRACEFUL_TIMEOUT"}
-    environ.update(pod_env)
-    printed = run(
-        env.venv / "bin" / "gunicorn", "--print-config", "-c", "deploy/gunicorn.conf.py",
-        cwd=project, env=environ,
-    )  # fmt: skip
-    graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
-    # nginx's drain and the runner's margin, as the stack's settings derive them.
-    (stack,) = (project / "src").glob("*_stack")
-    chain = run(
-        env.venv / "bin" / "python", "-c",
-        f"import os, {stack.name}.settings as s\n"
-        "print(s.load(os.environ).chain.nginx_drain, s.STOP_MARGIN)",
-        cwd=project, env=environ,
-    )  # fmt: skip
-    drain, margin = (re.fullmatch(r"[\d.]+", n) for n in chain.split())
-    command = container["lifecycle"]["preStop"]["exec"]["command"]
-    pause = re.fullmatch(r"import time; time\.sleep\((\d+)\)", command[-1])
-    for found in (graceful, drain, margin, pause):
-        assert found is not None, "a number of the stop sequence moved: update this test"
-    return {
-        "grace": pod["terminationGracePeriodSeconds"],
-        "pause": float(pause.group(1)),
-        "drain": float(drain.group(0)),
-        "graceful": float(graceful.group(1)),
-        "margin": float(margin.group(0)),
-    }
-
-
-@pytest.mark.slow
-def test_termination_grace_covers_the_whole_stop(
-    default_bake: Bake, project_env: ProjectEnv
-) -> None:
-    """terminationGracePeriodSeconds outlasts the preStop pause, nginx's drain and gunicorn's."""
-    n = _grace_relation(default_bake.project, project_env)
-
-    # The issue's relation, then the runner's worst case (each stop waits its timeout + margin).
-    assert n["grace"] > n["pause"] + n["drain"] + n["graceful"], n
-    assert n["grace"] > n["pause"] + (n["drain"] + n["margin"]) + (n["graceful"] + n["margin"]), n
-    # The pause must be shorter than a readiness failure takes to act, plus endpoint lag.
-    assert 0 < n["pause"] < n["grace"] / 4, n
-
-
-def test_prestop_pause_needs_no_shell(default_bake: Bake) -> None:
-    """The preStop pause runs Python directly: the slim image has no guarantee of a shell."""
-    command = app_container(default_bake.project)["lifecycle"]["preStop"]["exec"]["command"]
-    assert command[:2] == ["python", "-c"]
-    compile(command[2], "preStop", "exec")
 
 
 # --- updates from the template ------------------------------------------------------------

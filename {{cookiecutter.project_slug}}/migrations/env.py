@@ -1,6 +1,8 @@
 """Alembic's environment: migrate DATABASE_URL with asyncpg against db/models.py's metadata.
 A step of its own (`make migrate`, compose's migrate service, the Kubernetes init container),
-never in the web workers; runs at once are serialised by a PostgreSQL advisory lock."""
+never in the web workers; runs at once are serialised by a PostgreSQL advisory lock. Once it
+holds the lock, a statement waits at most MIGRATION_LOCK_TIMEOUT for a table's lock and runs
+at most MIGRATION_STATEMENT_TIMEOUT (PostgreSQL durations: "5s", "2min"; "0" is no limit)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,15 @@ if TYPE_CHECKING:
 target_metadata = Base.metadata
 # Any constant shared by every run of these migrations: the advisory lock's key.
 LOCK_KEY = 0x6D696772617465  # "migrate"
+# ALTER TABLE queues for its lock behind the running pods' transactions, and every query on
+# that table then queues behind it: past 5 s it gives up (the run fails, rolled back; the
+# init container retries), so the app's queries wait at most that, far below their own
+# statement timeout. A long backfill sets its own: op.execute("SET LOCAL statement_timeout = 0").
+TIMEOUTS = {
+    "lock_timeout": os.environ.get("MIGRATION_LOCK_TIMEOUT", "5s"),
+    # A runaway statement holding a table's lock is an outage of that table: bounded.
+    "statement_timeout": os.environ.get("MIGRATION_STATEMENT_TIMEOUT", "60s"),
+}
 
 
 def database_url() -> str:
@@ -45,6 +56,10 @@ def _migrate(connection: Connection) -> None:
         # Held until this transaction ends; PostgreSQL runs DDL inside transactions, so a
         # second runner waits here, then finds the migrations applied and does nothing.
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+        # After the advisory lock, whose wait is meant to be long; for this transaction only.
+        for name, value in TIMEOUTS.items():
+            parameters = {"name": name, "value": value}
+            connection.execute(text("SELECT set_config(:name, :value, true)"), parameters)
         context.run_migrations()
 
 

@@ -99,7 +99,9 @@ def create_app(
         # One engine per worker, opened here (after gunicorn forked), closed at shutdown.
         async with open_database(settings) as database:
             app.state.database = database
-            app.state.readiness.add("database", database.ping)
+            # Reported, not required, unless the settings say so: settings.py says why.
+            required = settings.readiness_requires_database
+            app.state.readiness.add("database", database.ping, required=required)
             yield
             app.state.readiness.remove("database")
 {%- else %}
@@ -126,7 +128,7 @@ def create_app(
     # The instruments, readable in this process (tests); under gunicorn, the stack's metrics
     # listener ({{ cookiecutter.package_name }}_stack.metrics_listener) serves every worker's values.
     application.state.metrics = metrics
-    application.state.readiness = ReadinessChecks()
+    application.state.readiness = ReadinessChecks(on_outcome=metrics.readiness_outcome)
 {%- if cookiecutter.database == "postgresql" %}
     for error in UNAVAILABLE_ERRORS:
         application.add_exception_handler(error, database_unavailable)

@@ -115,6 +115,12 @@ class Settings(BaseSettings):
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
     # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (< deadline).
     database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
+    # Whether /readyz answers 503 while the database is away. Off: every pod shares the
+    # database, so its outage would take every pod out of the load balancer at once, and
+    # clients would get the balancer's bare 503 instead of the app's JSON 503 with
+    # Retry-After; /readyz still reports it (body, log, metric). On suits a pod that has
+    # replicas elsewhere with a database of their own (docs/kubernetes.md).
+    readiness_requires_database: bool = False
     # The worker count gunicorn decided (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(
         default=1, ge=1, le=1024,

@@ -300,9 +300,9 @@ class StackSettings(BaseSettings):
         if grace is not None and grace < chain.stop_budget:
             raise ValueError(
                 f"STOP_GRACE_PERIOD={grace:g} is below the stack's graceful stop"
-                f" ({chain.stop_budget:g} s: nginx drains {chain.nginx_drain:g} s, then gunicorn"
-                f" GRACEFUL_TIMEOUT={chain.graceful:g} s, each + {STOP_MARGIN:g} s): the platform"
-                " would kill requests in flight"
+                f" ({chain.stop_budget:g} s: nginx drains {chain.nginx_drain:g} s, the metrics"
+                f" listener stops, then gunicorn GRACEFUL_TIMEOUT={chain.graceful:g} s, each +"
+                f" {STOP_MARGIN:g} s): the platform would kill requests in flight"
             )
         if self.metrics_port == self.port:
             raise ValueError(
@@ -391,8 +391,9 @@ class TimeoutChain:
 
     @property
     def stop_budget(self) -> float:
-        """The runner's worst-case graceful stop: nginx's drain, then gunicorn's, each + margin."""
-        return self.nginx_drain + STOP_MARGIN + self.graceful + STOP_MARGIN
+        """The runner's worst-case graceful stop, one process after another as stop_all() goes:
+        nginx's drain, the metrics listener, gunicorn's drain, each + margin."""
+        return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful + STOP_MARGIN
 
 
 def nginx_time(seconds: float) -> str:

@@ -25,12 +25,19 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from fastapi import FastAPI
+    from httpx2 import Response
 
     from pg_server import PostgresServer
     from unit.asgi import ClientFor
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 UNAVAILABLE = {"detail": "the database is unavailable; retry shortly"}
+
+
+def unavailable_503(response: Response) -> bool:
+    """The database's JSON 503: its detail and the request id the response header carries."""
+    expected = {**UNAVAILABLE, "request_id": response.headers["x-request-id"]}
+    return (response.status_code, response.json()) == (503, expected)
 
 
 @pytest.fixture
@@ -99,21 +106,25 @@ def test_unstorable_bodies_are_422_and_store_nothing(
 def test_a_stopped_database_gives_503s_and_recovers(
     stoppable: PostgresServer, url: str, client_for: ClientFor
 ) -> None:
-    """Down or unresolvable: readyz 503 naming it, livez 200, items a JSON 503 with
-    Retry-After; up again, the same app recovers (pool pre-ping)."""
+    """Down or unresolvable: readyz 200 reporting it (the worker still answers), livez 200,
+    items a JSON 503 with Retry-After and the request id; up again, the same app recovers
+    (pool pre-ping)."""
     gone = client_for(app_on(url.replace("127.0.0.1", "db.invalid")))
-    assert (gone.get("/items").status_code, gone.get("/readyz").status_code) == (503, 503)
+    assert unavailable_503(gone.get("/items"))
+    assert (gone.get("/readyz").status_code, gone.get("/readyz").json()["failing"]) == (
+        200, ["database"],
+    )  # fmt: skip
     client = client_for(app_on(url))
     assert client.post("/items", json=NEW).status_code == 201
     stoppable.stop()
     ready = client.get("/readyz")
-    assert (ready.status_code, ready.json()["failing"]) == (503, ["database"])
+    assert (ready.status_code, ready.json()["checks"]) == (200, {"database": "error"})
     assert client.get("/livez").status_code == 200
     for response in [client.get("/items"), client.get("/items/1"), client.post("/items", json=NEW)]:
-        assert (response.status_code, response.json()) == (503, UNAVAILABLE)
+        assert unavailable_503(response)
         assert response.headers["retry-after"] == "2"
     stoppable.start()
-    assert client.get("/readyz").status_code == 200
+    assert client.get("/readyz").json()["checks"] == {"database": "ok"}
     assert client.post("/items", json=NEW).status_code == 201
 
 
@@ -157,6 +168,14 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
         assert (read.status_code, read.json()) == (200, [])
         assert client.post("/test/create").status_code == 200
         assert fetch(url, "SELECT name FROM items") == [("kept",)]
-        lost = client.post("/test/then-read")
-        assert (lost.status_code, lost.json()) == (503, UNAVAILABLE)
+        assert unavailable_503(client.post("/test/then-read"))
         assert [item["name"] for item in client.get("/items").json()] == ["kept"]
+
+
+def test_readiness_can_require_the_database(url: str, client_for: ClientFor) -> None:
+    """{{ cookiecutter.package_name | upper }}_READINESS_REQUIRES_DATABASE=true: /readyz is 503 while it is away."""
+    settings = Settings(database_url=SecretStr(url.replace("127.0.0.1", "db.invalid")))
+    required = settings.model_copy(update={"readiness_requires_database": True})
+    client = client_for(create_app(required))
+    ready = client.get("/readyz")
+    assert (ready.status_code, ready.json()["required"]) == (503, ["database"])

@@ -3,6 +3,7 @@ commands, down to base and up, no URL refused; asserting "head" (tables.py), nev
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from alembic.config import main as alembic_cli
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from .tables import ALEMBIC_INI, AT_HEAD, migrations, state
 
@@ -88,3 +91,29 @@ def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
     message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
     with pytest.raises(SystemExit, match=f"^{message}$"):
         alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
+
+
+def test_a_locked_table_makes_the_migration_give_up_after_its_lock_timeout(
+    new_database: Callable[..., str],
+) -> None:
+    """A transaction holding a table's lock (an old pod's, say) makes `alembic upgrade` fail
+    after MIGRATION_LOCK_TIMEOUT, naming it, instead of queueing every query behind its own."""
+    url = new_database()
+    upgrade = [sys.executable, "-m", "alembic", "-c", ALEMBIC_INI, "upgrade", "head"]
+    env = {**os.environ, "DATABASE_URL": url, "MIGRATION_LOCK_TIMEOUT": "1s"}
+
+    async def upgrade_while_locked() -> subprocess.CompletedProcess[str]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as holder:  # its transaction holds the lock until closed
+                await holder.execute(text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
+                # Without a lock timeout alembic would wait for ever: subprocess's timeout fails.
+                return await asyncio.to_thread(
+                    subprocess.run, upgrade, env=env, capture_output=True, text=True, timeout=60
+                )
+        finally:
+            await engine.dispose()
+
+    done = asyncio.run(upgrade_while_locked())
+    assert done.returncode != 0
+    assert "canceling statement due to lock timeout" in done.stderr

@@ -108,7 +108,8 @@ def test_derived_defaults_follow_their_inputs() -> None:
     settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv", "MAX_REQUESTS": "500"})
     chain = settings.chain
     assert (chain.app_deadline, chain.graceful, chain.watchdog) == (90, 90, 90)
-    assert (chain.proxy, chain.nginx_drain, chain.stop_budget) == (95, 100, 200)
+    # The stop: nginx 100 + 5, the metrics listener 5, gunicorn 90 + 5.
+    assert (chain.proxy, chain.nginx_drain, chain.stop_budget) == (95, 100, 205)
     assert settings.gunicorn_socket == Path("/srv/gunicorn.sock")
     assert settings.metrics_dir == Path("/srv/metrics")
     assert settings.max_requests_jitter == 50

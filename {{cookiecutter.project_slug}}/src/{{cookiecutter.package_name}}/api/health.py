@@ -1,9 +1,11 @@
 """Health endpoints for orchestrators and load balancers.
 
 ``GET /livez``: the process answers; it touches nothing else, so a slow database never gets
-a healthy process restarted. ``GET /readyz``: the registered readiness checks
-(readiness.py, found on ``app.state.readiness``) all pass; 503 names the failing ones, so
-traffic is held back without a restart.
+a healthy process restarted. ``GET /readyz``: this worker can serve. It runs the registered
+readiness checks (readiness.py, found on ``app.state.readiness``) and reports every outcome;
+503 only when a *required* one fails. A shared dependency (the database) is reported, not
+required, by default: a pod is no less able to answer its JSON 503 while it is away
+(docs/kubernetes.md says why and how to change it).
 """
 
 from typing import Literal
@@ -23,11 +25,14 @@ class Liveness(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Whether every dependency is ready, and each check's outcome."""
+    """Whether this worker takes traffic, and each check's outcome."""
 
     status: Literal["ready", "not ready"]
+    # Every check that did not pass, required or not.
     failing: list[str]
     checks: dict[str, Outcome]
+    # The checks whose failure makes the status "not ready" (503); the others are reported.
+    required: list[str]
 
 
 _ALIVE = Liveness()
@@ -41,10 +46,17 @@ async def livez() -> Liveness:
 
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})
 async def readyz(request: Request, response: Response) -> Readiness:
-    """Run the readiness checks: 200 when all pass, else 503 naming the failing ones."""
+    """Run the readiness checks: 503 when a required one fails; every outcome in the body."""
     checks: ReadinessChecks = request.app.state.readiness
     outcomes = await checks.run()
     failing = [name for name, outcome in outcomes.items() if outcome != "ok"]
-    if failing:
+    required = checks.required
+    ready = not set(failing) & set(required)
+    if not ready:
         response.status_code = 503
-    return Readiness(status="not ready" if failing else "ready", failing=failing, checks=outcomes)
+    return Readiness(
+        status="ready" if ready else "not ready",
+        failing=failing,
+        checks=outcomes,
+        required=required,
+    )

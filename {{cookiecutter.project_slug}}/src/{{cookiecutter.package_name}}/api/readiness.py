@@ -3,10 +3,18 @@
 Depends on the standard library only. Register a check where the dependency is created,
 usually in the application's lifespan, for example::
 
-    checks.add("database", lambda: pool.ping())
+    checks.add("database", lambda: pool.ping(), required=False)
 
 A check returns True when ready. False, an exception or running past ``timeout_seconds``
-marks it failing; the exception goes to the log, never into the response.
+marks it failing; the exception goes to the log, never into the response. A required check
+that fails makes /readyz 503 (the pod leaves the load balancer); one with ``required=False``
+is only reported (in the body, the log and ``on_outcome``): a dependency every pod shares
+(a database) would otherwise take every pod out at once, so clients would get the load
+balancer's bare 503 instead of the app's own JSON 503 with Retry-After (docs/kubernetes.md).
+
+Logs: one line when a check's outcome changes (warning when it turns bad, info when it
+recovers), per worker; a failure that repeats is logged at debug, with its traceback, so
+probes every few seconds against a stopped database do not flood the log.
 """
 
 from __future__ import annotations
@@ -18,33 +26,59 @@ from typing import Literal
 
 Check = Callable[[], Awaitable[bool]]
 Outcome = Literal["ok", "failed", "timed out", "error"]
+# Told each check's outcome after every run: a metric (middleware/metrics.py) records it.
+OutcomeHook = Callable[[str, Outcome], None]
+# An exception's message in the state-change line is cut here: one line, whatever it said.
+_MAX_REASON = 200
 
 logger = logging.getLogger(__name__)
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
 
 
 class ReadinessChecks:
     """A registry of named checks, run concurrently so one slow check bounds the whole."""
 
-    def __init__(self, *, timeout_seconds: float = 2.0) -> None:
-        # Below the probe's own timeout (Kubernetes: 1 s by default, usually raised to a few),
-        # so /readyz answers 503 naming the slow check instead of the probe timing out.
+    def __init__(
+        self, *, timeout_seconds: float = 2.0, on_outcome: OutcomeHook | None = None
+    ) -> None:
+        # Below the probe's own timeout (k8s/base/deployment.yaml: 5 s), so /readyz answers
+        # naming the slow check instead of the probe timing out.
         self.timeout_seconds = timeout_seconds
+        self.on_outcome = on_outcome
         self._checks: dict[str, Check] = {}
+        self._required: dict[str, bool] = {}
+        # Each check's last outcome in this worker: a change is logged once (module docstring).
+        self._last: dict[str, Outcome] = {}
 
-    def add(self, name: str, check: Check) -> None:
-        """Register ``check`` under ``name``; a second check with the same name is an error."""
+    def add(self, name: str, check: Check, *, required: bool = True) -> None:
+        """Register ``check`` under ``name``; a second check with the same name is an error.
+
+        ``required=False``: the check is run and reported, but never makes /readyz 503.
+        """
         if name in self._checks:
             raise ValueError(f"a readiness check named {name!r} is already registered")
         self._checks[name] = check
+        self._required[name] = required
 
     def remove(self, name: str) -> None:
         """Forget the check ``name`` (on shutdown, say)."""
         del self._checks[name]
+        del self._required[name]
+        self._last.pop(name, None)
 
     @property
     def names(self) -> list[str]:
         """The registered checks' names, in registration order."""
         return list(self._checks)
+
+    @property
+    def required(self) -> list[str]:
+        """The checks whose failure makes /readyz 503, in registration order."""
+        return [name for name, required in self._required.items() if required]
 
     async def run(self) -> dict[str, Outcome]:
         """Run every check at once and return each one's outcome, in registration order."""
@@ -52,19 +86,29 @@ class ReadinessChecks:
         return dict(zip(self._checks, outcomes, strict=True))
 
     async def _run_one(self, name: str, check: Check) -> Outcome:
+        outcome: Outcome
+        reason = ""
         try:
             async with asyncio.timeout(self.timeout_seconds):
-                ready = await check()
+                outcome = "ok" if await check() else "failed"
         except TimeoutError:
-            logger.warning(
-                "readiness check timed out",
-                extra={"check": name, "timeout_seconds": self.timeout_seconds},
-            )
-            return "timed out"
-        except Exception:
-            logger.exception("readiness check raised", extra={"check": name})
-            return "error"
-        if not ready:
-            logger.warning("readiness check failed", extra={"check": name})
-            return "failed"
-        return "ok"
+            outcome, reason = "timed out", f"no answer within {self.timeout_seconds:g} s"
+        except Exception as exc:
+            outcome, reason = "error", _reason(exc)
+            logger.debug("readiness check raised", exc_info=True, extra={"check": name})
+        self._record(name, outcome, reason)
+        return outcome
+
+    def _record(self, name: str, outcome: Outcome, reason: str) -> None:
+        previous = self._last.get(name, "ok")
+        self._last[name] = outcome
+        if self.on_outcome is not None:
+            self.on_outcome(name, outcome)
+        extra = {"check": name, "outcome": outcome, "required": self._required.get(name, True)}
+        if outcome == previous:
+            if outcome != "ok":
+                logger.debug("readiness check still failing", extra={**extra, "reason": reason})
+        elif outcome == "ok":
+            logger.info("readiness check recovered", extra={**extra, "was": previous})
+        else:
+            logger.warning("readiness check failing", extra={**extra, "reason": reason})

@@ -1,7 +1,7 @@
 """The database engine and its pool: one per worker, made in the app's lifespan, never at import
 (gunicorn forks after importing; a pool opened before would be shared); a database that cannot
 answer gives a JSON 503 with Retry-After, other database errors (a bug) stay the error guard's
-500. Depends on SQLAlchemy and Starlette."""
+500. Depends on SQLAlchemy, Starlette and request_context.py (the 503 names the request id)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from starlette.responses import JSONResponse, Response
+
+from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -43,7 +45,7 @@ class Database:
     sessions: async_sessionmaker[AsyncSession]
 
     async def ping(self) -> bool:
-        """The readiness check: a round trip to PostgreSQL through the pool."""
+        """The readiness check (reported, not required: main.py): a round trip through the pool."""
         async with self.engine.connect() as connection:
             await connection.execute(text("SELECT 1"))
         return True
@@ -121,7 +123,9 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
         raise exc
     extra = {"error": type(exc).__name__, "path": request.url.path}
     logger.warning("database unavailable", extra=extra)
-    body = {"detail": "the database is unavailable; retry shortly"}
+    # The request id, as in every JSON error body (the 422's, nginx's own 503's).
+    detail = "the database is unavailable; retry shortly"
+    body = {"detail": detail, "request_id": REQUEST_ID.get()}
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 

@@ -2,9 +2,9 @@
 
 Outputs: ``http_server_request_duration_seconds`` (a histogram; its ``_count`` is the
 request counter) labelled ``method``, ``route``, ``status``, and
-``http_server_active_requests``. Depends on prometheus_client's public API, Starlette's
-ASGI types and response.py (the request's one send wrapper, shared with the other
-middleware).
+``http_server_active_requests``; ``readiness_check_passing`` by ``check`` (the readiness
+checks' last outcomes). Depends on prometheus_client's public API, Starlette's ASGI types
+and response.py (the request's one send wrapper, shared with the other middleware).
 
 Under gunicorn, deploy/gunicorn.conf.py sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 import this module: each worker writes its values to memory-mapped files there, and the
@@ -76,6 +76,20 @@ class RequestMetrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+        # Each readiness check's last outcome (api/readiness.py), 1 passing, 0 not: the database
+        # while /readyz, by default, does not depend on it. livemostrecent: the newest value any
+        # live worker wrote, as each worker sees only the probes that reach it.
+        self.readiness = Gauge(
+            "readiness_check_passing",
+            "1 when the readiness check passed at its last run, else 0.",
+            ("check",),
+            registry=self.registry,
+            multiprocess_mode="livemostrecent",
+        )
+
+    def readiness_outcome(self, check: str, outcome: str) -> None:
+        """Record a readiness check's outcome (ReadinessChecks' ``on_outcome``)."""
+        self.readiness.labels(check).set(1 if outcome == "ok" else 0)
 
 
 class MetricsMiddleware:
