@@ -267,7 +267,7 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
     holder.join(timeout=60)
 
     server.wait_value(ITEMS, first)
-    # child_exit marked the killed worker dead: its in-flight request no longer counts (the
+    # The listener marked the killed worker dead: its in-flight request no longer counts (the
     # gauge reappears at 0 once the replacements have loaded the app).
     wait_for(
         lambda: sample(scrape(observed), "http_server_active_requests") == 0,

@@ -143,7 +143,7 @@ def test_stack_requirements_match_the_service(serving_bake: Bake, default_bake: 
 
     assert {r.split(">")[0].split("[")[0] for r in requirements} == {
         "gunicorn", "uvicorn", "uvicorn-worker",
-        "prometheus-client",  # the metrics listener and gunicorn's child_exit hook
+        "prometheus-client",  # the metrics listener and its archive of dead workers' values
         "pydantic-settings", "pydantic",  # the stack's settings
     }  # fmt: skip
     assert set(requirements) <= set(pyproject["project"]["dependencies"])

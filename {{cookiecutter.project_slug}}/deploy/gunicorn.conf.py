@@ -53,6 +53,7 @@ errorlog = "-"
 # nginx's access log already records every request with its id and timings.
 accesslog = "-" if settings.gunicorn_access_log else None
 
-# The metrics directory every worker writes to, and a dead worker's gauges dropped.
+# The metrics directory every worker writes to, and each worker's files allocated before
+# the app writes them (a full filesystem is then a logged error, never SIGBUS).
 on_starting = stack.on_starting
-child_exit = stack.child_exit
+post_fork = stack.post_fork

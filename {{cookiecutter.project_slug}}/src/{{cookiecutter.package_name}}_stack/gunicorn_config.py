@@ -2,8 +2,8 @@
 and the metrics hooks.
 
 deploy/gunicorn.conf.py stays a short file of settings a person edits; it takes these by name.
-Depends on gunicorn, uvicorn-worker, prometheus-client (imported in a hook only) and the
-stack's own settings.py, cpus.py and jsonlog.py; never on the app.
+Depends on gunicorn, uvicorn-worker and the stack's own settings.py, cpus.py, jsonlog.py and
+metrics_files.py; never on the app, nor on prometheus_client (post_fork says why).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from uvicorn_worker import UvicornWorker
 
 from .cpus import usable_cpus
 from .jsonlog import JsonFormatter
+from .metrics_files import ARCHIVE, prepare_worker
 from .settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, StackSettings, load
 
 # Said at info level on every start or stop, and of no use to an operator: the worker class
@@ -133,17 +134,30 @@ def on_starting(server: Any) -> None:
     # gunicorn must keep the counts. Started on its own: a previous run's files would be
     # added to this run's counts.
     if stack.prometheus_multiproc_dir is None and directory.is_dir():
-        for stale in directory.glob("*.db"):
-            stale.unlink()
+        for stale in [*directory.glob("*.db"), directory / ARCHIVE]:
+            stale.unlink(missing_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
     server.log.info("worker count decided", extra={"workers": count, **facts})
 
 
-def child_exit(server: Any, worker: Any) -> None:
-    """A worker died (recycled, killed, crashed): drop its in-flight gauge, keep its counts."""
-    del server  # gunicorn's hook signature
-    # Imported here: the master must not import prometheus_client before on_starting.
-    from prometheus_client import multiprocess  # noqa: PLC0415
+def post_fork(server: Any, worker: Any) -> None:
+    """In a new worker, before it imports the app: allocate its metric files (metrics_files.py).
 
-    # prometheus_client leaves this function unannotated.
-    multiprocess.mark_process_dead(worker.pid, str(settings().metrics_dir))  # type: ignore[no-untyped-call]
+    Where the filesystem is full, one error line, and this worker serves without recording
+    metrics (prometheus_client then keeps them in memory, unread) rather than dying of
+    SIGBUS at its first write into a sparse file. That fallback needs prometheus_client not
+    imported yet: the master never imports it (a dead worker's files are the metrics
+    listener's to tend), unless the app is preloaded there; then the worker exits instead.
+    """
+    del worker  # gunicorn's hook signature
+    directory = settings().metrics_dir
+    problem = prepare_worker(directory, os.getpid())
+    if problem is None:
+        return
+    said = {"directory": str(directory), "error": str(problem)}
+    if "prometheus_client" in sys.modules:  # preload_app: the values' kind is decided
+        server.log.error("metric files cannot be allocated: worker exiting", extra=said)
+        sys.exit(1)
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    message = "metric files cannot be allocated: this worker serves without recording metrics"
+    server.log.error(message, extra=said)

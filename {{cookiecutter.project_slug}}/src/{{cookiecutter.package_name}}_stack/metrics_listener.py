@@ -2,14 +2,18 @@
 
 The runner starts it beside nginx and gunicorn (``python -m {{ cookiecutter.package_name }}_stack.metrics_listener``
 serves GET /metrics until SIGTERM). Needs prometheus_client and this package's settings.py
-(METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR) and jsonlog.py; reads nginx's
-stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf); nothing from the app.
+(METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR), metrics_archive.py (which also
+tends that directory: dead workers' files merged into one archive) and jsonlog.py; reads
+nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf); nothing from the app.
 
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;
-this one adds up the files of all workers, killed ones included (their counts stay; their
-in-flight gauges are dropped by gunicorn_config.py's child_exit), and answers while the
-workers are busy. It listens on its own port, so the public port never exposes it.
+this one adds up the files of all workers, killed ones included (their counts stay, in the
+archive; their in-flight gauges are dropped), and answers while the workers are busy. It
+listens on its own port, so the public port never exposes it. Its clients are few (a
+scraper, a person with curl): at most MAX_CLIENTS at once, each cut after CLIENT_TIMEOUT
+idle, so idle connections cannot pile up threads (1,500 made 1,488 threads and 119 MB,
+issue 19). The runner restarts it if it dies; the stack serves on meanwhile.
 """
 
 from __future__ import annotations
@@ -23,15 +27,16 @@ import signal
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from .jsonlog import write_line
+from .metrics_archive import TEND_INTERVAL, Archive
 from .settings import SettingError, load
 
 if TYPE_CHECKING:
@@ -41,6 +46,12 @@ if TYPE_CHECKING:
 
 # A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
 STATUS_TIMEOUT = 2.0
+# Prometheus scrapes a target over one connection at a time; a few more for people. A
+# connection past these is closed at once: no thread, no memory.
+MAX_CLIENTS = 8
+# A scraper sends its request at once and reads the answer (milliseconds): a client silent
+# this long (per read or write) is cut, so idle ones free their slot.
+CLIENT_TIMEOUT = 5.0
 
 
 log = functools.partial(write_line, "metrics")
@@ -105,12 +116,24 @@ class NginxCollector:
             yield family(name, meaning, status[name])
 
 
-def build_registry(metrics_dir: str, status_socket: str) -> CollectorRegistry:
-    """The registry a scrape renders: the workers' files, then nginx's counters."""
+def build_registry(archive: Archive, status_socket: str) -> CollectorRegistry:
+    """The registry a scrape renders: the workers' files and archive, then nginx's counters."""
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]  # unannotated upstream
+    registry.register(archive)
     registry.register(NginxCollector(status_socket))
     return registry
+
+
+def tend_forever(archive: Archive) -> None:
+    """Tend the metrics directory every TEND_INTERVAL seconds, scraped or not (a thread)."""
+    while True:
+        with archive.lock:
+            archive.tend()
+        time.sleep(TEND_INTERVAL)
+
+
+# A client that hangs up or stays silent: ordinary on a network, not the listener's error.
+_CLIENT_GONE = (ConnectionError, TimeoutError)
 
 
 def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
@@ -118,11 +141,18 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
     family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = CLIENT_TIMEOUT
+
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)
                 return
-            body = generate_latest(registry)
+            try:
+                body = generate_latest(registry)
+            except Exception as exc:  # noqa: BLE001 - any collector's failure: a failed scrape
+                log("error", "cannot render the metrics", error=f"{type(exc).__name__}: {exc}")
+                self.send_error(500)
+                return
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE_LATEST)
             self.send_header("Content-Length", str(len(body)))
@@ -136,6 +166,33 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
     class Server(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
+        # The kernel's queue of connections not yet accepted (socketserver's default is 5):
+        # past it, new clients' SYNs are dropped and retried seconds later.
+        request_queue_size = 128
+        slots = threading.BoundedSemaphore(MAX_CLIENTS)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.slots.acquire(blocking=False):
+                self.shutdown_request(request)  # MAX_CLIENTS busy: closed, not queued
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # socketserver prints a traceback to stderr: one JSON line instead, or nothing.
+            del request, client_address
+            exc = sys.exc_info()[1]
+            if not isinstance(exc, _CLIENT_GONE):
+                log("error", "metrics request failed", error=f"{type(exc).__name__}: {exc}")
 
     return Server((address, port), Handler)
 
@@ -150,8 +207,9 @@ def main(environ: Mapping[str, str]) -> int:
     if not metrics_dir.is_dir():
         log("error", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a directory")
         return 1
+    archive = Archive(metrics_dir, log)
     try:
-        registry = build_registry(str(metrics_dir), str(settings.status_socket))
+        registry = build_registry(archive, str(settings.status_socket))
         server = make_server(address, settings.metrics_port, registry)
     except OSError as exc:
         log("error", f"cannot listen on {address}:{settings.metrics_port} (METRICS_PORT): {exc}")
@@ -159,6 +217,7 @@ def main(environ: Mapping[str, str]) -> int:
     # shutdown() waits for serve_forever() to return: it cannot run on serve_forever's
     # thread, where this handler runs.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    threading.Thread(target=tend_forever, args=(archive,), daemon=True).start()
     log("info", "serving metrics", address=address, port=settings.metrics_port)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

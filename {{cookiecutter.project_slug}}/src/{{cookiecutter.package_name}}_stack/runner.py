@@ -1,7 +1,8 @@
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
 The container's entrypoint and `make serve` alike; docs/serving.md describes what it does on
-start, SIGTERM, SIGHUP and a child's death. Needs nginx (on PATH or in /usr/sbin) and gunicorn
+start, SIGTERM, SIGHUP and a child's death (nginx's or gunicorn's stops the stack; the metrics
+listener's is restarted alone). Needs nginx (on PATH or in /usr/sbin) and gunicorn
 importable by this Python; reads deploy/nginx.conf (rendered into $RUN_DIR/nginx.conf) and
 deploy/gunicorn.conf.py from the working directory; uses this package's settings, jsonlog
 (every line it writes or relays) and cpus. Never imports the app: gunicorn gets APP_MODULE.
@@ -47,6 +48,10 @@ from .settings import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+# A dead metrics listener is restarted after 1 s, then 2, 4... up to this while it keeps
+# dying; one that served this long starts again from 1 s.
+METRICS_BACKOFF_MAX = 30.0
+METRICS_HEALTHY = 60.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
@@ -236,6 +241,11 @@ class Stack:
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
         self.metrics: Child | None = None
+        # The metrics listener's restarts (tend_metrics): consecutive failures, when it
+        # started last, and when the next start is due.
+        self.metrics_failures = 0
+        self.metrics_started = 0.0
+        self.metrics_due: float | None = None
         self.generation = 0
         self.requested: signal.Signals | None = None
         self.reload_requested = False
@@ -399,13 +409,49 @@ class Stack:
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
 
-    def start_metrics(self) -> Child:
+    def start_metrics(self, *, wait: bool = True) -> Child:
         """The metrics listener (metrics_listener.py) on METRICS_PORT; its own process, so a
-        scrape is answered while the workers are busy, blocked or being replaced."""
+        scrape is answered while the workers are busy, blocked or being replaced. With wait,
+        until it accepts connections (at start; a restart does not hold up the loop)."""
         command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        child = self.spawn("metrics", command, self.python_env())
-        self.wait_accepting(child, (self.settings.local_address, self.settings.metrics_port), 10.0)
+        # It logs JSON to stdout; a crash's traceback on its stderr becomes JSON lines too.
+        err = _each_line(functools.partial(stderr_line, "metrics.stderr"))
+        child = self.spawn("metrics", command, self.python_env(), err=err)
+        self.metrics_started = time.monotonic()
+        if wait:
+            address = (self.settings.local_address, self.settings.metrics_port)
+            self.wait_accepting(child, address, 10.0)
         return child
+
+    def tend_metrics(self) -> None:
+        """Restart a dead metrics listener alone, after a backoff: it only answers scrapes,
+        so its death must not take the public port down (issue 19).
+
+        1 s after the first death, doubling to METRICS_BACKOFF_MAX while it keeps dying;
+        a listener that served METRICS_HEALTHY seconds starts the count again.
+        """
+        now, child = time.monotonic(), self.metrics
+        if child is not None and child.running:
+            if self.metrics_failures and now - self.metrics_started > METRICS_HEALTHY:
+                self.metrics_failures = 0
+            return
+        if child is not None:  # died (its exit is logged by _reap): schedule the restart
+            self.children.pop(child.pid, None)
+            self.metrics = None
+            delay = min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
+            self.metrics_failures += 1
+            self.metrics_due = now + delay
+            log("warning", "restarting the metrics listener", after_seconds=delay,
+                exit_code=child.status)  # fmt: skip
+            return
+        if self.metrics_due is not None and now >= self.metrics_due:
+            self.metrics_due = None
+            try:
+                self.metrics = self.start_metrics(wait=False)
+            except OSError as exc:  # cannot fork now: try again after the next backoff
+                log("error", "cannot start the metrics listener", error=str(exc))
+                self.metrics_due = now + min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
+                self.metrics_failures += 1
 
     # -- stopping --
 
@@ -449,8 +495,10 @@ class Stack:
     def stop_all(self) -> bool:
         drain = self.settings.chain.nginx_drain
         nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
-        # Last scrapes may still come while nginx drains: the listener stops after it.
-        metrics_ok = self.stop(self.metrics, signal.SIGTERM, STOP_MARGIN)
+        # Last scrapes may still come while nginx drains: the listener stops after it. One
+        # that died before (its restart pending) was said then and spoils nothing now.
+        metrics = self.metrics if self.metrics is not None and self.metrics.running else None
+        metrics_ok = self.stop(metrics, signal.SIGTERM, STOP_MARGIN)
         # Every gunicorn generation still running (two, if a reload was interrupted).
         generations = [c for c in self.children.values() if c.name.startswith("gunicorn")]
         return all([nginx_ok, metrics_ok, *map(self.stop_gunicorn, generations)])
@@ -506,10 +554,24 @@ class Stack:
         old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
         log("info", "new connections go to the new generation", generation=generation)
-        # Every connection nginx uses after the swap ends after its first request past
-        # keepalive_time. Those left after that (and a margin) sat idle in nginx's cache
-        # since the swap: the old generation closes them at once on TERM, and nginx drops
-        # them from its cache as it sees them close.
+        # From here on the new generation serves: nothing may stop the stack. Only values
+        # computed here are used (never the rendered nginx.conf read back), and an OS error
+        # is said and passed over.
+        try:
+            self.retire(old, old_socket)
+        except OSError as exc:
+            log("error", "the old generation may not have stopped cleanly", error=str(exc),
+                pid=old.pid, generation=generation)  # fmt: skip
+        log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
+
+    def retire(self, old: Child, old_socket: Path) -> None:
+        """Stop a generation once nginx holds no connection to it (after a reload's swap).
+
+        Every connection nginx uses after the swap ends after its first request past
+        keepalive_time. Those left after that (and a margin) sat idle in nginx's cache since
+        the swap: the old generation closes them at once on TERM, and nginx drops them from
+        its cache as it sees them close.
+        """
         drained = self.wait_until(
             lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
         )
@@ -517,11 +579,11 @@ class Stack:
             closing = "stopping the old generation; nginx's idle connections to it will close"
             log("info", closing, connections=_connections_to(old_socket))
         self.stop_gunicorn(old)
-        log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
 
     def supervised(self) -> list[Child]:
-        """The children whose death stops the stack: nginx, gunicorn, the metrics listener."""
-        return [c for c in (self.nginx, self.gunicorn, self.metrics) if c is not None]
+        """The children whose death stops the stack: nginx and gunicorn. The metrics
+        listener is restarted instead (tend_metrics)."""
+        return [c for c in (self.nginx, self.gunicorn) if c is not None]
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
@@ -541,6 +603,7 @@ class Stack:
                 self.metrics = self.start_metrics()
             while self.requested is None and all(c.running for c in self.supervised()):
                 self.pump(1.0)
+                self.tend_metrics()
                 if self.reload_requested and self.requested is None:
                     self.reload_requested = False
                     self.reload()

@@ -68,8 +68,8 @@ class RequestMetrics:
             buckets=buckets_for(deadline_seconds),
             registry=self.registry,
         )
-        # livesum: the listener adds up live workers only (gunicorn.conf.py's child_exit
-        # marks a dead worker's gauge file dead), so a killed worker's requests stop counting.
+        # livesum: the listener adds up live workers only (it drops a dead worker's gauge
+        # file, metrics_archive.py), so a killed worker's requests stop counting.
         self.active = Gauge(
             "http_server_active_requests",
             "Requests the app's workers are handling now.",

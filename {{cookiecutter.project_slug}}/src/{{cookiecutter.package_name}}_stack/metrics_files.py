@@ -1,0 +1,130 @@
+"""Metric files a full filesystem cannot turn into a crash.
+
+prometheus_client's multiprocess mode keeps each worker's values in files of
+PROMETHEUS_MULTIPROC_DIR (``<kind>_<pid>.db``) that it maps into memory: 64 KiB when it
+creates one, twice the size each time one is full. It makes them sparse, so a page's blocks
+are taken at the first write into it, and on a full filesystem that write kills the worker
+with SIGBUS (issue 19: 116 worker deaths in 60 s on a full 3 MB tmpfs). Here the blocks are
+taken before prometheus_client maps a file, so a full filesystem is an error said in one
+line, never a fault in a write:
+
+- prepare_worker(), in each worker before it imports the app (gunicorn_config.post_fork):
+  the worker's files, created at that size with every block allocated, and the blocks of
+  their first doubling reserved past the end (the file's size is unchanged, so
+  prometheus_client still sees what it expects);
+- reserve_growth(), by the metrics listener on each pass (metrics_archive.py): the next
+  doubling of every file reserved the same way, before prometheus_client needs it.
+
+Depends on the standard library only (Linux's fallocate(2) through ctypes, where it exists):
+the gunicorn master imports this module and must never import prometheus_client, or a
+worker could not fall back to in-memory metrics (gunicorn_config.post_fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+
+# prometheus_client's initial file size. A file that already has a size keeps it (it maps
+# what it finds), so a different value here costs memory, never correctness.
+INITIAL_SIZE = 1 << 16
+# The dead workers' values (metrics_archive.py); not *.db, so prometheus_client's own
+# collector never reads it.
+ARCHIVE = "archive.json"
+# What the template's app writes (middleware/metrics.py: a histogram and a livesum gauge);
+# kinds other code adds are learned from the files earlier workers made (kinds()).
+KINDS = ("histogram", "gauge_livesum")
+_FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h: allocate past the end, leave the size alone
+
+
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """libc's fallocate(2), or None (not Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        function.restype = ctypes.c_int
+        return function
+    return None
+
+
+_FALLOCATE = _fallocate()
+
+
+def reserve(fd: int, length: int) -> None:
+    """Allocate the blocks of a file's first length bytes without changing its size
+    (OSError, ENOSPC on a full filesystem); nothing where fallocate(2) is missing."""
+    if _FALLOCATE is None:
+        return
+    if _FALLOCATE(fd, _FALLOC_FL_KEEP_SIZE, 0, length) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EOPNOTSUPP, errno.ENOSYS):  # a filesystem without it
+            raise OSError(code, os.strerror(code))
+
+
+def file_pid(path: Path) -> int | None:
+    """The pid in a metric file's name (``histogram_123.db``), or None."""
+    kind, _, pid = path.stem.rpartition("_")
+    return int(pid) if kind and pid.isdigit() else None
+
+
+def kinds(directory: Path) -> set[str]:
+    """The file kinds a worker will write: the template's, and those of the files (and the
+    archive) earlier workers left, so code that adds a counter gets its file allocated too."""
+    found = set(KINDS)
+    for path in directory.glob("*.db"):
+        if file_pid(path) is not None:
+            found.add(path.stem.rpartition("_")[0])
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        archived = json.loads((directory / ARCHIVE).read_text(encoding="utf-8"))
+        found.update(str(kind) for kind in archived.get("kinds", ()))
+    return found
+
+
+def prepare_worker(
+    directory: Path, pid: int, wanted: Iterable[str] | None = None
+) -> OSError | None:
+    """Create and allocate a process's metric files, of the kinds wanted (by default those
+    kinds() finds); the error when the filesystem refuses (the files this call created are
+    removed again), else None. For any process that writes metrics, a worker or not."""
+    created: list[Path] = []
+    try:
+        for kind in sorted(kinds(directory) if wanted is None else wanted):
+            path = directory / f"{kind}_{pid}.db"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o660)
+            try:
+                size = os.fstat(fd).st_size
+                if size == 0:
+                    created.append(path)
+                size = max(size, INITIAL_SIZE)
+                os.posix_fallocate(fd, 0, size)
+                reserve(fd, 2 * size)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        for path in created:
+            path.unlink(missing_ok=True)
+        return exc
+    return None
+
+
+def reserve_growth(path: Path) -> None:
+    """Reserve the blocks of a metric file's next doubling, if they are not all taken yet.
+
+    prometheus_client doubles a full file by truncate(2), which keeps reserved blocks, and
+    maps it again: its next writes then find their pages. OSError as reserve().
+    """
+    fd = os.open(path, os.O_RDWR)
+    try:
+        stat = os.fstat(fd)
+        if stat.st_size and stat.st_blocks * 512 < 2 * stat.st_size:
+            reserve(fd, 2 * stat.st_size)
+    finally:
+        os.close(fd)

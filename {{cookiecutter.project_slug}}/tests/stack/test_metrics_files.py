@@ -1,0 +1,114 @@
+"""The metrics directory: each worker's files allocated before it writes (metrics_files.py), and
+dead processes' values kept in one archive, their files removed (metrics_archive.py).
+
+Real prometheus_client processes write the files (short-lived subprocesses, as gunicorn's
+workers are); no network. The live stack's proofs (a full tmpfs, worker kills and reloads)
+are in the template's battery: battery/test_side_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from {{ cookiecutter.package_name }}_stack.metrics_archive import Archive
+from {{ cookiecutter.package_name }}_stack.metrics_files import INITIAL_SIZE, prepare_worker
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# A worker's metrics: a counter, a histogram (two label sets) and a livesum gauge, as
+# prometheus_client writes them in multiprocess mode. argv: allocate first?, then wait?
+WORKER = """
+import os, sys
+from pathlib import Path
+from {{ cookiecutter.package_name }}_stack.metrics_files import prepare_worker
+if sys.argv[1] == "allocate":
+    assert prepare_worker(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]), os.getpid()) is None
+from prometheus_client import Counter, Gauge, Histogram
+Counter("jobs", "Jobs.", ["kind"]).labels("a").inc(3)
+duration = Histogram("took_seconds", "Time.", ["route"], buckets=(0.1, 1.0))
+for value in (0.05, 0.5, 5.0):
+    duration.labels("/a").observe(value)
+duration.labels("/b").observe(0.5)
+Gauge("busy", "Busy.", multiprocess_mode="livesum").set(1)
+if sys.argv[2] == "wait":
+    print("written", flush=True)
+    sys.stdin.read()
+"""
+
+
+def worker(directory: Path, wait: str = "exit") -> subprocess.Popen[str]:
+    """A worker process that allocates its files, writes its metrics, and exits (or waits
+    for its stdin to close)."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    pipe = subprocess.PIPE if wait == "wait" else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, "allocate", wait],
+        env=env, stdin=pipe, stdout=pipe, text=True,
+    )  # fmt: skip
+
+
+def exposition(collector: object) -> set[str]:
+    """The sample lines a scrape of this collector renders (comments and order aside)."""
+    registry = CollectorRegistry()
+    registry.register(collector)  # type: ignore[arg-type]  # any object with collect()
+    text = generate_latest(registry).decode()
+    return {line for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> None:
+    """Two dead workers and a live one: after tending, the same counts and buckets are served,
+    the dead ones' files are gone and an archive holds their values; the dead's gauges drop."""
+    for _ in range(2):
+        assert worker(tmp_path).wait(timeout=30) == 0
+    live = worker(tmp_path, "wait")
+    assert live.stdout is not None
+    assert live.stdout.readline() == "written\n"
+    # prometheus_client's own collector, before anything is archived; the dead workers'
+    # live gauges would still count there.
+    before = {
+        line for line in exposition(MultiProcessCollector(None, path=str(tmp_path)))  # type: ignore[no-untyped-call]  # unannotated upstream
+        if not line.startswith("busy")
+    }  # fmt: skip
+    archive = Archive(tmp_path, lambda *_, **__: None)
+    try:
+        after = exposition(archive)
+        files = {path.name.rpartition("_")[2] for path in tmp_path.glob("*.db")}
+        assert files == {f"{live.pid}.db"}
+    finally:
+        live.communicate("")
+
+    assert after == before | {"busy 1.0"}
+    # Each of the 3 workers observed 2 values up to 1 s on /a, and counted 3 jobs.
+    assert 'took_seconds_bucket{le="1.0",route="/a"} 6.0' in after
+    assert 'jobs_total{kind="a"} 9.0' in after
+    # The last one dead: nothing but the archive, and the same totals.
+    assert exposition(archive) == before
+    assert [path.name for path in tmp_path.iterdir()] == ["archive.json"]
+
+
+def test_a_workers_files_are_allocated_before_it_writes(tmp_path: Path) -> None:
+    """prepare_worker creates the worker's files at prometheus_client's size with every block
+    allocated; prometheus_client then writes into them without growing them."""
+    assert prepare_worker(tmp_path, 4242) is None
+    files = sorted(tmp_path.glob("*_4242.db"))
+    assert [path.name for path in files] == ["gauge_livesum_4242.db", "histogram_4242.db"]
+    for path in files:
+        stat = path.stat()
+        assert stat.st_size == INITIAL_SIZE
+        assert stat.st_blocks * 512 >= INITIAL_SIZE
+    writer = worker(tmp_path)
+    assert writer.wait(timeout=30) == 0
+    # Kinds written once are allocated for every later worker too (the counter here).
+    written = {path.name for path in tmp_path.glob(f"*_{writer.pid}.db")}
+    kinds = ("counter", "gauge_livesum", "histogram")
+    assert written == {f"{kind}_{writer.pid}.db" for kind in kinds}
+    assert {(tmp_path / name).stat().st_size for name in written} == {INITIAL_SIZE}
+    assert prepare_worker(tmp_path, 4343) is None
+    assert (tmp_path / "counter_4343.db").stat().st_blocks * 512 >= INITIAL_SIZE
