@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,6 +151,7 @@ def base_image(python_version: str) -> str:
             raise ImageError(
                 f"{name} is missing and only root with debootstrap can make its stand-in here"
             )
+        started = time.monotonic()
         root = Path(tempfile.mkdtemp(prefix="stand-in-", dir=PODMAN_DIR))
         try:
             _bootstrap(root, python_version)
@@ -167,6 +169,7 @@ def base_image(python_version: str) -> str:
             tar.wait()
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        print(f"made the stand-in {name} in {time.monotonic() - started:.0f} s")
     return name
 
 
@@ -221,6 +224,7 @@ def build(project: Path, tag: str) -> None:
     if CA_BUNDLE.is_file():
         flags.append(f"--volume={CA_BUNDLE}:{CA_BUNDLE}:ro")
     previous = image_id(tag)
+    started = time.monotonic()
     done = subprocess.run(
         ["make", "--no-print-directory", "-C", str(project), "image", "ENGINE=podman",
          f"IMAGE={tag}", f"BUILD_FLAGS={' '.join(flags)}"],
@@ -228,6 +232,7 @@ def build(project: Path, tag: str) -> None:
     )  # fmt: skip
     if done.returncode != 0:
         raise ImageError(f"make image failed ({done.returncode}) in {project}")
+    print(f"built {tag} in {time.monotonic() - started:.0f} s")
     # The store outlives the run: the image this build replaced goes (its layers the new one
     # shares stay), or every run would leave one behind.
     if previous and previous != image_id(tag):
@@ -256,6 +261,7 @@ def smoke(project: Path, tag: str) -> None:
         spec.loader.exec_module(pg_server)
         server = pg_server.start_server()
         env["SMOKE_DATABASE_URL"] = server.create_database("template1", "smoke")
+    started = time.monotonic()
     try:
         done = subprocess.run(
             [str(project / ".github" / "smoke-test.sh"), tag], env=env, check=False
@@ -265,6 +271,7 @@ def smoke(project: Path, tag: str) -> None:
             server.remove()
     if done.returncode != 0:
         raise ImageError(f".github/smoke-test.sh {tag} exited {done.returncode}")
+    print(f"smoke-tested {tag} in {time.monotonic() - started:.0f} s")
 
 
 def sbom(project: Path, tag: str) -> None:
