@@ -152,6 +152,15 @@ VARIANTS = {
                nginx_edits=(LOG_BUFFER,
                             (r"limit_req_log_level warn;", "limit_req_log_level info;"),
                             (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
+        Server("stack-proposed",
+               "stack, proposed: 1 nginx worker, 3 app workers, log buffer, refusals unlogged",
+               "stack", env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3")),
+               nginx_edits=(LOG_BUFFER,
+                            (r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
+        Server("stack-lingering-off", "stack, lingering_close off", "stack",
+               nginx_edits=((r"reset_timedout_connection on;",
+                             "reset_timedout_connection on; lingering_close off;"),)),
         Server("stack-header-timeout-60", "stack, client_header_timeout 60s", "stack",
                nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),)),
     )
@@ -747,7 +756,7 @@ def markdown(results: dict[str, Any]) -> str:
                 share = f"{cell.goodput / alone.goodput:.2f} x" if alone and alone.goodput else ""
                 row += f" {cell.goodput:,.0f} | {share} | {cell.p99} | {cell.errors:,} |"
             out.append(row)
-        out.append("")
+        out += ["", *_attacker_table(results, attacked, servers), ""]
     out += [
         "## CPU time per normal request (microseconds, from /proc)",
         "",
@@ -776,6 +785,58 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {LABELS[condition]} | {server_id} | {values} | {total} | {cell.rss_mib:,.0f} |"
             )
     return "\n".join(out) + "\n"
+
+
+def _attacker_table(
+    results: dict[str, Any], attacked: Sequence[str], servers: Sequence[tuple[str, str]]
+) -> list[str]:
+    """What each attacker got: its requests/s and the share the server refused (non-2xx),
+    and the server's CPU time per request of either kind, attacker or normal (medians)."""
+    rows = [
+        (
+            "What the attackers got (wrk's): requests/s answered, the share refused (non-2xx), "
+            "and the server's CPU time per request answered, the attacker's and the normal "
+            "clients' together (microseconds)."
+        ),
+        "",
+        "| server |"
+        + "".join(
+            f" {LABELS[c]}: req/s | refused | server us/req |"
+            for c in attacked
+            if c in {"flood", "oversized"}
+        ),
+        "|---|" + "---:|---:|---:|" * len([c for c in attacked if c in {"flood", "oversized"}]),
+    ]
+    for server_id, label in servers:
+        row = f"| {label} |"
+        for condition in attacked:
+            if condition not in {"flood", "oversized"}:
+                continue
+            runs = [
+                r
+                for r in results["runs"]
+                if r["server"] == server_id and r["condition"] == condition
+            ]
+            rates, refused, per_request = [], [], []
+            for run in runs:
+                attacker, normal, cpu = run["attacker"], run["normal"], run["cpu_s"]
+                if not attacker.get("requests"):
+                    continue
+                # The attacker's wrk ran longer than the normal clients, by the ramp and 1 s.
+                seconds = float(normal["duration_s"]) + ATTACK_RAMP_S + 1
+                rates.append(attacker["requests"] / seconds)
+                refused.append(attacker["non_2xx"] / attacker["requests"])
+                server_s = sum(cpu[role] for role in ("runner", "nginx", "app", "metrics"))
+                answered = attacker["requests"] * float(normal["duration_s"]) / seconds
+                per_request.append(server_s / (answered + int(normal["requests"])) * 1e6)
+            if not rates:
+                row += " | | |"
+                continue
+            row += (
+                f" {_median(rates):,.0f} | {_median(refused):.0%} | {_median(per_request):,.0f} |"
+            )
+        rows.append(row)
+    return rows
 
 
 def write(results: dict[str, Any], out: Path) -> str:
