@@ -24,6 +24,7 @@ SERVICE_ONLY = (
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
     "src/{package}/validation.py", "tests/unit/test_validation.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
+    "tests/unit/test_body_limits.py",
     "tests/unit/test_settings.py", "tests/unit/test_docs.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
 )  # fmt: skip

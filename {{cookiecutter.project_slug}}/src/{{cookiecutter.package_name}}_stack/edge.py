@@ -36,7 +36,7 @@ def nginx_values(settings: StackSettings) -> dict[str, str]:
     indent = "\n        "
     if settings.rate_limit:
         per_second = settings.rate_limit
-        zone = f"limit_req_zone $client_rate_key zone=client_rate:10m rate={per_second}r/s;"
+        zone = f"limit_req_zone $client_key zone=client_rate:10m rate={per_second}r/s;"
         # nodelay: a burst is answered at once, not queued (a queued request holds its
         # connection and looks like a slow API to the client).
         burst = f" burst={settings.rate_limit_burst}" if settings.rate_limit_burst else ""

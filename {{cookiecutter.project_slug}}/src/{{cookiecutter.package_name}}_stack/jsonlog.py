@@ -50,6 +50,7 @@ def _quote(text: str) -> str:
     pipeline. The C escaper leaves DEL (0x7f), an ASCII control character, as it is."""
     return encode_basestring_ascii(text).replace("\x7f", "\\u007f")
 
+
 # ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
 _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
