@@ -165,8 +165,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     shared venv's interpreter). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test,
     then the battery's database test (the rest of the battery is the default bake's).
-    image and image-postgresql: `make lock`, then the image built, smoke-tested and described
-    by an SBOM with podman (tests/images.py).
+    image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
+    one also through compose.yaml) and described by an SBOM with podman (tests/images.py).
     """
     python = str(env.venv / "bin" / "python")
 
@@ -178,6 +178,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         images = [sys.executable, "-m", "tests.images"]
         image = [str(project), images_tag(name)]
         steps = [("build", "build"), ("smoke test", "smoke"), ("sbom", "sbom")]
+        if name == "image":  # compose.yaml too (the postgresql one needs a postgres image)
+            steps.insert(2, ("compose", "compose"))
         commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]
         return [make("lock"), *commands]
 
