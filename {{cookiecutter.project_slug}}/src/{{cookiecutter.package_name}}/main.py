@@ -18,17 +18,20 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry import TelemetryConfig
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
 {% if cookiecutter.database == "postgresql" -%}
 from .api import health, index, items_db
 from .api.docs import add_api_docs
+from .api.errors import http_error_handler
 from .api.readiness import ReadinessChecks
 from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- else -%}
 from .api import health, index, items
 from .api.docs import add_api_docs
+from .api.errors import http_error_handler
 from .api.readiness import ReadinessChecks
 {%- endif %}
 from .logs import configure_logging
@@ -121,8 +124,12 @@ def create_app(
         openapi_url="/openapi.json" if settings.api_docs else None,
         docs_url=None,
         redoc_url=None,
-        # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input.
-        exception_handlers={RequestValidationError: validation_error_handler},
+        # Bounded 400/422 (validation.py): FastAPI's own echoes the whole input. 404, 405 and
+        # an endpoint's HTTPException: JSON with the request id (api/errors.py).
+        exception_handlers={
+            RequestValidationError: validation_error_handler,
+            HTTPException: http_error_handler,
+        },
     )
     application.state.settings = settings
     # The instruments, readable in this process (tests); under gunicorn, the stack's metrics

@@ -82,7 +82,8 @@ def test_ids_and_pages_out_of_range(client: TestClient, path: str, status: int) 
     response = client.get(path)
     assert response.status_code == status
     if status == 404:
-        assert response.json() == {"detail": f"no item {path.rsplit('/', 1)[1]}"}
+        detail = f"no item {path.rsplit('/', 1)[1]}"
+        assert response.json() == {"detail": detail, "request_id": response.headers["x-request-id"]}
 
 
 @pytest.mark.parametrize(

@@ -204,16 +204,13 @@ def stack() -> Iterator[LiveStack]:
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def assert_json_error(
-    answer: tuple[int, dict[str, str], bytes], expected: int, *, id_in_body: bool = True
-) -> None:
-    """An error in the service's shape: a JSON detail, the request id in X-Request-ID (and in
-    the body, where nginx or the app's deadline and error guard wrote it)."""
+def assert_json_error(answer: tuple[int, dict[str, str], bytes], expected: int) -> None:
+    """An error in the service's shape: a JSON detail, the request id in X-Request-ID and in
+    the body, whoever wrote it (nginx, the app's handlers, its deadline, its error guard)."""
     status, headers, body = answer
     assert status == expected, body[:300]
     assert headers["content-type"].startswith("application/json"), headers
     assert REQUEST_ID.match(headers.get("x-request-id", "")), headers
     error = json.loads(body)
     assert error["detail"], error
-    if id_in_body:
-        assert error["request_id"] == headers["x-request-id"], error
+    assert error["request_id"] == headers["x-request-id"], error

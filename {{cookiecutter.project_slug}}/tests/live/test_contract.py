@@ -64,7 +64,7 @@ def test_the_apps_errors_are_json_with_the_request_id(
     """The app's own errors are JSON, with the request id and the security headers."""
     answer = request(stack.port, method, target)
 
-    assert_json_error(answer, status, id_in_body=False)
+    assert_json_error(answer, status)
     assert answer[1].get("x-frame-options") == "DENY"
 
 

@@ -57,7 +57,9 @@ def test_ids_that_name_no_item_are_404_and_non_ids_422(
     response = client.get(f"/items/{item_id}")
     assert response.status_code == status
     if status == 404:
-        assert (response.json(), decode(item_id)) == ({"detail": "no such item"}, None)
+        request_id = response.headers["x-request-id"]
+        expected = {"detail": "no such item", "request_id": request_id}
+        assert (response.json(), decode(item_id)) == (expected, None)
 
 
 @pytest.mark.parametrize(

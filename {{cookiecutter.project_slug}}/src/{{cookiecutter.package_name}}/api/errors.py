@@ -1,0 +1,29 @@
+"""The app's own HTTP errors (an unknown path's 404, a 405, an endpoint's ``HTTPException``) as
+JSON with the request id, like every other error body: the 422's (validation.py), the 500's
+and the 504's (the error guard, the deadline), nginx's own. Depends on Starlette and
+request_context.py; main.py registers ``http_error_handler`` for Starlette's HTTPException,
+of which FastAPI's is a subclass.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.responses import JSONResponse, Response
+
+from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
+
+if TYPE_CHECKING:
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+
+# Statuses whose answer must have no body (RFC 9110: 1xx, 204, 304).
+_NO_BODY = frozenset({204, 304})
+
+
+async def http_error_handler(request: Request, exc: HTTPException) -> Response:  # noqa: ARG001 - Starlette's handler signature
+    """``{"detail": ..., "request_id": ...}`` with the exception's status and headers (Allow)."""
+    if exc.status_code < 200 or exc.status_code in _NO_BODY:
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    body = {"detail": exc.detail, "request_id": REQUEST_ID.get()}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
