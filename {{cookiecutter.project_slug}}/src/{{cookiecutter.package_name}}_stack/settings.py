@@ -201,8 +201,8 @@ class StackSettings(BaseSettings):
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
     # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one
-    # address can never fill the overload cap alone.
-    connections_per_client: Rate = Field(128, alias="CONNECTIONS_PER_CLIENT")
+    # address can never fill the overload cap alone. nginx's limit_conn stops at 65535.
+    connections_per_client: int = Field(128, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)

@@ -61,7 +61,9 @@ def exchange(port: int, wire: bytes, timeout: float = 10) -> tuple[int, dict[str
         with contextlib.suppress(OSError):  # nginx may answer and close before reading all
             client.sendall(wire)
         with contextlib.suppress(OSError):
-            while chunk := client.recv(65536):
+            # Until the whole answer, not until nginx closes: after refusing a body it has
+            # not read, nginx lingers up to 5 s before closing (lingering_timeout).
+            while not _complete(received) and (chunk := client.recv(65536)):
                 received += chunk
     head, _, body = received.partition(b"\r\n\r\n")
     status_line, *lines = head.decode("latin-1").split("\r\n")
@@ -70,6 +72,13 @@ def exchange(port: int, wire: bytes, timeout: float = 10) -> tuple[int, dict[str
         for name, _, value in (line.partition(":") for line in lines)
     }
     return int(status_line.split(" ", 2)[1]), headers, body
+
+
+def _complete(received: bytes) -> bool:
+    """Whether received holds a whole answer with a Content-Length (nginx's and the app's)."""
+    head, found, body = received.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    return bool(found) and length is not None and len(body) >= int(length[1])
 
 
 def request(
@@ -185,10 +194,10 @@ def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
     return started
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def stack() -> Iterator[LiveStack]:
-    """The stack serving live_app.py, with a short deadline and one CORS origin; the last test
-    may stop it."""
+    """The stack serving live_app.py, with a short deadline and one CORS origin, shared by
+    every module here; test_stop.py, the last, stops it."""
     started = launch(
         **{
             f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),

@@ -53,7 +53,7 @@ CASES: list[tuple[str, str, str, Any, str, str]] = [
     ("RATE_LIMIT", "5", "rate_limit", 5, "0", "-1"),
     ("RATE_LIMIT_BURST", "0", "rate_limit_burst", 0, "1000000", "1.5"),
     ("RATE_LIMIT_DRY_RUN", "on", "rate_limit_dry_run", True, "off", "dry"),
-    ("CONNECTIONS_PER_CLIENT", "0", "connections_per_client", 0, "1000000", "1000001"),
+    ("CONNECTIONS_PER_CLIENT", "0", "connections_per_client", 0, "65535", "65536"),
     (APP_CORS_NAME, "https://a.example, http://[::1]:5173", "cors_origins",
      ("https://a.example", "http://[::1]:5173"), "http://localhost:5173", "https://a.example/"),
     (APP_DEADLINE_NAME, "45.5", "app_deadline", 45.5, "3600", "3601"),
