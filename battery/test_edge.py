@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import app_access, get, lines_of, needs_the_example, parse_json, request, wait_for
+from .conftest import (
+    app_access,
+    get,
+    lines_of,
+    needs_the_example,
+    nginx_access,
+    parse_json,
+    request,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from .conftest import LiveStack, Stacks
@@ -84,6 +93,16 @@ def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: 
     )
     (line, *_) = refusal_lines(stack, "limiting requests")
     assert (line["level"], line["client"]) == ("warning", "192.0.2.1"), line
+    refused_ids = {headers["x-request-id"] for _, headers, _ in refused}
+
+    def logged() -> list[dict[str, object]]:
+        return [line for line in nginx_access(stack) if line["request_id"] in refused_ids]
+
+    # Logged as what the client asked, not as nginx's error page (GET /.nginx-error).
+    wait_for(lambda: len(logged()) == len(refused), 30, "the 429s' access lines")
+    assert {(line["method"], line["path"], line["client"]) for line in logged()} == {
+        ("GET", ROUTE, "192.0.2.1")
+    }
 
 
 def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:

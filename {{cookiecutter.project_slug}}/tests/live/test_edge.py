@@ -75,7 +75,7 @@ def test_the_probes_take_no_body(stack: LiveStack, probe: str) -> None:
 
 def test_a_route_declaring_a_body_limit_gets_it_at_nginx(stack: LiveStack) -> None:
     """POST /items declares 8 KiB (api/items.py): a larger body is nginx's 413, before the app
-    reads a byte; one under it reaches the app (a 422 for this unknown key)."""
+    reads a byte, logged as POST /items; one under it reaches the app (a 422 for this key)."""
     json_type = {"Content-Type": "application/json"}
     over = json.dumps({"x": "a" * 8200}).encode()
     under = json.dumps({"x": "a" * 7000}).encode()
@@ -86,6 +86,17 @@ def test_a_route_declaring_a_body_limit_gets_it_at_nginx(stack: LiveStack) -> No
     assert_json_error(refused, 413)
     assert refused[1]["x-request-id"] not in stack.app_request_ids()
     assert served[0] == 422, served
+    # Logged as what the client asked, not as nginx's error page (GET /.nginx-error).
+    request_id = refused[1]["x-request-id"]
+    wait_for(lambda: request_id in _access_ids(stack), 10, "the 413's access line")
+    (line,) = [line for line in stack.log_lines() if line.get("request_id") == request_id]
+    assert (line["message"], line["method"], line["path"]) == ("POST /items 413", "POST", "/items")
+
+
+def _access_ids(stack: LiveStack) -> set[object]:
+    return {
+        line.get("request_id") for line in stack.log_lines() if line["logger"] == "nginx.access"
+    }
 
 
 def raw_head(port: int, wire: bytes) -> bytes:
