@@ -4,7 +4,8 @@ The runner starts it beside nginx and gunicorn (``python -m {{ cookiecutter.pack
 serves GET /metrics until SIGTERM). Needs prometheus_client and this package's settings.py
 (METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR), metrics_archive.py (which also
 tends that directory: dead workers' files merged into one archive) and jsonlog.py; reads
-nginx's stub_status socket, $RUN_DIR/nginx-status.sock (nginx.conf); nothing from the app.
+nginx's stub_status socket, $RUN_DIR/nginx-status/nginx-status.sock (nginx.conf); nothing
+from the app.
 
 Why a process of its own, not a route in the app: a scrape answered by a worker would see
 that worker alone, queue behind the requests it is serving, and fail while it is blocked;
