@@ -11,7 +11,6 @@ threads, memory and worker pids; `mount`/`umount` from util-linux.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import socket
@@ -59,7 +58,7 @@ def scrape(stack: LiveStack) -> str | None:
     """The listener's exposition, or None when it does not answer 200."""
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=10) as response:
             return response.read().decode() if response.status == 200 else None
     except OSError:
         return None
@@ -108,10 +107,10 @@ def kill_workers(stack: LiveStack, count: int) -> None:
     """SIGKILL a worker count times, each time waiting until gunicorn has replaced it."""
     for _ in range(count):
         before = workers(stack)
-        victim = min(before)
+        victim, size = min(before), len(before)
         os.kill(victim, signal.SIGKILL)
         wait_for(
-            lambda victim=victim, size=len(before): (
+            lambda victim=victim, size=size: (
                 victim not in (now := workers(stack)) and len(now) == size
             ),
             30,
@@ -185,15 +184,13 @@ def small_tmpfs(identity: Identity) -> Iterator[Path]:
 
 
 def fill(directory: Path) -> None:
-    """Write zeros into directory until its filesystem is full."""
+    """Write zeros into directory until its filesystem is full (the write that fails with
+    ENOSPC ends it; the statvfs check below proves that was the reason)."""
     chunk = bytes(65536)
-    with (directory / "filler").open("wb") as filler:
-        try:
-            while True:
-                filler.write(chunk)
-                filler.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
+    with contextlib.suppress(OSError), (directory / "filler").open("wb") as filler:
+        while True:
+            filler.write(chunk)
+            filler.flush()
     assert os.statvfs(directory).f_bavail == 0
 
 
@@ -267,8 +264,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
     stack = side_stack
     pid = listener_pid(stack)
     idle = [
-        socket.create_connection(("127.0.0.1", stack.metrics_port), timeout=30)
-        for _ in range(300)
+        socket.create_connection(("127.0.0.1", stack.metrics_port), timeout=30) for _ in range(300)
     ]
     try:
         time.sleep(1)  # let the listener accept what it will
@@ -277,7 +273,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
         # Those past the listener's few slots are closed at once, the others after its
         # socket timeout: none is kept for ever.
         for conn in idle:
-            conn.setblocking(False)  # noqa: FBT003 - the stdlib's signature
+            conn.setblocking(False)
         wait_for(lambda: all(map(closed, idle)), 30, "the listener to close every idle client")
     finally:
         for conn in idle:
