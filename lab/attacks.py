@@ -187,10 +187,11 @@ async def _closed_or_stopped(sock: socket.socket, stop: asyncio.Event, kind: str
     return not data  # b"": the server closed; a response (408, 413...) comes before the close
 
 
-async def slow(
-    port: int, clients: int, kind: str, seconds: float, paths: tuple[str, str]
+async def slow(  # noqa: PLR0913 - the command's options, one call site
+    port: int, clients: int, kind: str, seconds: float, paths: tuple[str, str], *, spread_s: float
 ) -> Counts:
-    """Hold `clients` slow connections for `seconds` (or until SIGTERM); the counts."""
+    """Hold `clients` slow connections for `seconds` (or until SIGTERM), their first
+    connections opened evenly over `spread_s`; the counts."""
     kinds = ("headers", "bodies", "unread") if kind == "mix" else (kind,)
     crowd = Crowd(port, paths, clients)
     loop = asyncio.get_running_loop()
@@ -198,11 +199,13 @@ async def slow(
     tasks = []
     for index in range(clients):
         tasks.append(asyncio.create_task(_client(index, kinds[index % len(kinds)], crowd)))
-        if index % 100 == 99:
+        if spread_s:
+            await asyncio.sleep(spread_s / clients)
+        elif index % 100 == 99:
             await asyncio.sleep(0.01)  # a listen backlog's worth at a time
     started = time.monotonic()
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(crowd.connected.wait(), 30)
+        await asyncio.wait_for(crowd.connected.wait(), 30 + spread_s)
     print("ready" if crowd.connected.is_set() else "not ready", flush=True)
     with contextlib.suppress(TimeoutError):
         remaining = max(0.0, seconds - (time.monotonic() - started))
@@ -220,6 +223,9 @@ def main(argv: list[str]) -> int:
     command.add_argument("--clients", type=int, default=2000)
     command.add_argument("--kind", choices=("mix", "headers", "bodies", "unread"), default="mix")
     command.add_argument("--seconds", type=float, default=30.0)
+    command.add_argument(
+        "--spread", type=float, default=0.0, help="open the first connections over this long"
+    )
     command.add_argument("--large-path", default="/bench/1mb")
     command.add_argument("--body-path", default="/items")
     args = parser.parse_args(argv)
@@ -228,7 +234,14 @@ def main(argv: list[str]) -> int:
         print(f"error: {args.clients} clients need more open files than {limit}", file=sys.stderr)
         return 1
     counts = asyncio.run(
-        slow(args.port, args.clients, args.kind, args.seconds, (args.large_path, args.body_path))
+        slow(
+            args.port,
+            args.clients,
+            args.kind,
+            args.seconds,
+            (args.large_path, args.body_path),
+            spread_s=args.spread,
+        )
     )
     print(json.dumps(counts.__dict__), flush=True)
     return 0

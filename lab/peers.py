@@ -173,14 +173,15 @@ class Settings:
     duration_s: int  # each measured run of the normal clients
     warmup_s: int  # before each raw run; 0: none
     slow_clients: int
-    # The slow clients are connected this long before the normal clients start: in a full run
-    # longer than nginx's client_header_timeout (10 s), so its timeouts and the clients'
-    # reconnections are under way, the steady state of a server beset by slow clients.
-    slow_ramp_s: float
+    # The slow clients open their first connections spread over this many seconds, so that
+    # in a full run, longer than nginx's client_header_timeout (10 s), nginx's timeouts and
+    # the clients' reconnections go on all through the measurement, as they would with
+    # clients arriving at their own times (all at once, they would come in waves).
+    slow_spread_s: float
 
 
-FULL = Settings(rounds=3, duration_s=5, warmup_s=1, slow_clients=2000, slow_ramp_s=11.0)
-SHORT = Settings(rounds=1, duration_s=1, warmup_s=0, slow_clients=200, slow_ramp_s=0.5)
+FULL = Settings(rounds=3, duration_s=5, warmup_s=1, slow_clients=2000, slow_spread_s=11.0)
+SHORT = Settings(rounds=1, duration_s=1, warmup_s=0, slow_clients=200, slow_spread_s=0.5)
 
 
 class PeersError(RuntimeError):
@@ -478,7 +479,8 @@ class Measure:
         command = [
             sys.executable, "-m", "lab.attacks", "slow", "--port", str(running.port),
             "--clients", str(self.settings.slow_clients), "--kind", kind,
-            "--seconds", str(self.settings.slow_ramp_s + seconds + 60), "--body-path", "/items",
+            "--seconds", str(self.settings.slow_spread_s + seconds + 60),
+            "--spread", str(self.settings.slow_spread_s), "--body-path", "/items",
         ]  # fmt: skip
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -490,7 +492,7 @@ class Measure:
             process.kill()
             rest = process.communicate()[0]
             raise PeersError(f"the slow clients did not all connect: {line} {rest[-500:]}")
-        time.sleep(self.settings.slow_ramp_s)
+        time.sleep(ATTACK_RAMP_S)
         return process
 
     @staticmethod
@@ -690,7 +692,7 @@ def _fastest_direct(
     return table[first].goodput if first in table else 0.0
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after another
     table = cells(results)
     servers = [(s["id"], s["label"]) for s in results["servers"]]
     conditions = results["conditions"]
@@ -770,7 +772,9 @@ def markdown(results: dict[str, Any]) -> str:
                 share = f"{cell.goodput / alone.goodput:.2f} x" if alone and alone.goodput else ""
                 row += f" {cell.goodput:,.0f} | {share} | {cell.p99} | {cell.errors:,} |"
             out.append(row)
-        out += ["", *_attacker_table(results, attacked, servers), ""]
+        if {"flood", "oversized"} & set(attacked):
+            out += ["", *_attacker_table(results, attacked, servers)]
+        out.append("")
     out += [
         "## CPU time per normal request (microseconds, from /proc)",
         "",
