@@ -6,7 +6,7 @@ counts nginx's refusals by a limit (429s, 503s), which never reach the app and i
 nginx writes one warning per refusal to its error log, the runner relays every error line
 through ``LimitCounter.line`` and the count goes to a Prometheus multiprocess file the
 metrics listener already reads (nginx_limited_requests_total). Depends on prometheus-client
-(imported only when counting starts) and this package's settings and jsonlog.
+(imported only when counting starts) and this package's settings, jsonlog and metrics_files.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from .jsonlog import nginx_error_line
+from .jsonlog import nginx_error_line, write_line
+from .metrics_files import prepare_worker
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,11 +72,26 @@ class LimitCounter:
     """
 
     def __init__(self, metrics_dir: Path) -> None:
+        self.counter: Counter | None = None
+        # The file's blocks are allocated before prometheus-client maps it, as for the
+        # workers (metrics_files.py): on a full RUN_DIR a first write into a sparse map would
+        # be SIGBUS in the runner, which would take the whole stack down. Refused: one line,
+        # and nginx's lines are relayed uncounted.
+        refused = prepare_worker(metrics_dir, os.getpid(), ("counter",))
+        if refused is not None:
+            write_line(
+                "serve",
+                "error",
+                "nginx's refusals are not counted: no room for the metric file",
+                directory=str(metrics_dir),
+                error=str(refused),
+            )
+            return
         # prometheus-client picks its multiprocess storage when first imported: set first.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         from prometheus_client import Counter  # noqa: PLC0415 - after the variable above
 
-        self.counter: Counter = Counter(
+        self.counter = Counter(
             "nginx_limited_requests",
             "Requests nginx refused (or, in dry run, would have refused) by a limit: 429s by"
             " the per-client rate, 503s by the per-client or the overload connection limit",
@@ -90,7 +106,7 @@ class LimitCounter:
     def line(self, raw: bytes) -> str:
         """One nginx error line as the stack's JSON line, counted when it is a refusal."""
         match = _LIMITED.search(raw)
-        if match is not None:
+        if match is not None and self.counter is not None:
             dry_run = "true" if match[2] else "false"
             self.counter.labels(zone=match[3].decode("ascii"), dry_run=dry_run).inc()
         return nginx_error_line(raw)

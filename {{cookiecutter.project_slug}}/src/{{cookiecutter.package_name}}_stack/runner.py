@@ -765,13 +765,8 @@ def drop_privileges(settings: StackSettings) -> str:
     return ""
 
 
-def serve(settings: StackSettings) -> int:
-    """Check nginx, drop root, ready RUN_DIR, render and test nginx.conf, then run the Stack."""
-    nginx = settings.nginx_bin
-    if nginx is None or not os.access(nginx, os.X_OK):
-        log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)
-        return 1
-    nginx_globals = drop_privileges(settings)
+def prepare_run_dir(settings: StackSettings) -> tuple[Path, int, dict[str, Any]]:
+    """Ready RUN_DIR for a new stack and render nginx.conf there (its path, nginx's workers)."""
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     # Metrics start from zero with the stack: a previous run's files (a restarted container
     # keeps its tmpfs) would be added to this run's counts.
@@ -781,6 +776,22 @@ def serve(settings: StackSettings) -> int:
     settings.status_socket.unlink(missing_ok=True)
     workers, workers_facts = nginx_workers(settings)
     conf = write_nginx_conf(settings, settings.socket_path(0), workers)
+    return conf, workers, workers_facts
+
+
+def serve(settings: StackSettings) -> int:
+    """Check nginx, drop root, ready RUN_DIR, render and test nginx.conf, then run the Stack."""
+    nginx = settings.nginx_bin
+    if nginx is None or not os.access(nginx, os.X_OK):
+        log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)
+        return 1
+    nginx_globals = drop_privileges(settings)
+    try:
+        conf, workers, workers_facts = prepare_run_dir(settings)
+    except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
+        where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
+        log("error", f"cannot render {where}: {exc}")
+        return 1
     # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
     test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))
     checked = subprocess.run(test, capture_output=True, text=True, check=False)

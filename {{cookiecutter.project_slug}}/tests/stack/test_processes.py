@@ -96,3 +96,19 @@ def test_runner_explains_a_missing_nginx(
     (line,) = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
     assert line["level"] == "error"
     assert "apt-get install -y nginx-light" in line["message"]
+
+
+def test_runner_explains_a_run_dir_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A RUN_DIR that cannot be made (a file stands in its way): one JSON line naming it and
+    the OS error, exit 1, no traceback."""
+    (tmp_path / "file").write_text("not a directory\n")
+    run_dir = tmp_path / "file" / "run"
+    settings = load({"RUN_DIR": str(run_dir), "SERVE_AS_ROOT": "on"})
+
+    assert runner.serve(settings) == 1
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert line["level"] == "error"
+    assert f"RUN_DIR={run_dir}" in line["message"]
+    assert "Not a directory" in line["message"]
