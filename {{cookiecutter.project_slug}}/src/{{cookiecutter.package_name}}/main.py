@@ -65,7 +65,9 @@ def middleware_stack(settings: Settings, metrics: RequestMetrics | None = None) 
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
-            expose_headers=["X-Request-ID"],
+            # Retry-After: a browser app reads when to retry the database's JSON 503 (as it
+            # can on nginx's own 429 and 503, whose CORS headers nginx.conf adds).
+            expose_headers=["X-Request-ID", "Retry-After"],
             max_age=600,
         )
     ]

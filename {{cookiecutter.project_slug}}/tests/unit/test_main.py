@@ -94,3 +94,15 @@ def test_the_apps_own_http_errors_are_json_with_the_request_id(
         assert response.json() == {"detail": detail, "request_id": response.headers["x-request-id"]}
     assert client.delete("/livez").headers["allow"] == "GET"
     assert client.get("/teapot").headers["x-kettle"] == "on"
+
+
+def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: ClientFor) -> None:
+    """With CORS origins listed, an allowed origin's answers expose X-Request-ID and
+    Retry-After (the database's 503 sends it), so browser code can read them."""
+    origin = "https://app.example.com"
+    app = create_app(Settings(cors_origins=[origin]))
+
+    response = client_for(app).get("/livez", headers={"origin": origin})
+    assert response.headers["access-control-allow-origin"] == origin
+    exposed = response.headers["access-control-expose-headers"].lower().split(", ")
+    assert {"x-request-id", "retry-after"} <= set(exposed)
