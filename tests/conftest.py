@@ -198,6 +198,19 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that wait on the background suites last, so every other test runs while
+    the suites do: first those reading a suite's result (full_suite), then the measurements
+    (the quiet_machine fixture waits until every suite has ended). Stable within each group."""
+
+    def group(item: pytest.Item) -> int:
+        if "quiet_machine" in getattr(item, "fixturenames", ()):
+            return 2
+        return 1 if item.get_closest_marker("full_suite") else 0
+
+    items.sort(key=group)
+
+
 @pytest.fixture(scope="session")
 def full_suites(
     request: pytest.FixtureRequest, shared_tmp: Path, tmp_path_factory: pytest.TempPathFactory

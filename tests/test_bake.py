@@ -198,8 +198,8 @@ def test_license_file_matches_the_choice(tmp_path: Path, license_name: str) -> N
 def test_default_bake_passes_lint_and_its_own_tests(full_suites: FullSuites) -> None:
     """make lint and make test are green, with zero findings, on the default bake.
 
-    Last in this file: the suite runs in the background from the session's start
-    (tests/full_suites.py), so the option bakes above run while it waits on its servers.
+    Run after every test that reads no suite (tests/conftest.py orders them): the suite runs
+    in the background from the session's start (tests/full_suites.py), beside them.
     """
     results = full_suites.result("default")[:2]  # then the battery: tests/test_battery.py
     for result in results:

@@ -1,7 +1,8 @@
 """The generated README's first screen, its links, and the commands it shows, run for real.
 
 `make install` and `make serve` are run by ./scripts/demo (tests/test_readme.py) and
-`make test` by tests/test_bake.py; `make run` and `make lock` are run here.
+`make test` by tests/test_bake.py, `make lock` by the image suites (tests/images.py: the image
+installs the lock with --require-hashes); `make run` is run here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DEFAULT_CONTEXT, Bake, ProjectEnv, bake
+from .conftest import Bake, ProjectEnv
 from .test_readme import free_port
 
 # What a person sees before scrolling: the title, the description and this many lines.
@@ -122,54 +122,3 @@ def test_make_run_serves_the_index_and_the_docs(
     finally:
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=30)
-
-
-def dockerfile_install_step(dockerfile: str) -> str:
-    """The build stage's RUN that installs the project, continuation lines joined."""
-    joined = dockerfile.replace("\\\n", " ")
-    (step,) = [line for line in joined.splitlines() if line.startswith("RUN if [ -f requirements")]
-    return step.removeprefix("RUN ")
-
-
-@pytest.mark.slow
-def test_make_lock_writes_what_the_dockerfile_installs(
-    tmp_path: Path, project_env: ProjectEnv
-) -> None:
-    """`make lock` pins every dependency with hashes; the Dockerfile's own step installs it."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if version not in DEFAULT_CONTEXT["python_version"]:  # type: ignore[operator]
-        pytest.skip(f"Python {version} is not a python_version answer")
-    # The lock is resolved for the image's Python: bake for this interpreter's, to install it.
-    baked = bake(tmp_path / "bake", python_version=version)
-    assert baked.exit_code == 0, baked.stderr
-    project = baked.project
-
-    result = project_env.make(project, "lock")
-    assert result.returncode == 0, result.stdout + result.stderr
-    lock = (project / "requirements.lock").read_text(encoding="utf-8")
-    pins = re.findall(r"^([a-z0-9][a-z0-9._-]*)==\S+", lock, flags=re.MULTILINE)
-    assert {"fastapi", "fastapi-offline", "gunicorn", "uvicorn", "pydantic-settings"} <= set(pins)
-    for requirement in re.split(r"\n(?=[a-z0-9])", lock.split("\n", 2)[2].strip()):
-        assert "--hash=sha256:" in requirement, requirement
-
-    # The Dockerfile's step, verbatim but for the virtualenv's path, in a fresh virtualenv.
-    venv = tmp_path / "image-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    step = dockerfile_install_step((project / "Dockerfile").read_text(encoding="utf-8"))
-    assert "--require-hashes --requirement requirements.lock" in step
-    installed = subprocess.run(
-        ["sh", "-c", step.replace("/opt/venv", str(venv))],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-    check = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", f"import {baked.package_name}.main"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert check.returncode == 0, check.stderr
