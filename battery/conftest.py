@@ -715,9 +715,10 @@ def needs_the_example() -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=f"no {missing}: the template's example routes")
 
 
-def worker_pids(stack: LiveStack) -> set[int]:
-    """The pids of the stack's gunicorn workers (the master's live children, from /proc)."""
-    master = stack.child_pid("gunicorn")
+def worker_pids(stack: LiveStack, master: int | None = None) -> set[int]:
+    """The pids of the stack's gunicorn workers: the live (not zombie) children, from /proc,
+    of ``master`` (by default the gunicorn the runner started first)."""
+    master = stack.child_pid("gunicorn") if master is None else master
     found = set()
     for stat_file in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):  # exited while we looked

@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,27 +22,13 @@ from .conftest import (
     parse_json,
     server_errors,
     wait_for_line,
+    worker_pids,
 )
 
 if TYPE_CHECKING:
-    from .conftest import LiveStack, Stacks
+    from .conftest import Stacks
 
 pytestmark = pytest.mark.live
-
-
-def gunicorn_workers(stack: LiveStack) -> set[int]:
-    """Live worker pids: the children of the gunicorn master the runner started."""
-    master = stack.child_pid("gunicorn")
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text(encoding="utf-8")
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == master:
-                children.add(int(entry.name))
-    return children
 
 
 def test_sigterm_lets_requests_in_flight_finish(stacks: Stacks) -> None:
@@ -107,7 +92,7 @@ def test_request_longer_than_the_budget_is_cut(stacks: Stacks) -> None:
 def test_sigkill_of_one_worker_loses_at_most_its_requests(stacks: Stacks) -> None:
     """SIGKILL of a worker under load: failures <= its requests in flight; replaced in < 2 s."""
     stack = stacks.start()
-    workers = gunicorn_workers(stack)
+    workers = worker_pids(stack)
     assert len(workers) == 2
     connections = 4  # per method: at most 8 requests are in flight at any moment
     thread, report = mixed_load(stack.port, 4.0, connections)
@@ -116,14 +101,14 @@ def test_sigkill_of_one_worker_loses_at_most_its_requests(stacks: Stacks) -> Non
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
     deadline = killed_at + 2.0
-    while len(gunicorn_workers(stack) - {victim}) < 2 and time.monotonic() < deadline:
+    while len(worker_pids(stack) - {victim}) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     replaced_after = elapsed(killed_at)
     thread.join(30)
     after_thread, after = mixed_load(stack.port, 2.0, connections)
     after_thread.join(30)
 
-    assert len(gunicorn_workers(stack) - {victim}) == 2
+    assert len(worker_pids(stack) - {victim}) == 2
     assert replaced_after < 2.0
     assert len(report.failures) <= 2 * connections, report.failures
     assert len(server_errors(stack)) <= 2 * connections
@@ -136,7 +121,7 @@ def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
     timeout = 2
     # The watchdog may not be shorter than the app's deadline (the runner refuses it).
     stack = stacks.start(GUNICORN_TIMEOUT=str(timeout), extra_env={DEADLINE_VARIABLE: "2"})
-    workers = gunicorn_workers(stack)
+    workers = worker_pids(stack)
     blocked: list[tuple[int, float]] = []
 
     def call_blocker() -> None:
@@ -158,8 +143,8 @@ def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
     assert others, "no request was tried while the worker was stuck"
     assert set(others) == {200}, "the other worker kept serving"
     wait_for_line(stack, lambda line: "WORKER TIMEOUT" in str(line.get("message")), "the kill")
-    assert len(gunicorn_workers(stack)) == 2
-    assert gunicorn_workers(stack) != workers, "a new worker replaced the stuck one"
+    assert len(worker_pids(stack)) == 2
+    assert worker_pids(stack) != workers, "a new worker replaced the stuck one"
 
 
 @pytest.mark.parametrize("how", ["import", "lifespan"])

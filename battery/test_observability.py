@@ -9,7 +9,6 @@ posts.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -39,6 +38,7 @@ from .conftest import (
     free_port,
     needs_the_example,
     wait_for,
+    worker_pids,
 )
 from .test_live import fetch
 
@@ -111,25 +111,13 @@ def sample(text: str, name: str) -> float | None:
     return None
 
 
-def workers(stack: LiveStack) -> set[int]:
-    """The pids of the gunicorn master's live children (its workers)."""
-    master = stack.child_pid("gunicorn")
-    found = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            state, ppid = stat_file.read_text().rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == master and state != "Z":
-                found.add(int(stat_file.parent.name))
-    return found
-
-
 def kill_worker(stack: LiveStack, pid: int) -> None:
     """SIGKILL one worker and wait until gunicorn has replaced it."""
-    before = workers(stack)
+    before = worker_pids(stack)
     assert pid in before
     os.kill(pid, signal.SIGKILL)
     wait_for(
-        lambda: pid not in workers(stack) and len(workers(stack)) == len(before),
+        lambda: pid not in worker_pids(stack) and len(worker_pids(stack)) == len(before),
         30,
         f"gunicorn to replace worker {pid}",
     )
@@ -244,7 +232,7 @@ def test_prometheus_counts_every_request_across_workers_and_worker_kills(
     stack = observed.stack
     server = prometheus(observed)
     first, then = 40, 15
-    original = workers(stack)
+    original = worker_pids(stack)
     assert len(original) == 2
 
     for item in range(first):

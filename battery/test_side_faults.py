@@ -33,6 +33,7 @@ from .conftest import (
     lines_of,
     wait_for,
     wait_for_line,
+    worker_pids,
 )
 
 if TYPE_CHECKING:
@@ -78,18 +79,6 @@ def series(text: str, name: str, **labels: str) -> dict[str, float]:
     return found
 
 
-def workers(stack: LiveStack) -> set[int]:
-    """The live (not zombie) children of the current gunicorn master."""
-    master = current_gunicorn(stack)
-    found = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            state, ppid = stat_file.read_text().rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == master and state != "Z":
-                found.add(int(stat_file.parent.name))
-    return found
-
-
 def current_gunicorn(stack: LiveStack) -> int:
     """The pid of the gunicorn generation started last."""
     started = [
@@ -101,6 +90,11 @@ def current_gunicorn(stack: LiveStack) -> int:
     pid = started[-1]
     assert isinstance(pid, int)
     return pid
+
+
+def workers(stack: LiveStack) -> set[int]:
+    """The workers of the gunicorn generation started last (reloads start new ones)."""
+    return worker_pids(stack, current_gunicorn(stack))
 
 
 def kill_workers(stack: LiveStack, count: int) -> None:
@@ -238,7 +232,11 @@ def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Li
     reloads = reloads_done(stack)
     stack.process.send_signal(signal.SIGHUP)
     wait_for_line(stack, reload_complete, "the reload to complete", count=reloads + 1)
-    wait_for(lambda: len(workers(stack)) == 2, 30, "the new generation's workers")
+    wait_for(
+        lambda: len(workers(stack)) == 2,
+        30,
+        "the new generation's workers",
+    )
     after = scrape(stack)
 
     assert after is not None
@@ -247,7 +245,10 @@ def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Li
     # The archive holds the dead: the files left are the live workers' (and the runner's,
     # where it counts nginx's refusals), a few kinds each.
     owners = {int(path.stem.rsplit("_", 1)[1]) for path in metric_files(stack)}
-    assert owners <= workers(stack) | {stack.process.pid}, (owners, workers(stack))
+    assert owners <= workers(stack) | {stack.process.pid}, (
+        owners,
+        workers(stack),
+    )
     assert len(metric_files(stack)) <= 3 * len(owners)
     assert (stack.run_dir / "metrics" / "archive.json").is_file()
 

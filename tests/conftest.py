@@ -85,6 +85,16 @@ def default_bake(shared_tmp: Path) -> Bake:
     return result
 
 
+@pytest.fixture(scope="session")
+def database_bake(shared_tmp: Path) -> Bake:
+    """The project rendered with database=postgresql, the other answers default (read only:
+    a test that edits a bake makes its own)."""
+    result = bake(shared_tmp / "database", database="postgresql")
+    assert result.exit_code == 0, result.stderr
+    (shared_tmp / "database").chmod(0o755)
+    return result
+
+
 @dataclass(frozen=True)
 class ProjectEnv:
     """A virtualenv holding the generated project's runtime and dev dependencies.

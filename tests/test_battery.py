@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, bake
+from .conftest import TEMPLATE_DIR, Bake
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,11 +49,9 @@ def named_tests(project: Path) -> list[tuple[Path, str]]:
 
 
 @pytest.fixture(scope="module")
-def projects(default_bake: Bake, shared_tmp: Path) -> list[Path]:
+def projects(default_bake: Bake, database_bake: Bake) -> list[Path]:
     """The default bake and a database=postgresql one (its docs name the database's tests)."""
-    database = bake(shared_tmp / "battery-database", database="postgresql")
-    assert database.exit_code == 0, database.stderr
-    return [default_bake.project, database.project]
+    return [default_bake.project, database_bake.project]
 
 
 def test_every_test_the_docs_name_exists(projects: list[Path]) -> None:

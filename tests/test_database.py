@@ -27,14 +27,6 @@ DATABASE_PATHS = [
 DATABASE_WORDS = re.compile(r"sqlalchemy|asyncpg|alembic|postgres|DATABASE_URL|migrat", re.I)
 
 
-@pytest.fixture(scope="module")
-def database_bake(shared_tmp: Path) -> Bake:
-    result = bake(shared_tmp / "database", database="postgresql")
-    assert result.exit_code == 0, result.stderr
-    (shared_tmp / "database").chmod(0o755)
-    return result
-
-
 def yaml_file(project: Path, name: str) -> Any:
     return yaml.safe_load((project / name).read_text(encoding="utf-8"))
 

@@ -38,13 +38,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def database_bake(shared_tmp: Path) -> Bake:
-    result = bake(shared_tmp / "k8s-database", database="postgresql")
-    assert result.exit_code == 0, result.stderr
-    return result
-
-
 @pytest.fixture(params=["default", "postgresql"])
 def project(request: pytest.FixtureRequest) -> Path:
     """Each bake's project: the database adds an init container and a connection budget."""
