@@ -62,8 +62,9 @@ def fetch(
 
 
 def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveStack]) -> None:
-    """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per CPU this cgroup and affinity
-    allow (deploy/cpus.py), the runner logs that decision once, and gunicorn counted the same."""
+    """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per 4 CPUs this cgroup and affinity
+    allow, at least one (cpus.py, runner.py), the runner logs that decision once, and
+    gunicorn counted the same CPUs."""
     stack = start_stack(NGINX_WORKER_PROCESSES="auto")
     counted = run_python(
         "-c",
@@ -75,10 +76,11 @@ def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveS
     (nginx,) = [line for line in decided if line["logger"] == "serve"]
     (gunicorn,) = [line for line in decided if line["logger"] != "serve"]
 
-    assert nginx == nginx | {"workers": usable, "source": "cpus", "cpus": usable, **facts}
+    workers = -(-usable // 4)
+    assert nginx == nginx | {"workers": workers, "source": "cpus", "cpus": usable, **facts}
     assert gunicorn["cpus"] == nginx["cpus"], (gunicorn, nginx)
     master = stack.child_pid("nginx")
-    wait_for(lambda: _children(master) == usable, 10, f"{usable} nginx workers under {master}")
+    wait_for(lambda: _children(master) == workers, 10, f"{workers} nginx workers under {master}")
 
 
 def _children(parent: int) -> int:

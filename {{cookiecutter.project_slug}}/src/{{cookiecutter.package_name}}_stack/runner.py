@@ -103,19 +103,28 @@ def render(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
+# nginx needs about a quarter of the CPU the app's workers need per request (lab, peers
+# experiment, 2 CPUs: nginx 36-47 us, the app 115-120 us), and each extra nginx worker competes
+# with them for the same CPUs: one nginx worker on 2 CPUs served GET /items/{id} 27 % faster
+# and GET /livez 6 % faster than two, in the same run (template README, "Against the servers
+# users pick instead"). So auto gives one nginx worker per 4 usable CPUs, at least one.
+CPUS_PER_NGINX_WORKER = 4
+
+
 def nginx_workers(
     settings: StackSettings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[int, dict[str, Any]]:
     """nginx's worker count, and where it came from (logged once at start).
 
-    NGINX_WORKER_PROCESSES when a number; for `auto`, the CPUs cpus.py counts, as gunicorn
-    does. nginx's own `auto` counts the machine's online CPUs (nginx/docker-nginx issue 31):
-    64 workers for `docker run --cpus 1` on a 64-core host.
+    NGINX_WORKER_PROCESSES when a number; for `auto`, one per CPUS_PER_NGINX_WORKER of the
+    CPUs cpus.py counts, as gunicorn does (nginx's own `auto` counts the machine's online
+    CPUs, nginx/docker-nginx issue 31: 64 workers for `docker run --cpus 1` on a 64-core host).
     """
     if settings.nginx_worker_processes != "auto":
         return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
     cpus, facts = usable_cpus(root, self_cgroup)
-    return cpus, {"source": "cpus", "cpus": cpus, **facts}
+    workers = -(-cpus // CPUS_PER_NGINX_WORKER)  # rounded up: at least one
+    return workers, {"source": "cpus", "cpus": cpus, **facts}
 
 
 def nginx_values(
@@ -147,7 +156,11 @@ def nginx_values(
         "UPSTREAM_SOCKET": str(upstream_socket),
         "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
-        "ACCESS_LOG": "/dev/stdout json" if settings.nginx_access_log else "off",
+        # Buffered: nginx writes its lines 4 KiB at a time (or after 1 s), not one write per
+        # request; the runner's relay then costs 3-5 us per request instead of 15-22 us
+        # (lab, peers experiment). 4 KiB is within PIPE_BUF: two workers' writes never
+        # interleave. A line may reach the log up to 1 s late; nginx flushes on stop.
+        "ACCESS_LOG": "/dev/stdout json buffer=4k flush=1s" if settings.nginx_access_log else "off",
         "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
         # The timeout chain (settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),

@@ -168,8 +168,8 @@ class StackSettings(BaseSettings):
     nginx_access_log: bool = Field(default=True, alias="NGINX_ACCESS_LOG")
     """nginx's JSON access line per request"""
     nginx_worker_processes: str = Field("auto", alias="NGINX_WORKER_PROCESSES", pattern=_WORKERS)
-    """nginx workers, 1-9999; auto: the CPUs this container may use (cpus.py), as gunicorn
-    counts them (nginx's own auto counts the machine's)"""
+    """nginx workers, 1-9999; auto: one per 4 CPUs this container may use, at least one
+    (cpus.py counts them as gunicorn does; nginx's own auto counts the machine's)"""
     nginx_bin: str | None = Field(None, alias="NGINX_BIN", pattern=_WORD)
     """the nginx executable; unset: nginx on PATH, else /usr/sbin/nginx"""
     nginx_temp_dir: SafePath | None = Field(None, alias="NGINX_TEMP_DIR")

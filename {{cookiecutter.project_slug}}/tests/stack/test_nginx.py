@@ -47,7 +47,8 @@ def render(run_dir: Path, **environ: str) -> str:
     ("environ", "expected"),
     [
         ({}, ["proxy_read_timeout 35s;", "keepalive_timeout 60s;", "keepalive_time 5s;",
-              "access_log /dev/stdout json;", "listen 0.0.0.0:8080 backlog=4096;",
+              "access_log /dev/stdout json buffer=4k flush=1s;",
+              "listen 0.0.0.0:8080 backlog=4096;",
               "zone=client_rate:10m rate=100r/s;", "limit_req zone=client_rate burst=200 nodelay;",
               "limit_conn client_requests 128;"]),
         (BEHIND_A_LOAD_BALANCER, ["proxy_read_timeout 35500ms;", "access_log off;",
@@ -132,16 +133,19 @@ def test_cgroup_cpu_limit(
     assert cpus.cgroup_cpu_limit(*cgroup(tmp_path, files, membership))[0] == limit
 
 
-@pytest.mark.parametrize(("setting", "workers"), [("auto", 2), ("3", 3)])
+@pytest.mark.parametrize(
+    ("setting", "limit", "workers"),
+    [("auto", "150000", 1), ("auto", "max", 2), ("auto", "900000", 2), ("3", "150000", 3)],
+)
 def test_nginx_workers_follow_the_cpus_gunicorn_counts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, workers: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, limit: str, workers: int
 ) -> None:
-    """auto: 1.5 CPUs of quota on 8 CPUs of affinity is 2 workers (nginx's own auto: 8);
-    a number is kept whatever the CPUs."""
+    """auto: one worker per 4 usable CPUs, rounded up: 1.5 CPUs of quota is 1 worker, all 8
+    CPUs of affinity 2 (nginx's own auto: 8); a number is kept whatever the CPUs."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
     environ = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
     settings = load({**environ, "NGINX_WORKER_PROCESSES": setting})
-    quota = cgroup(tmp_path, {**V2, "cpu.max": "150000 100000\n"}, ROOT)
+    quota = cgroup(tmp_path, {**V2, "cpu.max": f"{limit} 100000\n"}, ROOT)
 
     count, facts = runner.nginx_workers(settings, *quota)
     conf = runner.write_nginx_conf(settings, settings.socket_path(0), count)
