@@ -39,7 +39,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import re
 import resource
 import shlex
@@ -52,11 +51,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from lab import attacks
 from lab.nginx import nginx_binary
 from lab.project import FACTORY_VARIABLE
+from lab.runner import machine_facts
 from lab.servers import Processes, free_port, wait_ready
 from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
 
@@ -599,21 +599,14 @@ def _now() -> str:
 
 
 def _machine() -> dict[str, Any]:
-    versions = {}
-    for package in ("fastapi", "uvicorn", "gunicorn", "uvicorn-worker", "uvloop", "httptools"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = "missing"
-    versions["granian"] = GRANIAN_VERSION
-    versions["Python"] = platform.python_version()
-    done = subprocess.run([nginx_binary(), "-v"], capture_output=True, text=True, check=False)
-    versions["nginx"] = done.stderr.strip().rpartition("/")[2]
+    facts = machine_facts(
+        ("fastapi", "uvicorn", "gunicorn", "uvicorn-worker", "uvloop", "httptools")
+    )
+    versions = cast("dict[str, str]", facts["versions"])
     return {
-        "cpus": len(os.sched_getaffinity(0)),
+        **facts,
         "cpu_model": _cpu_model(),
-        "platform": platform.platform(terse=True),
-        "versions": versions,
+        "versions": {**versions, "granian": GRANIAN_VERSION},
     }
 
 

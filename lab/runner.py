@@ -112,9 +112,13 @@ def _version(command: list[str]) -> str:
     return lines[0] if lines else "unknown"
 
 
-def machine_facts() -> dict[str, object]:
+PACKAGES = ("fastapi", "starlette", "pydantic", "uvicorn", "uvicorn-worker", "gunicorn")
+
+
+def machine_facts(packages: tuple[str, ...] = PACKAGES) -> dict[str, object]:
+    """The CPUs, the platform and the versions of packages, Python, nginx and wrk."""
     versions = {}
-    for package in ("fastapi", "starlette", "pydantic", "uvicorn", "uvicorn-worker", "gunicorn"):
+    for package in packages:
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
