@@ -1,29 +1,28 @@
 """Supply-chain checks, the same for CI and for a person: `make audit` and `make sbom`.
 
-audit: pip-audit of requirements.lock, the runtime dependencies the image installs (without a
-       lock: what pyproject.toml resolves to today), blocking; a vulnerability is accepted only
-       while .github/audit-allowlist.toml names it with a reason and an expiry date.
-sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's database) and its
-       Python packages (the image's virtualenv), each of the latter checked against the lock.
-Standard library only: `make sbom` runs on a CI runner without the project's virtualenv;
-`make audit` runs pip-audit from the virtualenv this Python belongs to.
+audit: pip-audit of requirements.lock (without a lock: what pyproject.toml resolves to today),
+       blocking; a vulnerability is accepted only while .github/audit-allowlist.toml names it
+       with a reason and an expiry date.
+sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's database) and
+       its virtualenv's Python packages, each of the latter checked against the lock.
+Standard library only: `make sbom` runs on a CI runner without the project's virtualenv.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.metadata
 import json
 import re
 import subprocess
 import sys
-import tempfile
 import tomllib
-import urllib.error
-import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
@@ -32,7 +31,8 @@ ALLOWLIST = ROOT / ".github" / "audit-allowlist.toml"
 VULN_ID = re.compile(r"(PYSEC-\d{4}-\d+|GHSA(-[23456789cfghjmpqrvwx]{4}){3}|CVE-\d{4}-\d{4,})")
 # An acceptance is a decision to look again, not a permanent exception.
 LONGEST_ACCEPTANCE = dt.timedelta(days=366)
-PYPI_JSON = "https://pypi.org/pypi/{name}/{version}/json"
+# What pip-audit asks PyPI about each pin, here about pip-audit's own release.
+PROBE = "https://pypi.org/pypi/pip-audit/{}/json"
 
 
 class RefusalError(Exception):
@@ -44,10 +44,12 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def locked_versions(lock: Path) -> dict[str, str]:
-    """Every ``name==version`` of a pip/uv requirements file, by normalized name."""
+def locked_versions() -> dict[str, str]:
+    """Every ``name==version`` of requirements.lock by normalized name; none without a lock."""
+    if not LOCK.is_file():
+        return {}
     pins = re.findall(
-        r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^]]*\])?==([^\s;\\]+)", lock.read_text(), re.MULTILINE
+        r"^([A-Za-z0-9][\w.-]*)(?:\[[^]]*\])?==([^\s;\\]+)", LOCK.read_text(), re.MULTILINE
     )
     return {normalize(name): version for name, version in pins}
 
@@ -55,115 +57,86 @@ def locked_versions(lock: Path) -> dict[str, str]:
 # --- audit --------------------------------------------------------------------------------
 
 
-def accepted_vulnerabilities(path: Path, today: dt.date) -> list[str]:
+def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
+    """What is wrong with one allow-list entry, if anything."""
+    if set(entry) != {"id", "reason", "expires"}:
+        return f"needs exactly id, reason and expires (has {sorted(entry)})"
+    if not isinstance(entry["id"], str) or not VULN_ID.fullmatch(entry["id"]):
+        return f"id {entry['id']!r} is not a PYSEC-, GHSA- or CVE- id"
+    if not isinstance(entry["reason"], str) or len(entry["reason"].split()) < 3:
+        return "the reason must say why, in words"
+    expires = entry["expires"]
+    # A TOML date (expires = 2026-06-30), not a string: tomllib then checks the calendar.
+    if not isinstance(expires, dt.date) or isinstance(expires, dt.datetime):
+        return "expires must be a date, e.g. 2026-06-30"
+    if expires < today:
+        return f"expired on {expires}: fix it, or renew it"
+    return "expires more than a year ahead" if expires - today > LONGEST_ACCEPTANCE else None
+
+
+def accepted_vulnerabilities(today: dt.date) -> list[str]:
     """The allow-list's ids, once every entry has a known id, a reason and a live expiry date."""
     try:
-        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("accept", [])
+        entries = tomllib.loads(ALLOWLIST.read_text(encoding="utf-8")).get("accept", [])
     except (OSError, tomllib.TOMLDecodeError) as error:
-        raise RefusalError(f"{path.name}: {error}") from error
-    ids = []
+        raise RefusalError(f"{ALLOWLIST.name}: {error}") from error
     for number, entry in enumerate(entries, start=1):
-        where = f"{path.name}, entry {number}"
-        if set(entry) != {"id", "reason", "expires"}:
-            raise RefusalError(
-                f"{where}: needs exactly id, reason and expires (has {sorted(entry)})"
-            )
-        vulnerability, reason, expires = entry["id"], entry["reason"], entry["expires"]
-        if not isinstance(vulnerability, str) or not VULN_ID.fullmatch(vulnerability):
-            raise RefusalError(f"{where}: id {vulnerability!r} is not a PYSEC-, GHSA- or CVE- id")
-        if not isinstance(reason, str) or len(reason.split()) < 3:
-            raise RefusalError(f"{where} ({vulnerability}): the reason must say why, in words")
-        # A TOML date (expires = 2026-06-30), not a string: tomllib then checks the calendar.
-        if not isinstance(expires, dt.date) or isinstance(expires, dt.datetime):
-            raise RefusalError(
-                f"{where} ({vulnerability}): expires must be a date, e.g. 2026-06-30"
-            )
-        if expires < today:
-            raise RefusalError(
-                f"{where} ({vulnerability}) expired on {expires}: fix it, or renew it"
-            )
-        if expires - today > LONGEST_ACCEPTANCE:
-            raise RefusalError(f"{where} ({vulnerability}): expires more than a year ahead")
-        ids.append(vulnerability)
-    return ids
+        if problem := entry_problem(entry, today):
+            raise RefusalError(f"{ALLOWLIST.name}, entry {number} ({entry.get('id')}): {problem}")
+    return [entry["id"] for entry in entries]
 
 
-def requirements_to_audit(workdir: Path) -> Path:
-    """requirements.lock, else pyproject.toml resolved now by uv (as the image build would)."""
-    if LOCK.is_file():
-        return LOCK
-    resolved = workdir / "requirements.txt"
-    uv = Path(sys.executable).parent / "uv"
-    command = [str(uv), "pip", "compile", str(ROOT / "pyproject.toml"), "--generate-hashes",
-               "--quiet", "--output-file", str(resolved)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - our own argument list
-    if done.returncode != 0:
-        raise RefusalError(f"uv pip compile failed: {done.stderr.strip().splitlines()[-1:]}")
-    return resolved
-
-
-def probe_database(requirements: Path) -> None:
-    """pip-audit asks PyPI's JSON API about each pin: refuse in one line when it cannot answer."""
-    name, version = next(iter(locked_versions(requirements).items()))
-    url = PYPI_JSON.format(name=name, version=version)
+def probe_database() -> None:
+    """Stop in one line where pip-audit's vulnerability service cannot answer (no traceback)."""
+    url = PROBE.format(importlib.metadata.version("pip-audit"))
     try:
-        with urllib.request.urlopen(url, timeout=15) as response:  # noqa: S310 - a fixed https URL
-            answered = "vulnerabilities" in json.load(response)
+        with urllib.request.urlopen(url, timeout=15) as response:  # noqa: S310 - https only
+            if "vulnerabilities" in json.load(response):
+                return
+        reason: object = "an answer without vulnerability data"
     except (OSError, ValueError) as error:  # URLError and HTTPError are OSErrors
         reason = getattr(error, "reason", None) or error
-        raise RefusalError(
-            f"the vulnerability database (PyPI's JSON API) cannot be reached from here ({url}:"
-            f" {reason}): the audit runs in CI"
-        ) from error
-    if not answered:
-        raise RefusalError(f"PyPI's JSON API answered without vulnerability data ({url})")
+    raise RefusalError(
+        f"the vulnerability database (PyPI's JSON API) cannot be reached from here ({url}:"
+        f" {reason}): the audit runs in CI"
+    )
 
 
 def audit() -> int:
-    accepted = accepted_vulnerabilities(ALLOWLIST, dt.datetime.now(dt.UTC).date())
+    accepted = accepted_vulnerabilities(dt.datetime.now(dt.UTC).date())
     pip_audit = Path(sys.executable).parent / "pip-audit"
     if not pip_audit.is_file():
         raise RefusalError(f"{pip_audit} is missing: make install")
-    with tempfile.TemporaryDirectory() as workdir:
-        requirements = requirements_to_audit(Path(workdir))
-        probe_database(requirements)
-        if requirements != LOCK:
-            notice = "no requirements.lock (make lock): auditing what pyproject.toml resolves to"
-            print(f"{notice} today")  # noqa: T201 - a report for the terminal
+    probe_database()
+    if LOCK.is_file():
         # --disable-pip: the lock is fully pinned and hashed, nothing to resolve or install.
-        # --strict: a pin the database does not know fails the audit instead of passing it.
-        command = [str(pip_audit), "--requirement", str(requirements), "--require-hashes",
-                   "--disable-pip", "--strict", "--vulnerability-service", "pypi",
-                   "--progress-spinner", "off", "--aliases", "on",
-                   *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted)]  # fmt: skip
-        return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
+        audited = ["--requirement", str(LOCK), "--require-hashes", "--disable-pip"]
+    else:
+        print("no requirements.lock (make lock): auditing what pyproject.toml resolves to today")  # noqa: T201 - a report for the terminal
+        audited = [str(ROOT)]
+    # --strict: a pin the database does not know fails the audit instead of passing it.
+    command = [str(pip_audit), *audited, "--strict", "--vulnerability-service", "pypi",
+               "--progress-spinner", "off", "--aliases", "on",
+               *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted)]  # fmt: skip
+    return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
 
 
 # --- sbom ---------------------------------------------------------------------------------
 
 # Run inside the image by its own Python: the OS, dpkg's installed packages, the venv's dists.
 INSPECT = r"""
-import importlib.metadata, json, platform
-packages, paragraph = [], {}
-for line in [*open("/var/lib/dpkg/status", encoding="utf-8").read().splitlines(), ""]:
-    if not line:
-        if paragraph.get("Status", "").endswith(" installed"):
-            packages.append(paragraph)
-        paragraph = {}
-    elif not line[0].isspace() and ":" in line:
-        key, _, value = line.partition(":")
-        paragraph[key] = value.strip()
-debian = [{"name": p["Package"], "version": p["Version"], "arch": p["Architecture"],
-           "source": p.get("Source", p["Package"]).split()[0]} for p in packages]
-python = [{"name": d.metadata["Name"], "version": d.version}
-          for d in importlib.metadata.distributions()]
-print(json.dumps({"os": platform.freedesktop_os_release(), "debian": debian, "python": python}))
+import importlib.metadata, json, platform, subprocess
+dpkg = subprocess.run(["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package}"
+    " ${Version} ${Architecture} ${source:Package}\n"], capture_output=True, text=True, check=True)
+installed = [line.split()[1:] for line in dpkg.stdout.splitlines() if line.startswith("installed ")]
+python = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()}
+print(json.dumps({"os": platform.freedesktop_os_release(), "debian": installed, "python": python}))
 """
 # The virtualenv's own installers, not dependencies of the service.
 VENV_TOOLS = {"pip", "setuptools", "wheel"}
 
 
-def engine_json(engine: str, *args: str) -> object:
+def engine_json(engine: str, *args: str) -> Any:
     done = subprocess.run([engine, *args], capture_output=True, text=True, check=False)  # noqa: S603 - our own argument list
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -171,75 +144,55 @@ def engine_json(engine: str, *args: str) -> object:
     return json.loads(done.stdout)
 
 
-def purl(kind: str, namespace: str, name: str, version: str, **qualifiers: str) -> str:
-    """A package URL (github.com/package-url/purl-spec): percent-encoded name and version."""
-    quote = urllib.parse.quote
-    path = "/".join(part for part in (kind, namespace, quote(name, safe="")) if part)
-    tail = "&".join(f"{key}={quote(value, safe='')}" for key, value in sorted(qualifiers.items()))
-    return f"pkg:{path}@{quote(version, safe='')}" + (f"?{tail}" if tail else "")
+def component(kind: str, name: str, version: str, qualifiers: str = "") -> dict[str, Any]:
+    """A library with its package URL (github.com/package-url/purl-spec), percent-encoded."""
+    ref = f"pkg:{kind}/{quote(name, safe='')}@{quote(version, safe='')}{qualifiers}"
+    return {"type": "library", "bom-ref": ref, "name": name, "version": version, "purl": ref}
 
 
-def sbom(engine: str, image: str, output: Path, project: str) -> int:
-    inspected = engine_json(engine, "image", "inspect", image)
+def sbom(engine: str, image: str, output: Path) -> int:
+    image_id = engine_json(engine, "image", "inspect", image)[0]["Id"]
     found = engine_json(
         engine, "run", "--rm", "--network=none", "--read-only", "--cap-drop=ALL",
         "--entrypoint", "python", image, "-c", INSPECT,
     )  # fmt: skip
-    if not isinstance(inspected, list) or not isinstance(found, dict):
-        raise RefusalError(f"{engine} answered in an unexpected shape about {image}")
-    image_id = inspected[0]["Id"]
-    locked = locked_versions(LOCK) if LOCK.is_file() else {}
-    distro = f"{found['os']['ID']}-{found['os'].get('VERSION_ID', 'unstable')}"
+    os_id = found["os"]["ID"]
+    distro = f"{os_id}-{found['os'].get('VERSION_ID', 'unstable')}"
     components = []
-    for package in sorted(found["debian"], key=lambda p: p["name"]):
-        ref = purl("deb", found["os"]["ID"], package["name"], package["version"],
-                   arch=package["arch"], distro=distro)  # fmt: skip
-        components.append({
-            "type": "library", "bom-ref": ref, "name": package["name"],
-            "version": package["version"], "purl": ref,
-            "properties": [{"name": "debian:source", "value": package["source"]}],
-        })  # fmt: skip
-    stale = []
-    for dist in sorted(found["python"], key=lambda d: normalize(d["name"])):
-        name = normalize(dist["name"])
-        if name in VENV_TOOLS:
-            continue
-        if name == normalize(project):  # the service itself: the SBOM's subject, below
-            continue
-        if locked and locked.get(name) != dist["version"]:
-            stale.append(f"{name} {dist['version']} (lock: {locked.get(name, 'absent')})")
-        ref = purl("pypi", "", name, dist["version"])
-        components.append({
-            "type": "library", "bom-ref": ref, "name": name, "version": dist["version"],
-            "purl": ref,
-        })  # fmt: skip
+    for name, version, arch, source in sorted(found["debian"]):
+        components.append(component(f"deb/{os_id}", name, version, f"?arch={arch}&distro={distro}"))
+        components[-1]["properties"] = [{"name": "debian:source", "value": source}]
+    locked = locked_versions()
+    # The service itself is the SBOM's subject (below), not one of its components.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    skipped = {*VENV_TOOLS, normalize(project)}
+    python = {normalize(name): version for name, version in found["python"].items()}
+    python = {name: version for name, version in sorted(python.items()) if name not in skipped}
+    stale = [
+        f"{name} {version} (lock: {locked.get(name, 'absent')})"
+        for name, version in python.items()
+        if locked and locked.get(name) != version
+    ]
     if stale:
-        raise RefusalError(
-            f"{image} does not hold requirements.lock's versions (rebuild it): {stale}"
-        )
+        raise RefusalError(f"{image} does not hold requirements.lock's versions (rebuild): {stale}")
+    components += [component("pypi", name, version) for name, version in python.items()]
     bom = {
-        "bomFormat": "CycloneDX",
-        "specVersion": "1.6",
+        "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
         "serialNumber": f"urn:uuid:{uuid.uuid4()}",
-        "version": 1,
         "metadata": {
             "timestamp": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
             "tools": {"components": [{"type": "application", "name": ".github/supply_chain.py"}]},
             "component": {
-                "type": "container",
-                "bom-ref": image,
-                "name": image,
-                "version": image_id,
+                "type": "container", "bom-ref": image, "name": image, "version": image_id,
                 "description": f"{found['os'].get('PRETTY_NAME', distro)}; Python packages"
                 + (" pinned by requirements.lock" if locked else " (no requirements.lock)"),
             },
         },
         "components": components,
-    }
+    }  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(bom, indent=2) + "\n", encoding="utf-8")
-    python = len(components) - len(found["debian"])
-    summary = f"{len(found['debian'])} Debian and {python} Python packages (CycloneDX 1.6)"
+    summary = f"{len(found['debian'])} Debian and {len(python)} Python packages (CycloneDX 1.6)"
     print(f"{output}: {summary}")  # noqa: T201 - a report for the terminal
     return 0
 
@@ -252,14 +205,11 @@ def main() -> int:
     bom.add_argument("--engine", default="docker", help="docker or podman")
     bom.add_argument("--image", required=True)
     bom.add_argument("--output", type=Path, default=ROOT / "build" / "sbom.cdx.json")
-    bom.add_argument(
-        "--project", default=tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
-    )
     arguments = parser.parse_args()
     try:
         if arguments.command == "audit":
             return audit()
-        return sbom(arguments.engine, arguments.image, arguments.output, arguments.project)
+        return sbom(arguments.engine, arguments.image, arguments.output)
     except RefusalError as refusal:
         print(f"error: {refusal}", file=sys.stderr)  # noqa: T201 - one line, no traceback
         return 2
