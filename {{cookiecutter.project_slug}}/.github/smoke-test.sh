@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of the built image, run by CI after the build and by hand the same way:
 #   .github/smoke-test.sh IMAGE        (e.g. {{ cookiecutter.project_slug }}:ci; `make image` builds {{ cookiecutter.project_slug }}:local)
-# Starts the container as production does (read-only root filesystem, tmpfs for the run
-# directory and /tmp, no capabilities, no privilege escalation), waits for its HEALTHCHECK,
-# checks what the image promises (every process uid 10001 with no capabilities, a read-only
-# root, no compiler or build tool), sends requests through nginx, stops it with SIGTERM, and
-# requires exit 0 within the grace period and a log of JSON lines only.
-# Needs: docker or podman, curl, python3 (all on GitHub's ubuntu runners). Inputs: IMAGE
-# (argument); SMOKE_ENGINE (docker or podman; default docker when its daemon answers, else
-# podman); SMOKE_PORT (host port; default a free one).
+# Runs the container as production does (read-only root, tmpfs for /run/app and /tmp, no
+# capabilities, no privilege escalation), waits for its HEALTHCHECK, checks what the image
+# promises (every process uid 10001 without capabilities, a read-only root, no build tools),
+# sends requests through nginx, then requires exit 0 after SIGTERM within the grace period
+# and a log of JSON lines only. Needs docker or podman, curl and python3.
+# SMOKE_ENGINE: docker or podman (default: docker when its daemon answers, else podman);
+# SMOKE_PORT: the host port (default: a free one).
 {%- if cookiecutter.database == "postgresql" %}
 # SMOKE_DATABASE_URL: a PostgreSQL database on this host's loopback (CI's service container,
 # the tests' throwaway server). Set: the migration step runs, then items are created and read
@@ -19,24 +18,27 @@ set -euo pipefail
 image=${1:?usage: $0 IMAGE}
 name="smoke-$$"
 
-# A `docker` command without a daemon (or podman-docker's wrapper) may be first on PATH.
-if [ -n "${SMOKE_ENGINE:-}" ]; then
-  engine=$SMOKE_ENGINE
-elif docker info >/dev/null 2>&1; then
-  engine=docker
-elif command -v podman >/dev/null 2>&1; then
-  engine=podman
-else
-  echo "error: no container engine: neither a Docker daemon answers nor podman is installed" >&2
+fail() {
+  echo "error: $*" >&2
   exit 1
-fi
-# Without systemd no timer runs podman's health checks: this script runs them itself.
-podman_engine=false
-if "$engine" --version 2>/dev/null | grep -qi podman; then podman_engine=true; fi
-
+}
+get() {
+  curl --fail --silent --show-error --max-time 5 "$@"
+}
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+# Docker when its daemon answers, else podman: a `docker` command without a daemon (or
+# podman-docker's wrapper) may be first on PATH.
+engine=${SMOKE_ENGINE:-podman}
+if [ -z "${SMOKE_ENGINE:-}" ] && docker info >/dev/null 2>&1; then
+  engine=docker
+fi
+command -v "$engine" >/dev/null || fail "no container engine: no Docker daemon answers, no $engine"
+# Without systemd no timer runs podman's health checks: this script runs them itself.
+podman_engine=false
+if "$engine" --version 2>/dev/null | grep -qi podman; then podman_engine=true; fi
 port=${SMOKE_PORT:-$(free_port)}
 base="http://127.0.0.1:$port"
 
@@ -67,17 +69,14 @@ healthcheck=$(inspect image "$image" Config Healthcheck Test)
 [ "$healthcheck" != None ] || healthcheck=$(inspect image "$image" Healthcheck Test)
 case $healthcheck in
   None | null | '[]' | '["NONE"]')
-    echo "error: $image has no HEALTHCHECK (podman: build with --format docker)" >&2
-    exit 1 ;;
+    fail "$image has no HEALTHCHECK (podman: build it with --format docker)" ;;
 esac
 
-# The same restrictions as compose.yaml and the Kubernetes manifests: only the run directory
-# (socket, pid, rendered nginx.conf, metric files) and /tmp (nginx's temp files) are writable.
-# mode=1777 rather than uid=10001: podman refuses uid= on a tmpfs, and Docker mounts it root-owned.
+# The same restrictions as compose.yaml and the Kubernetes pod: only the run directory and
+# /tmp are writable. mode=1777, not uid=10001: podman refuses uid= on a tmpfs.
 locked_down=(--read-only --cap-drop ALL --security-opt no-new-privileges)
 run_options=(
-  "${locked_down[@]}"
-  --tmpfs "/run/app:size=16m,mode=1777" --tmpfs "/tmp:size=128m,mode=1777"
+  "${locked_down[@]}" --tmpfs "/run/app:size=16m,mode=1777" --tmpfs "/tmp:size=128m,mode=1777"
 )
 {%- if cookiecutter.database == "postgresql" %}
 if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
@@ -99,37 +98,32 @@ run_options+=(--publish "127.0.0.1:$port:8080")
 "$engine" run --detach --name "$name" "${run_options[@]}" "$image" >/dev/null
 
 echo "==> waiting for the HEALTHCHECK to report healthy"
-# The image's HEALTHCHECK runs every 10 s (Docker's timer, or this loop under podman); the
-# first passing one marks the container healthy.
 status=starting
 for _ in $(seq 1 90); do
   if $podman_engine; then "$engine" healthcheck run "$name" >/dev/null 2>&1 || true; fi
   status=$(inspect container "$name" State Health Status)
   [ "$status" = healthy ] && break
-  [ "$(inspect container "$name" State Running)" = True ] ||
-    { echo "error: the container exited during start-up" >&2; exit 1; }
+  [ "$(inspect container "$name" State Running)" = True ] || fail "the container exited at start-up"
   sleep 1
 done
-[ "$status" = healthy ] || { echo "error: health is '$status' after 90 s" >&2; exit 1; }
+[ "$status" = healthy ] || fail "health is '$status' after 90 s"
 
 echo "==> every process runs as 10001 with no capabilities, on a read-only root, with no compiler"
 "$engine" exec "$name" python -c '
 import errno, os, shutil
-problems, checked = [], 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
+problems, pids = [], [pid for pid in os.listdir("/proc") if pid.isdigit()]
+for pid in pids:
     try:
         with open(f"/proc/{pid}/status") as file:
             status = dict(line.rstrip("\n").split(":\t", 1) for line in file if ":\t" in line)
     except FileNotFoundError:  # it exited meanwhile
         continue
+    capabilities = [key for key in ("CapPrm", "CapEff", "CapBnd") if int(status[key], 16)]
     uids, gids = set(status["Uid"].split()), set(status["Gid"].split())
-    capabilities = {key: status[key] for key in ("CapPrm", "CapEff", "CapBnd") if int(status[key], 16)}
-    no_new_privileges = status["NoNewPrivs"] == "1"
+    command, no_new_privileges = status["Name"], status["NoNewPrivs"] == "1"
     if uids != {"10001"} or gids != {"10001"} or capabilities or not no_new_privileges:
-        command = status["Name"]
         problems.append(f"pid {pid} ({command}): uids {uids}, gids {gids}, capabilities"
                         f" {capabilities}, no_new_privs {no_new_privileges}")
-    checked += 1
 try:
     open("/app/smoke-write-test", "w").close()
     problems.append("the root filesystem is writable")
@@ -140,71 +134,62 @@ tools = ["cc", "gcc", "g++", "c++", "clang", "ld", "as", "make", "cmake", "rustc
 path = os.environ["PATH"] + ":/usr/bin:/usr/local/bin"
 if found := [tool for tool in tools if shutil.which(tool, path=path)]:
     problems.append(f"build tools in the final image: {found}")
-print("\n".join(problems) or f"{checked} processes checked")
+print("\n".join(problems) or f"{len(pids)} processes checked")
 raise SystemExit(1 if problems else 0)'
 
 echo "==> requests through nginx"
+{%- if cookiecutter.layout == "service" %}
+items() {
+  created=$(get --json '{"name": "smoke", "price_cents": 100}' "$base/items")
+  id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
+  get "$base/items/$id" | grep -q '"name":"smoke"' || fail "GET /items/$id: not the item just created"
+  echo "created and read back item $id"
+}
+{%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
 if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
-  curl --fail --silent --show-error --max-time 5 "$base/readyz"
+  get "$base/readyz"
   echo
-  created=$(curl --fail --silent --show-error --max-time 5 --json '{"name": "smoke", "price_cents": 100}' "$base/items")
-  id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
-  curl --fail --silent --show-error --max-time 5 "$base/items/$id" | grep -q '"name":"smoke"' ||
-    { echo "error: GET /items/$id did not return the item just created" >&2; exit 1; }
-  echo "created and read back item $id"
+  items
 else
   ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
   echo "$ready"
   grep -q '"failing":\["database"\].* 503$' <<<"$ready" ||
-    { echo "error: /readyz should answer 503 naming the unreachable database" >&2; exit 1; }
+    fail "/readyz should answer 503 naming the unreachable database"
   # The migrations ship in the image, for the migrate step (compose, the init container).
   "$engine" exec "$name" alembic -c /app/alembic.ini upgrade head --sql | grep -q 'CREATE TABLE items' ||
-    { echo "error: the image cannot render the migrations (alembic.ini, migrations/)" >&2; exit 1; }
+    fail "the image cannot render the migrations (alembic.ini, migrations/)"
 fi
 {%- else %}
-curl --fail --silent --show-error --max-time 5 "$base/readyz"
+get "$base/readyz"
 echo
 {%- if cookiecutter.layout == "service" %}
-created=$(curl --fail --silent --show-error --max-time 5 --json '{"name": "smoke", "price_cents": 100}' "$base/items")
-id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
-curl --fail --silent --show-error --max-time 5 "$base/items/$id" | grep -q '"name":"smoke"' ||
-  { echo "error: GET /items/$id did not return the item just created" >&2; exit 1; }
-echo "created and read back item $id"
+items
 {%- endif %}
 {%- endif %}
-# GET /livez: nginx gives every request an id and the app echoes it, proof the request
-# crossed the socket.
-headers=$(curl --fail --silent --show-error --max-time 5 --dump-header - --output /dev/null "$base/livez")
-grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || {
-  echo "error: no X-Request-ID in the response headers:" >&2
-  echo "$headers" >&2
-  exit 1
-}
+# nginx gives every request an id and the app echoes it: proof the request crossed the socket.
+headers=$(get --dump-header - --output /dev/null "$base/livez")
+grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || fail "no X-Request-ID in: $headers"
 
 echo "==> graceful stop (SIGTERM, then the exit status)"
 # Same budget as compose.yaml's stop_grace_period; past it the engine sends SIGKILL (137).
 started=$SECONDS
 "$engine" stop --time 90 "$name" >/dev/null
 code=$("$engine" wait "$name")
-if [ "$code" != 0 ]; then
-  echo "error: the container exited with status $code after SIGTERM (expected 0)" >&2
-  exit 1
-fi
+[ "$code" = 0 ] || fail "the container exited with status $code after SIGTERM (expected 0)"
 echo "stopped with status 0 in $((SECONDS - started)) s"
 
 echo "==> every log line is JSON"
 "$engine" logs "$name" 2>&1 | python3 -c '
 import json, sys
-lines = [line for line in sys.stdin if line.strip()]
-bad = []
-for line in lines:
+def bad(line):
     try:
-        if not isinstance(json.loads(line), dict):
-            bad.append(line)
+        return not isinstance(json.loads(line), dict)
     except ValueError:
-        bad.append(line)
-if bad or not lines:
-    sys.exit(f"error: {len(bad)} of {len(lines)} log lines are not JSON objects, e.g. {bad[:3]}")
+        return True
+lines = [line for line in sys.stdin if line.strip()]
+wrong = [line for line in lines if bad(line)]
+if wrong or not lines:
+    sys.exit(f"error: {len(wrong)} of {len(lines)} log lines are not JSON objects, e.g. {wrong[:3]}")
 print(f"{len(lines)} log lines, all JSON")'
 echo "ok: healthy, locked down, answered through nginx, stopped cleanly, logged JSON"
