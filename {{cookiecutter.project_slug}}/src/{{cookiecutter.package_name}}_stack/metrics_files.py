@@ -1,23 +1,12 @@
-"""Metric files a full filesystem cannot turn into a crash.
+"""Metric files a full filesystem cannot turn into a crash (issue 19; docs/observability.md).
 
-prometheus_client's multiprocess mode keeps each worker's values in files of
-PROMETHEUS_MULTIPROC_DIR (``<kind>_<pid>.db``) that it maps into memory: 64 KiB when it
-creates one, twice the size each time one is full. It makes them sparse, so a page's blocks
-are taken at the first write into it, and on a full filesystem that write kills the worker
-with SIGBUS (issue 19: 116 worker deaths in 60 s on a full 3 MB tmpfs). Here the blocks are
-taken before prometheus_client maps a file, so a full filesystem is an error said in one
-line, never a fault in a write:
-
-- prepare_worker(), in each worker before it imports the app (gunicorn_config.post_fork):
-  the worker's files, created at that size with every block allocated, and the blocks of
-  their first doubling reserved past the end (the file's size is unchanged, so
-  prometheus_client still sees what it expects);
-- reserve_growth(), by the metrics listener on each pass (metrics_archive.py): the next
-  doubling of every file reserved the same way, before prometheus_client needs it.
-
-Depends on the standard library only (Linux's fallocate(2) through ctypes, where it exists):
-the gunicorn master imports this module and must never import prometheus_client, or a
-worker could not fall back to in-memory metrics (gunicorn_config.post_fork).
+prometheus_client maps each worker's files (``<kind>_<pid>.db`` in PROMETHEUS_MULTIPROC_DIR)
+sparse, 64 KiB then doubling: on a full filesystem the first write into a page is SIGBUS.
+Here the blocks are taken first: prepare_worker() in each new worker (gunicorn_config's
+post_fork) creates its files allocated, with their first doubling reserved past the end;
+reserve_growth() (the metrics listener, every few seconds) reserves every file's next one.
+Standard library only (fallocate(2) through ctypes where it exists): the gunicorn master
+imports this and must never import prometheus_client (gunicorn_config.post_fork says why).
 """
 
 from __future__ import annotations
@@ -36,8 +25,7 @@ if TYPE_CHECKING:
 # prometheus_client's initial file size. A file that already has a size keeps it (it maps
 # what it finds), so a different value here costs memory, never correctness.
 INITIAL_SIZE = 1 << 16
-# The dead workers' values (metrics_archive.py); not *.db, so prometheus_client's own
-# collector never reads it.
+# The dead workers' values (metrics_listener.Archive); not *.db: prometheus_client skips it.
 ARCHIVE = "archive.json"
 # What the template's app writes (middleware/metrics.py: a histogram and a livesum gauge);
 # kinds other code adds are learned from the files earlier workers made (kinds()).

@@ -1,20 +1,12 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
-The runner starts it beside nginx and gunicorn (``python -m {{ cookiecutter.package_name }}_stack.metrics_listener``
-serves GET /metrics until SIGTERM). Needs prometheus_client and this package's settings.py
-(METRICS_PORT, LISTEN_ADDRESS, PROMETHEUS_MULTIPROC_DIR), metrics_archive.py (which also
-tends that directory: dead workers' files merged into one archive) and jsonlog.py; reads
-nginx's stub_status socket, $RUN_DIR/nginx-status/nginx-status.sock (nginx.conf); nothing
-from the app.
-
-Why a process of its own, not a route in the app: a scrape answered by a worker would see
-that worker alone, queue behind the requests it is serving, and fail while it is blocked;
-this one adds up the files of all workers, killed ones included (their counts stay, in the
-archive; their in-flight gauges are dropped), and answers while the workers are busy. It
-listens on its own port, so the public port never exposes it. Its clients are few (a
-scraper, a person with curl): at most MAX_CLIENTS at once, each cut after CLIENT_TIMEOUT
-idle, so idle connections cannot pile up threads (1,500 made 1,488 threads and 119 MB,
-issue 19). The runner restarts it if it dies; the stack serves on meanwhile.
+``python -m {{ cookiecutter.package_name }}_stack.metrics_listener`` serves GET /metrics until SIGTERM; the runner
+starts it, and restarts it alone if it dies. The only process that reads
+PROMETHEUS_MULTIPROC_DIR, it also tends it (``Archive``): dead workers' files merged into
+one archive, their files removed.
+Why a process of its own, its client limits and the archive's rules: docs/observability.md.
+Needs prometheus_client (public API), this package's settings, metrics_files and jsonlog,
+and nginx's stub_status socket (deploy/nginx.conf); never the app.
 """
 
 from __future__ import annotations
@@ -22,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import json
 import os
 import re
 import signal
@@ -29,40 +22,42 @@ import socket
 import sys
 import threading
 import time
+from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, Sample
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from .jsonlog import write_line
-from .metrics_archive import TEND_INTERVAL, Archive
+from .metrics_files import ARCHIVE, file_pid, reserve_growth
 from .settings import SettingError, load
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
-
-    from prometheus_client.metrics_core import Metric
+    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from pathlib import Path
 
 # A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
 STATUS_TIMEOUT = 2.0
-# Prometheus scrapes a target over one connection at a time; a few more for people. A
-# connection past these is closed at once: no thread, no memory.
+# Prometheus scrapes over one connection; a few more for people. Past these a connection is
+# closed at once; a client silent this long is cut (1,500 idle ones made 1,488 threads).
 MAX_CLIENTS = 8
-# A scraper sends its request at once and reads the answer (milliseconds): a client silent
-# this long (per read or write) is cut, so idle ones free their slot.
 CLIENT_TIMEOUT = 5.0
-
+# Dead workers' files go within seconds, and each file's next doubling (64 KiB: ~18 label
+# sets of the request histogram) is reserved before a worker fills the current one.
+TEND_INTERVAL = 5.0
+# The kinds whose values add up across processes (prometheus_client's file kinds).
+ADDITIVE = frozenset({"counter", "histogram", "summary"})
+# (sample name, sorted label pairs) -> value
+Values = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 log = functools.partial(write_line, "metrics")
 
-
-# nginx's stub_status page ("Active connections: 2 / server accepts handled requests /
-# 16 16 31 / Reading: 0 Writing: 1 Waiting: 1") holds seven numbers: these, in this order.
-# Name, help, counter (else gauge). The names are those of nginx-prometheus-exporter, so its
-# dashboards work. nginx counts every request, also those it answered itself (413, 499,
-# 502): compare with the app's ``http_server_request_duration_seconds_count``.
+# The seven numbers of nginx's stub_status page, in its order: name, help, counter (else
+# gauge). nginx-prometheus-exporter's names, so its dashboards work. nginx counts every
+# request, those it answered itself (413, 499, 502) too.
 _STATUS = (
     ("nginx_connections_active", "Client connections active now.", False),
     ("nginx_connections_accepted", "Client connections accepted.", True),
@@ -72,29 +67,27 @@ _STATUS = (
     ("nginx_connections_writing", "Client connections writing now.", False),
     ("nginx_connections_waiting", "Client connections waiting now.", False),
 )
+# A client that hangs up or stays silent: ordinary on a network, not the listener's error.
+_CLIENT_GONE = (ConnectionError, TimeoutError)
 
 
-def parse_stub_status(text: str) -> dict[str, int]:
-    """nginx's stub_status page as numbers by metric name; ValueError when it is not one."""
-    numbers = re.findall(r"\d+", text)
-    if not text.startswith("Active connections:") or len(numbers) != len(_STATUS):
-        raise ValueError(f"not a stub_status page: {text[:200]!r}")
-    return {name: int(number) for (name, _, _), number in zip(_STATUS, numbers, strict=True)}
-
-
-def fetch_stub_status(socket_path: str) -> str:
-    """GET /stub_status from nginx over its unix socket (HTTP/1.0: nginx closes after)."""
+def nginx_status(socket_path: str) -> dict[str, int]:
+    """GET /stub_status over nginx's unix socket, by metric name; OSError or ValueError."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(STATUS_TIMEOUT)
         connection.connect(socket_path)
+        # HTTP/1.0: nginx closes after the answer.
         connection.sendall(b"GET /stub_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
         chunks = []
         while chunk := connection.recv(4096):
             chunks.append(chunk)
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    numbers = re.findall(rb"\d+", body)
     if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
         raise ValueError(f"stub_status answered {head[:40]!r}")
-    return body.decode("ascii")
+    if not body.startswith(b"Active connections:") or len(numbers) != len(_STATUS):
+        raise ValueError(f"not a stub_status page: {body[:200]!r}")
+    return {name: int(number) for (name, _, _), number in zip(_STATUS, numbers, strict=True)}
 
 
 class NginxCollector:
@@ -105,36 +98,173 @@ class NginxCollector:
 
     def collect(self) -> Iterator[Metric]:
         try:
-            status = parse_stub_status(fetch_stub_status(self.socket_path))
+            status = nginx_status(self.socket_path)
         except (OSError, ValueError) as exc:
             log("warning", "nginx stub_status unavailable", error=str(exc))
             status = {}
-        yield GaugeMetricFamily(
-            "nginx_up", "Whether nginx's stub_status answered.", int(bool(status))
-        )
+        up = int(bool(status))
+        yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", up)
         for name, meaning, counter in _STATUS if status else ():
             family = CounterMetricFamily if counter else GaugeMetricFamily
             yield family(name, meaning, status[name])
 
 
-def build_registry(archive: Archive, status_socket: str) -> CollectorRegistry:
-    """The registry a scrape renders: the workers' files and archive, then nginx's counters."""
-    registry = CollectorRegistry()
-    registry.register(archive)
-    registry.register(NginxCollector(status_socket))
-    return registry
+def _alive(pid: int) -> bool:
+    """Whether a process exists (another user's included); a zombie counts until reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
-def tend_forever(archive: Archive) -> None:
-    """Tend the metrics directory every TEND_INTERVAL seconds, scraped or not (a thread)."""
-    while True:
-        with archive.lock:
-            archive.tend()
-        time.sleep(TEND_INTERVAL)
+class Archive:
+    """The metrics directory's live files and its archive of dead workers' values, under one
+    lock: a scrape never counts a worker twice nor misses one (docs/observability.md)."""
+
+    def __init__(self, directory: Path, say: Callable[..., None]) -> None:
+        self.directory = directory
+        self.path = directory / ARCHIVE
+        self.lock = threading.Lock()
+        self.say = say
+        self.problem = ""
+
+    def load(self) -> dict[str, Any]:
+        """The archive: {"kinds": [...], "metrics": {name: {"type", "help", "samples"}}}."""
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"kinds": [], "metrics": {}}
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("metrics"), dict):
+            raise ValueError(f"{self.path} is not an archive of metrics")  # noqa: TRY004 - bad data, as json's own errors
+        return loaded
+
+    def files(self) -> list[Path]:
+        return sorted(path for path in self.directory.glob("*.db") if file_pid(path))
+
+    def tend(self) -> None:
+        """Archive the dead processes' files and reserve every file's growth; a failure (a
+        full filesystem) is said once, once that it is over, and the files wait for a pass."""
+        try:
+            self.load()  # a damaged archive is said here, once, not at every scrape
+            self.archive_dead()
+            for path in self.files():
+                reserve_growth(path)
+            problem = ""
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem and problem != self.problem:
+            self.say("error", "cannot tend the metric files", error=problem)
+        elif self.problem and not problem:
+            self.say("info", "the metric files are tended again")
+        self.problem = problem
+
+    def tend_forever(self) -> None:
+        """Tend every TEND_INTERVAL seconds, scraped or not (a thread of its own)."""
+        while True:
+            with self.lock:
+                self.tend()
+            time.sleep(TEND_INTERVAL)
+
+    def archive_dead(self) -> None:
+        """Drop dead processes' live gauges (mark_process_dead), add their additive files into
+        the archive (written atomically), then remove those files."""
+        dead = {pid for pid in map(file_pid, self.files()) if pid and not _alive(pid)}
+        for pid in dead:
+            mark_process_dead(pid, str(self.directory))  # type: ignore[no-untyped-call]  # unannotated upstream
+        merged = [p for p in self.files() if file_pid(p) in dead and _kind(p) in ADDITIVE]
+        if not merged:
+            return
+        archive = self.load()
+        metrics = archive["metrics"]
+        for metric in _merge(merged):
+            entry = metrics.get(metric.name)
+            if entry is None or entry["type"] != metric.type:  # a redefined metric: newest
+                entry = {"type": metric.type, "help": metric.documentation, "samples": []}
+                metrics[metric.name] = entry
+            values: Values = {}
+            _add(values, entry["samples"])
+            _add(values, ((s.name, s.labels, s.value) for s in metric.samples))
+            entry["samples"] = [[n, dict(labels), v] for (n, labels), v in values.items()]
+        archive["kinds"] = sorted({*archive.get("kinds", []), *map(_kind, merged)})
+        partial = self.path.with_suffix(".json.tmp")
+        try:
+            partial.write_text(json.dumps(archive, separators=(",", ":")), encoding="utf-8")
+            partial.replace(self.path)
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
+        for path in merged:
+            path.unlink()
+
+    def collect(self) -> Iterator[Metric]:
+        """The live files plus the archive, each series once (what a scrape renders)."""
+        with self.lock:
+            self.tend()
+            live = _merge(self.files())
+            try:
+                archived: dict[str, Any] = self.load()["metrics"]
+            except (OSError, ValueError):  # said by tend(); the live values still count
+                archived = {}
+        families: dict[str, tuple[str, str, Values]] = {}
+        for metric in live:
+            values = families.setdefault(metric.name, (metric.type, metric.documentation, {}))[2]
+            _add(values, ((s.name, s.labels, s.value) for s in metric.samples))
+        for name, entry in archived.items():
+            typ, _, values = families.setdefault(name, (entry["type"], entry["help"], {}))
+            if typ == entry["type"]:  # else the running code redefined it: its values alone
+                _add(values, entry["samples"])
+        for name, (typ, documentation, values) in families.items():
+            metric = Metric(name, documentation, typ)
+            samples = _accumulated(name, values) if typ == "histogram" else values
+            metric.samples = [Sample(n, dict(labels), v) for (n, labels), v in samples.items()]
+            yield metric
 
 
-# A client that hangs up or stays silent: ordinary on a network, not the listener's error.
-_CLIENT_GONE = (ConnectionError, TimeoutError)
+def _kind(path: Path) -> str:
+    return path.stem.rpartition("_")[0]  # histogram_123.db: histogram
+
+
+def _merge(files: list[Path]) -> Iterable[Metric]:
+    """Each metric of these files, samples added up across them, histogram buckets raw."""
+    merged: Iterable[Metric] = MultiProcessCollector.merge(  # type: ignore[no-untyped-call]  # unannotated upstream
+        [str(path) for path in files], accumulate=False
+    )
+    return merged
+
+
+def _add(values: Values, samples: Iterable[Iterable[Any]]) -> None:
+    """Add (name, labels, value) samples into values."""
+    for name, labels, value in samples:
+        key = (name, tuple(sorted(labels.items())))
+        values[key] = values.get(key, 0.0) + value
+
+
+def _accumulated(name: str, values: Values) -> Values:
+    """Raw per-bucket counts made cumulative, with each label set's ``_count``, in the order
+    prometheus_client's own collector renders a histogram."""
+    buckets: dict[tuple[tuple[str, str], ...], list[tuple[float, str, float]]]
+    buckets = defaultdict(list)
+    others: dict[tuple[tuple[str, str], ...], Values] = defaultdict(dict)
+    for (sample, labels), value in values.items():
+        le = dict(labels).get("le")
+        rest = tuple(pair for pair in labels if pair[0] != "le")
+        if sample == f"{name}_bucket" and le is not None:
+            buckets[rest].append((float(le), le, value))
+        else:
+            others[rest][(sample, labels)] = value
+    out: Values = {}
+    for rest in sorted(buckets.keys() | others.keys()):
+        total = 0.0
+        for _, le, value in sorted(buckets[rest]):
+            total += value
+            out[(f"{name}_bucket", (*rest, ("le", le)))] = total  # le last, as upstream
+        if buckets[rest]:
+            out[(f"{name}_count", rest)] = total
+        out.update(others[rest])
+    return out
 
 
 def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
@@ -161,14 +291,12 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-            # A line per scrape (every 15 s, forever) would drown the service's own logs.
-            pass
+            pass  # a line per scrape (every 15 s, forever) would drown the service's own logs
 
     class Server(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
-        # The kernel's queue of connections not yet accepted (socketserver's default is 5):
-        # past it, new clients' SYNs are dropped and retried seconds later.
+        # Connections not yet accepted (socketserver's default, 5, drops SYNs under a burst).
         request_queue_size = 128
         slots = threading.BoundedSemaphore(MAX_CLIENTS)
 
@@ -208,17 +336,17 @@ def main(environ: Mapping[str, str]) -> int:
     if not metrics_dir.is_dir():
         log("error", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a directory")
         return 1
-    archive = Archive(metrics_dir, log)
+    archive, registry = Archive(metrics_dir, log), CollectorRegistry()
+    registry.register(archive)
+    registry.register(NginxCollector(str(settings.status_socket)))
     try:
-        registry = build_registry(archive, str(settings.status_socket))
         server = make_server(address, settings.metrics_port, registry)
     except OSError as exc:
         log("error", f"cannot listen on {address}:{settings.metrics_port} (METRICS_PORT): {exc}")
         return 1
-    # shutdown() waits for serve_forever() to return: it cannot run on serve_forever's
-    # thread, where this handler runs.
+    # shutdown() waits for serve_forever() to return: not on its thread, where this runs.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    threading.Thread(target=tend_forever, args=(archive,), daemon=True).start()
+    threading.Thread(target=archive.tend_forever, daemon=True).start()
     log("info", "serving metrics", address=address, port=settings.metrics_port)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

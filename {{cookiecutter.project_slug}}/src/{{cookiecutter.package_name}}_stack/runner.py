@@ -1,11 +1,10 @@
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
-The container's entrypoint and `make serve` alike; docs/serving.md describes what it does on
-start, SIGTERM, SIGHUP and a child's death (nginx's or gunicorn's stops the stack; the metrics
-listener's is restarted alone). Needs nginx (on PATH or in /usr/sbin) and gunicorn
-importable by this Python; reads deploy/nginx.conf (rendered into $RUN_DIR/nginx.conf) and
-deploy/gunicorn.conf.py from the working directory; uses this package's settings, jsonlog
-(every line it writes or relays) and cpus. Never imports the app: gunicorn gets APP_MODULE.
+The container's entrypoint and `make serve` alike; docs/serving.md ("How the runner works")
+says what it does on start, SIGTERM, SIGHUP and a child's death, and why. Needs nginx (on
+PATH or in /usr/sbin) and gunicorn importable by this Python; reads deploy/nginx.conf and
+deploy/gunicorn.conf.py; uses this package's settings, edge, jsonlog and cpus. Never imports
+the app: gunicorn gets APP_MODULE.
 
     python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
     python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
@@ -49,14 +48,16 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 # A dead metrics listener is restarted after 1 s, then 2, 4... up to this while it keeps
-# dying; one that served this long starts again from 1 s.
+# dying; one that served METRICS_HEALTHY seconds starts again from 1 s.
 METRICS_BACKOFF_MAX = 30.0
 METRICS_HEALTHY = 60.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
+# NGINX_WORKER_PROCESSES=auto: one nginx worker per this many usable CPUs, at least one
+# (measured: docs/serving.md, "How the runner works").
+CPUS_PER_NGINX_WORKER = 4
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
-
 
 log = functools.partial(write_line, "serve")
 
@@ -69,8 +70,7 @@ def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
 
 
 class LineRelay:
-    """Cuts a child's output into whole lines for ``convert`` (complete lines without the final
-    newline -> what to write: valid JSON lines)."""
+    """Cuts a child's output into whole lines for ``convert`` (lines -> JSON lines to write)."""
 
     # A line longer than this is passed on in pieces rather than held without bound.
     LIMIT = 1 << 16
@@ -103,23 +103,11 @@ def render(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
-# nginx needs about a quarter of the CPU the app's workers need per request (lab, peers
-# experiment, 2 CPUs: nginx 36-47 us, the app 115-120 us), and each extra nginx worker competes
-# with them for the same CPUs: one nginx worker on 2 CPUs served GET /items/{id} 27 % faster
-# and GET /livez 6 % faster than two, in the same run (template README, "Against the servers
-# users pick instead"). So auto gives one nginx worker per 4 usable CPUs, at least one.
-CPUS_PER_NGINX_WORKER = 4
-
-
 def nginx_workers(
     settings: StackSettings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[int, dict[str, Any]]:
-    """nginx's worker count, and where it came from (logged once at start).
-
-    NGINX_WORKER_PROCESSES when a number; for `auto`, one per CPUS_PER_NGINX_WORKER of the
-    CPUs cpus.py counts, as gunicorn does (nginx's own `auto` counts the machine's online
-    CPUs, nginx/docker-nginx issue 31: 64 workers for `docker run --cpus 1` on a 64-core host).
-    """
+    """nginx's worker count, and where it came from: NGINX_WORKER_PROCESSES, or for `auto`
+    the CPUs cpus.py counts as gunicorn does (nginx's own `auto` counts the host's)."""
     if settings.nginx_worker_processes != "auto":
         return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
     cpus, facts = usable_cpus(root, self_cgroup)
@@ -130,14 +118,14 @@ def nginx_workers(
 def nginx_values(
     settings: StackSettings, upstream_socket: Path, workers: int | None = None
 ) -> dict[str, str]:
-    """The placeholder values of deploy/nginx.conf for these settings, this socket and this
-    many nginx workers (unset: as nginx_workers() decides)."""
+    """deploy/nginx.conf's placeholder values for these settings, this socket and this many
+    nginx workers (unset: as nginx_workers() decides)."""
     if workers is None:
         workers = nginx_workers(settings)[0]
-    address = settings.listen_address
-    if settings.trusted_proxies:
+    address, proxies = settings.listen_address, settings.trusted_proxies
+    if proxies:
         real_ip = "\n    ".join(
-            [f"set_real_ip_from {cidr};" for cidr in settings.trusted_proxies]
+            [f"set_real_ip_from {cidr};" for cidr in proxies]
             + ["real_ip_header X-Forwarded-For;", "real_ip_recursive on;"]
         )
     else:
@@ -145,9 +133,13 @@ def nginx_values(
     # The same peers may say which scheme the client used (nginx.conf's $forwarded_proto).
     trusted_geo = "\n    ".join(
         ["geo $realip_remote_addr $from_trusted_proxy {", "    default 0;"]
-        + [f"    {cidr} 1;" for cidr in settings.trusted_proxies]
+        + [f"    {cidr} 1;" for cidr in proxies]
         + ["}"]
     )
+    if "*" in (hosts := settings.allowed_hosts):
+        allowed = '"~." 1;   # ALLOWED_HOSTS=*: any Host'
+    else:  # nginx's $host keeps an IPv6 address in brackets
+        allowed = "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
     return {
         "WORKER_PROCESSES": str(workers),
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
@@ -156,12 +148,10 @@ def nginx_values(
         "UPSTREAM_SOCKET": str(upstream_socket),
         "STATUS_SOCKET": str(settings.status_socket),
         "REAL_IP": f"{real_ip}\n    {trusted_geo}",
-        # Buffered: nginx writes its lines 4 KiB at a time (or after 1 s), not one write per
-        # request; the runner's relay then costs 3-5 us per request instead of 15-22 us
-        # (lab, peers experiment). 4 KiB is within PIPE_BUF: two workers' writes never
-        # interleave. A line may reach the log up to 1 s late; nginx flushes on stop.
+        # Buffered within PIPE_BUF (two workers' writes never interleave): the relay costs
+        # 3-5 us a request instead of 15-22 (docs/serving.md); nginx flushes on stop.
         "ACCESS_LOG": "/dev/stdout json buffer=4k flush=1s" if settings.nginx_access_log else "off",
-        "ALLOWED_HOSTS": allowed_hosts_map(settings.allowed_hosts),
+        "ALLOWED_HOSTS": allowed,
         # The timeout chain (settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
@@ -170,14 +160,6 @@ def nginx_values(
         # Per-client limits and CORS (edge.py).
         **edge.nginx_values(settings),
     }
-
-
-def allowed_hosts_map(hosts: tuple[str, ...]) -> str:
-    """The entries of nginx.conf's $host_allowed map (hostnames mode) for ALLOWED_HOSTS."""
-    if "*" in hosts:
-        return '"~." 1;   # ALLOWED_HOSTS=*: any Host'
-    # nginx's $host keeps an IPv6 address in brackets.
-    return "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
 
 
 def write_nginx_conf(
@@ -227,8 +209,8 @@ class Child:
 
     @property
     def stopped_as_asked(self) -> bool:
-        """Exited 0, or killed by the very signal sent: a child still starting has no handler
-        yet (the metrics listener stopped right after its start exits -15)."""
+        """Exited 0, or killed by the very signal sent (a child still starting has no handler:
+        the metrics listener stopped right after its start exits -15)."""
         return self.status in (0, -self.sent)
 
     def signal(self, signum: signal.Signals) -> None:
@@ -239,13 +221,10 @@ class Child:
 
 
 class Stack:
-    """nginx and one gunicorn generation, driven by one select() loop on this thread.
-
-    Signals arrive through a wakeup fd, children are reaped with waitpid(-1) (also orphans,
-    when this is PID 1 in a container), and nginx's logs and gunicorn's stderr are relayed
-    as JSON lines from pipes this process owns (a non-root nginx cannot open a /dev/stdout
-    pipe owned by someone else). SIGHUP swaps in a new gunicorn generation (reload()).
-    """
+    """nginx and one gunicorn generation (two during a reload), driven by one select() loop:
+    signals through a wakeup fd, children reaped with waitpid(-1) (orphans too, as PID 1),
+    their output relayed as JSON lines from pipes this process owns (a non-root nginx cannot
+    open a /dev/stdout pipe owned by someone else)."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
@@ -254,8 +233,8 @@ class Stack:
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
         self.metrics: Child | None = None
-        # The metrics listener's restarts (tend_metrics): consecutive failures, when it
-        # started last, and when the next start is due.
+        # The metrics listener's restarts (tend_metrics): consecutive failures, its last
+        # start, and when the next start is due.
         self.metrics_failures = 0
         self.metrics_started = 0.0
         self.metrics_due: float | None = None
@@ -303,24 +282,22 @@ class Stack:
                 self.reload_requested = True
 
     def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
-        """The write end of a pipe whose lines the loop converts and writes to stdout.
-
-        The caller passes it to one child and closes it; the relay ends with the last writer.
-        """
+        """The write end of a pipe whose lines the loop converts and writes to stdout (the
+        caller gives it to one child and closes it: the relay ends with the last writer)."""
         read_end, write_end = os.pipe()
         relay = LineRelay(convert)
-        self.selector.register(read_end, selectors.EVENT_READ, lambda fd: self._relay(fd, relay))
-        return write_end
 
-    def _relay(self, fileobj: Any, relay: LineRelay) -> None:
-        data = os.read(fileobj, 65536)
-        out = relay.feed(data)
-        if out:
-            sys.stdout.buffer.write(out)
-            sys.stdout.buffer.flush()
-        if not data:
-            self.selector.unregister(fileobj)
-            os.close(fileobj)
+        def on_output(fd: int) -> None:
+            data = os.read(fd, 65536)
+            if out := relay.feed(data):
+                sys.stdout.buffer.write(out)
+                sys.stdout.buffer.flush()
+            if not data:
+                self.selector.unregister(fd)
+                os.close(fd)
+
+        self.selector.register(read_end, selectors.EVENT_READ, on_output)
+        return write_end
 
     def _reap(self) -> None:
         while True:
@@ -348,12 +325,8 @@ class Stack:
         out: Callable[[bytes], bytes] | None = None,
         err: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        """Start a child; its stdout (out) and stderr (err), given a converter, are relayed.
-
-        Own process group: a terminal's Ctrl-C reaches only this runner, which then stops
-        nginx and gunicorn in order instead of both dying at once. The parent-death signal:
-        if the runner dies (SIGKILL, OOM), they get SIGTERM instead of serving unsupervised.
-        """
+        """Start a child in its own process group, to die with the runner; its stdout (out)
+        and stderr (err), given a converter, are relayed (docs/serving.md says why)."""
         stdout = self.relayed_pipe(out) if out else None
         stderr = self.relayed_pipe(err) if err else None
         try:
@@ -375,9 +348,8 @@ class Stack:
         return child
 
     def python_env(self) -> dict[str, str]:
-        """The runner's environment with the directories it decided: every gunicorn generation
-        and the metrics listener share the metrics directory cleaned at start (a reload keeps
-        the counts; gunicorn.conf.py cleans it only when started on its own)."""
+        """The environment of every gunicorn generation and of the metrics listener: they
+        share the metrics directory cleaned at start, so a reload keeps the counts."""
         run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
         return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
 
@@ -393,8 +365,7 @@ class Stack:
         sock.unlink(missing_ok=True)
         env = {**self.python_env(), "GUNICORN_SOCKET": str(sock)}
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        # gunicorn logs JSON to stdout; what reaches its stderr (Python warnings, a crash
-        # before logging is set up) is made JSON lines too.
+        # gunicorn logs JSON to stdout; its stderr (warnings, an early crash) becomes JSON too.
         err = _each_line(functools.partial(stderr_line, "gunicorn.stderr"))
         name = f"gunicorn[{generation}]" if generation else "gunicorn"
         child, timeout = self.spawn(name, command, env, err=err), self.settings.startup_timeout
@@ -413,9 +384,8 @@ class Stack:
     def start_nginx(self) -> Child:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
-        # The access log (stdout) is JSON already, made valid UTF-8 here; the error log
-        # (stderr) is nginx's text, made the stack's JSON lines here.
-        # Its refusals by a limit are counted on the way (edge.py): they never reach the app.
+        # The access log (stdout) is JSON already, made printable ASCII here; the error log
+        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted (edge.py).
         err = _each_line(edge.LimitCounter(self.settings.metrics_dir).line)
         child = self.spawn("nginx", command, env, out=access_lines, err=err)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
@@ -423,11 +393,9 @@ class Stack:
         return child
 
     def start_metrics(self, *, wait: bool = True) -> Child:
-        """The metrics listener (metrics_listener.py) on METRICS_PORT; its own process, so a
-        scrape is answered while the workers are busy, blocked or being replaced. With wait,
-        until it accepts connections (at start; a restart does not hold up the loop)."""
+        """The metrics listener on METRICS_PORT (its own process: docs/observability.md);
+        with wait, until it accepts connections (at start; a restart holds up nothing)."""
         command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        # It logs JSON to stdout; a crash's traceback on its stderr becomes JSON lines too.
         err = _each_line(functools.partial(stderr_line, "metrics.stderr"))
         child = self.spawn("metrics", command, self.python_env(), err=err)
         self.metrics_started = time.monotonic()
@@ -437,33 +405,27 @@ class Stack:
         return child
 
     def tend_metrics(self) -> None:
-        """Restart a dead metrics listener alone, after a backoff: it only answers scrapes,
-        so its death must not take the public port down (issue 19).
-
-        1 s after the first death, doubling to METRICS_BACKOFF_MAX while it keeps dying;
-        a listener that served METRICS_HEALTHY seconds starts the count again.
-        """
+        """Restart a dead metrics listener alone, after a backoff (METRICS_BACKOFF_MAX): it
+        only answers scrapes, so its death must not take the public port down (issue 19)."""
         now, child = time.monotonic(), self.metrics
         if child is not None and child.running:
             if self.metrics_failures and now - self.metrics_started > METRICS_HEALTHY:
                 self.metrics_failures = 0
             return
+        delay = min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
         if child is not None:  # died (its exit is logged by _reap): schedule the restart
             self.children.pop(child.pid, None)
-            self.metrics = None
-            delay = min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
+            self.metrics, self.metrics_due = None, now + delay
             self.metrics_failures += 1
-            self.metrics_due = now + delay
             log("warning", "restarting the metrics listener", after_seconds=delay,
                 exit_code=child.status)  # fmt: skip
-            return
-        if self.metrics_due is not None and now >= self.metrics_due:
+        elif self.metrics_due is not None and now >= self.metrics_due:
             self.metrics_due = None
             try:
                 self.metrics = self.start_metrics(wait=False)
             except OSError as exc:  # cannot fork now: try again after the next backoff
                 log("error", "cannot start the metrics listener", error=str(exc))
-                self.metrics_due = now + min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
+                self.metrics_due = now + delay
                 self.metrics_failures += 1
 
     # -- stopping --
@@ -491,11 +453,8 @@ class Stack:
         return stopped
 
     def _stop_leftovers(self, child: Child, budget: float) -> None:
-        """Stop the workers a dead master left behind: they are still in its process group.
-
-        A killed gunicorn master leaves uvicorn workers serving its socket forever; nginx's
-        workers, likewise. TERM the group, then KILL what remains after the budget.
-        """
+        """TERM, then KILL after the budget, what a dead master left in its process group (a
+        killed gunicorn master leaves uvicorn workers serving its socket forever)."""
         if not _group_alive(child.pid):
             return
         log("warning", f"stopping the processes {child.name} left behind", pgid=child.pid)
@@ -517,13 +476,8 @@ class Stack:
         return all([nginx_ok, metrics_ok, *map(self.stop_gunicorn, generations)])
 
     def publish(self, generation: int) -> None:
-        """Make a generation's socket the one nginx connects to, atomically.
-
-        A hard link of the generation's socket replaces the stable path by rename(2): a
-        connect() finds either the old generation or the new one, never nothing. The
-        generation's own path stays, so gunicorn can unlink it when it stops without
-        touching the stable path, which by then belongs to its successor.
-        """
+        """Make a generation's socket nginx's stable path, atomically: a hard link renamed
+        over it, so a connect() finds the old generation or the new one, never nothing."""
         stable = self.settings.socket_path(0)
         staged = stable.with_suffix(".sock.new")
         staged.unlink(missing_ok=True)
@@ -531,21 +485,15 @@ class Stack:
         staged.replace(stable)
 
     def reload(self) -> None:
-        """Swap in a new gunicorn generation without closing a client connection (SIGHUP).
-
-        Not gunicorn's own HUP, which drops requests with uvicorn workers (gunicorn issues
-        2409, 2529), nor an nginx reload, which closes idle client keep-alive connections:
-        generation N+1 starts on its own socket, must answer /livez, and publish() swaps it in
-        under nginx's stable path (docs/serving.md). A failure before the swap is abandoned
-        with a log line, and generation N keeps serving.
-        """
+        """SIGHUP: generation N+1 on its own socket must answer /livez before publish() swaps
+        it in; a failure before the swap is abandoned (N keeps serving), and after it nothing
+        may stop the stack (docs/serving.md)."""
         old, generation = self.gunicorn, self.generation + 1
         if old is None or self.nginx is None:
             return
+        sock = generation_socket(self.settings, generation)
         try:
             new = self.start_gunicorn(generation)
-            # Bound is not enough: the new code must answer before it gets traffic.
-            sock = generation_socket(self.settings, generation)
             answered = self.wait_until(
                 lambda: not new.running or _answers_health(sock), self.settings.startup_timeout
             )
@@ -567,45 +515,33 @@ class Stack:
         old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
         log("info", "new connections go to the new generation", generation=generation)
-        # From here on the new generation serves: nothing may stop the stack. Only values
-        # computed here are used (never the rendered nginx.conf read back), and an OS error
-        # is said and passed over.
+        # Only values computed here from now on (never the rendered nginx.conf read back),
+        # and an OS error is said and passed over.
         try:
-            self.retire(old, old_socket)
+            # nginx ends each connection after its first request past keepalive_time; those
+            # still open after it (and a margin) sat idle since the swap: TERM closes them.
+            drained = self.wait_until(
+                lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
+            )
+            if not drained and self.requested is None:
+                closing = "stopping the old generation; nginx's idle connections to it will close"
+                log("info", closing, connections=_connections_to(old_socket))
+            self.stop_gunicorn(old)
         except OSError as exc:
             log("error", "the old generation may not have stopped cleanly", error=str(exc),
                 pid=old.pid, generation=generation)  # fmt: skip
         log("info", "reload complete", generation=generation, gunicorn_pid=new.pid)
 
-    def retire(self, old: Child, old_socket: Path) -> None:
-        """Stop a generation once nginx holds no connection to it (after a reload's swap).
-
-        Every connection nginx uses after the swap ends after its first request past
-        keepalive_time. Those left after that (and a margin) sat idle in nginx's cache since
-        the swap: the old generation closes them at once on TERM, and nginx drops them from
-        its cache as it sees them close.
-        """
-        drained = self.wait_until(
-            lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
-        )
-        if not drained and self.requested is None:
-            closing = "stopping the old generation; nginx's idle connections to it will close"
-            log("info", closing, connections=_connections_to(old_socket))
-        self.stop_gunicorn(old)
-
     def supervised(self) -> list[Child]:
-        """The children whose death stops the stack: nginx and gunicorn. The metrics
-        listener is restarted instead (tend_metrics)."""
+        """nginx and gunicorn: their death stops the stack (tend_metrics restarts the other)."""
         return [c for c in (self.nginx, self.gunicorn) if c is not None]
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
         signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            # The wakeup fd carries the signal number; the handler itself does nothing.
-            signal.signal(signum, lambda *_: None)
-        # Adopt our children's orphans, so waitpid(-1) reaps them as PID 1 would.
-        _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+            signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
+        _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: adopt our children's orphans, as PID 1 would
         try:
             _check_port_free(self.settings)
             self.gunicorn = self.start_gunicorn(self.generation)
@@ -660,12 +596,11 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
 
 
 def _check_port_free(settings: StackSettings) -> None:
-    """Refuse to start when something already listens on PORT (an orphan would answer
-    our readiness check, and nginx would fail to bind after gunicorn started)."""
+    """Refuse to start when something listens on PORT (an orphan would answer our readiness
+    check, and nginx would fail to bind after gunicorn started)."""
     family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        # As nginx binds: a port in TIME_WAIT is free.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx: TIME_WAIT is free
         try:
             probe.bind((settings.listen_address, settings.port))
         except OSError as exc:
@@ -698,9 +633,8 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez with 200, within 0.2 s:
-    short, since nobody reads nginx's access-log pipe meanwhile and a full pipe stalls every
-    nginx worker (measured: 2.5 s stalls with a 5 s timeout here, new workers still booting)."""
+    """Whether the app behind a gunicorn socket answers GET /livez with 200 within 0.2 s
+    (short: nobody reads nginx's log pipe meanwhile, and a full pipe stalls nginx)."""
     request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)
@@ -727,14 +661,9 @@ def _accepts(address: Path | tuple[str, int]) -> bool:
 
 
 def drop_privileges(settings: StackSettings) -> str:
-    """As root, become SERVE_USER (and only its group) before starting anything.
-
-    nginx's workers and gunicorn then share one user, so the 0660 socket admits exactly them
-    (with the shared `nobody`, any process running as nobody could reach it and forge
-    X-Forwarded-For). When that cannot work, refuse in one line, unless SERVE_AS_ROOT=on
-    (docs/serving.md); then nginx's workers stay root too, by the global directive returned
-    (a root nginx runs them as nobody, who could not reach root's 0660 socket).
-    """
+    """As root, become SERVE_USER (and only its group) before starting anything, or refuse in
+    one line unless SERVE_AS_ROOT=on; then nginx's workers stay root too, by the global
+    directive returned (docs/serving.md says why)."""
     if os.geteuid() != 0:
         return ""
     try:
@@ -778,20 +707,6 @@ def drop_privileges(settings: StackSettings) -> str:
     return ""
 
 
-def prepare_run_dir(settings: StackSettings) -> tuple[Path, int, dict[str, Any]]:
-    """Ready RUN_DIR for a new stack and render nginx.conf there (its path, nginx's workers)."""
-    settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    # Metrics start from zero with the stack: a previous run's files (a restarted container
-    # keeps its tmpfs) would be added to this run's counts.
-    shutil.rmtree(settings.metrics_dir, ignore_errors=True)
-    settings.metrics_dir.mkdir(mode=0o700)
-    # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
-    settings.status_socket.unlink(missing_ok=True)
-    workers, workers_facts = nginx_workers(settings)
-    conf = write_nginx_conf(settings, settings.socket_path(0), workers)
-    return conf, workers, workers_facts
-
-
 def serve(settings: StackSettings) -> int:
     """Check nginx, drop root, ready RUN_DIR, render and test nginx.conf, then run the Stack."""
     nginx = settings.nginx_bin
@@ -800,7 +715,14 @@ def serve(settings: StackSettings) -> int:
         return 1
     nginx_globals = drop_privileges(settings)
     try:
-        conf, workers, workers_facts = prepare_run_dir(settings)
+        settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        # Metrics start from zero with the stack (a restarted container keeps its tmpfs).
+        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+        settings.metrics_dir.mkdir(mode=0o700)
+        # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
+        settings.status_socket.unlink(missing_ok=True)
+        workers, workers_facts = nginx_workers(settings)
+        conf = write_nginx_conf(settings, settings.socket_path(0), workers)
     except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
         where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
         log("error", f"cannot render {where}: {exc}")

@@ -1,5 +1,5 @@
 """The metrics directory: each worker's files allocated before it writes (metrics_files.py), and
-dead processes' values kept in one archive, their files removed (metrics_archive.py).
+dead processes' values kept in one archive, their files removed (metrics_listener.Archive).
 
 Real prometheus_client processes write the files (short-lived subprocesses, as gunicorn's
 workers are); no network. The live stack's proofs (a full tmpfs, worker kills and reloads)
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from {{ cookiecutter.package_name }}_stack.metrics_archive import Archive
 from {{ cookiecutter.package_name }}_stack.metrics_files import INITIAL_SIZE, prepare_worker
+from {{ cookiecutter.package_name }}_stack.metrics_listener import Archive
 
 if TYPE_CHECKING:
     from pathlib import Path
