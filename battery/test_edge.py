@@ -63,10 +63,12 @@ def refusal_lines(stack: LiveStack, text: str) -> list[dict[str, object]]:
 
 
 def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: Stacks) -> None:
-    """RATE_LIMIT=1, burst 2: client A's 4th quick request on is a JSON 429 with Retry-After
-    and the request id, never reaching the app; client B and A's probes are served; the
-    metrics count every 429 (nginx's answers never reach the app's own counters)."""
-    stack = stacks.start(RATE_LIMIT="1", RATE_LIMIT_BURST="2", **TRUSTED)
+    """RATE_LIMIT=1, burst 2, no wait: client A's 4th quick request on is a JSON 429 with
+    Retry-After and the request id, never reaching the app; client B and A's probes are
+    served; the metrics count every 429 (nginx's answers never reach the app's counters)."""
+    stack = stacks.start(
+        RATE_LIMIT="1", RATE_LIMIT_BURST="2", RATE_LIMIT_QUEUE_SECONDS="0", **TRUSTED
+    )
 
     first = [get(stack.port, ROUTE, as_client("192.0.2.1")) for _ in range(8)]
     other = get(stack.port, ROUTE, as_client("192.0.2.2"))
@@ -105,10 +107,42 @@ def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: 
     }
 
 
+def test_past_its_burst_a_client_waits_its_turn_before_a_429(stacks: Stacks) -> None:
+    """RATE_LIMIT=1, burst 1, a 3 s wait: of 9 requests sent at once, 2 are answered at once
+    and 3 wait their turn (one a second) before the rest get 429; with no wait only 2 would
+    be served. A flooding client is slowed to its rate instead of fed refusals."""
+    stack = stacks.start(
+        RATE_LIMIT="1", RATE_LIMIT_BURST="1", RATE_LIMIT_QUEUE_SECONDS="3", **TRUSTED
+    )
+    statuses: list[int] = []
+
+    def send() -> None:
+        statuses.append(get(stack.port, ROUTE, as_client("192.0.2.1"), 30)[0])
+
+    senders = [threading.Thread(target=send) for _ in range(9)]
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join(timeout=60)
+
+    served, refused = statuses.count(200), statuses.count(429)
+    assert (served + refused, len(statuses)) == (9, 9), statuses
+    assert served >= 5, statuses  # 1 + burst 1 + 3 waiting (more if the rate refilled)
+    assert refused >= 1, statuses  # the wait is bounded: RATE_LIMIT x 3 s
+    wait_for(
+        lambda: limited_count(stack, "client_rate", dry_run=False) == refused,
+        30,
+        f"nginx_limited_requests_total to count {refused} refusals",
+    )
+
+
 def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
     """RATE_LIMIT_DRY_RUN=on: every request is served; nginx logs and the metrics count the
     ones the limit would have refused."""
-    stack = stacks.start(RATE_LIMIT="1", RATE_LIMIT_BURST="1", RATE_LIMIT_DRY_RUN="on", **TRUSTED)
+    stack = stacks.start(
+        RATE_LIMIT="1", RATE_LIMIT_BURST="1", RATE_LIMIT_QUEUE_SECONDS="0",
+        RATE_LIMIT_DRY_RUN="on", **TRUSTED,
+    )  # fmt: skip
 
     statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(6)]
 

@@ -158,6 +158,8 @@ VARIANTS = {
                nginx_edits=(LOG_BUFFER,
                             (r"limit_req_log_level warn;", "limit_req_log_level info;"),
                             (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
+        Server("stack-refuse-at-once", "stack, RATE_LIMIT_QUEUE_SECONDS=0 (no client waits)",
+               "stack", env=(("RATE_LIMIT_QUEUE_SECONDS", "0"),)),
         Server("stack-lingering-off", "stack, lingering_close off", "stack",
                nginx_edits=((r"reset_timedout_connection on;",
                              "reset_timedout_connection on; lingering_close off;"),)),

@@ -1,11 +1,11 @@
 """The edge: per-client limits and CORS in nginx.conf, and the count of what nginx refused.
 
-Renders the placeholders of deploy/nginx.conf that come from RATE_LIMIT, RATE_LIMIT_BURST,
-RATE_LIMIT_DRY_RUN, CONNECTIONS_PER_CLIENT and the app's CORS origins (settings.py); and
-counts nginx's refusals by a limit (429s, 503s), which never reach the app and its metrics:
-nginx writes one warning per refusal to its error log, the runner relays every error line
-through ``LimitCounter.line`` and the count goes to a Prometheus multiprocess file the
-metrics listener already reads (nginx_limited_requests_total). Depends on prometheus-client
+Renders the placeholders of deploy/nginx.conf that come from the RATE_LIMIT* variables,
+CONNECTIONS_PER_CLIENT and the app's CORS origins (settings.py); and counts nginx's refusals
+by a limit (429s, 503s), which never reach the app and its metrics: nginx writes one
+warning per refusal to its error log, the runner relays every error line through
+``LimitCounter.line`` and the count goes to a Prometheus multiprocess file the metrics
+listener already reads (nginx_limited_requests_total). Depends on prometheus-client
 (imported only when counting starts) and this package's settings, jsonlog and metrics_files.
 """
 
@@ -38,10 +38,16 @@ def nginx_values(settings: StackSettings) -> dict[str, str]:
     if settings.rate_limit:
         per_second = settings.rate_limit
         zone = f"limit_req_zone $client_key zone=client_rate:10m rate={per_second}r/s;"
-        # nodelay: a burst is answered at once, not queued (a queued request holds its
-        # connection and looks like a slow API to the client).
-        burst = f" burst={settings.rate_limit_burst}" if settings.rate_limit_burst else ""
-        rate = f"limit_req zone=client_rate{burst} nodelay;"
+        # The burst is answered at once (delay=); past it, up to RATE_LIMIT_QUEUE_SECONDS of
+        # requests wait their turn: a client that answers every refusal with a new request
+        # would otherwise cost nginx a refusal per request, as fast as it can send (the peers
+        # experiment's flood: 0.14 x the normal clients' goodput refused, 0.99 x queued).
+        queue = per_second * settings.rate_limit_queue_seconds
+        burst = settings.rate_limit_burst + queue
+        admitted = f" burst={burst}" if burst else ""
+        instant = settings.rate_limit_burst
+        waits = (f" delay={instant}" if instant else "") if queue else " nodelay"
+        rate = f"limit_req zone=client_rate{admitted}{waits};"
         if settings.rate_limit_dry_run:
             rate += f"{indent}limit_req_dry_run on;   # RATE_LIMIT_DRY_RUN: count and log only"
     else:

@@ -197,7 +197,11 @@ class StackSettings(BaseSettings):
     JSON 429 with Retry-After); 0: off. Behind a load balancer not in TRUSTED_PROXIES every
     client shares its address"""
     rate_limit_burst: Rate = Field(200, alias="RATE_LIMIT_BURST")
-    """requests above the rate a client may send at once before nginx answers 429"""
+    """requests above the rate a client may send at once, answered without waiting"""
+    rate_limit_queue_seconds: int = Field(4, ge=0, le=60, alias="RATE_LIMIT_QUEUE_SECONDS")
+    """seconds a request over the rate and the burst may wait for its turn before nginx
+    answers 429 (RATE_LIMIT x this many wait); 0: refuse at once. A wait costs nginx a
+    connection, no CPU: a flooding client is slowed to its rate, not fed refusals"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
     # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one

@@ -52,6 +52,7 @@ CASES: list[tuple[str, str, str, Any, str, str]] = [
     ("SERVE_AS_ROOT", "on", "serve_as_root", True, "no", "2"),
     ("RATE_LIMIT", "5", "rate_limit", 5, "0", "-1"),
     ("RATE_LIMIT_BURST", "0", "rate_limit_burst", 0, "1000000", "1.5"),
+    ("RATE_LIMIT_QUEUE_SECONDS", "0", "rate_limit_queue_seconds", 0, "60", "61"),
     ("RATE_LIMIT_DRY_RUN", "on", "rate_limit_dry_run", True, "off", "dry"),
     ("CONNECTIONS_PER_CLIENT", "0", "connections_per_client", 0, "65535", "65536"),
     (APP_CORS_NAME, "https://a.example, http://[::1]:5173", "cors_origins",
