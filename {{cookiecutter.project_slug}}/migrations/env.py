@@ -1,8 +1,6 @@
-"""Alembic's environment: migrate DATABASE_URL with asyncpg against db/models.py's metadata.
-A step of its own (`make migrate`, compose's migrate service, the Kubernetes init container),
-never in the web workers; runs at once are serialised by a PostgreSQL advisory lock. Once it
-holds the lock, a statement waits at most MIGRATION_LOCK_TIMEOUT for a table's lock and runs
-at most MIGRATION_STATEMENT_TIMEOUT (PostgreSQL durations: "5s", "2min"; "0" is no limit)."""
+"""Alembic's environment: migrate DATABASE_URL with asyncpg against db/models.py's metadata,
+never in the web workers; runs take turns (an advisory lock), then obey MIGRATION_LOCK_TIMEOUT
+and MIGRATION_STATEMENT_TIMEOUT (docs/database.md, Migrations)."""
 
 from __future__ import annotations
 
@@ -24,13 +22,10 @@ if TYPE_CHECKING:
 target_metadata = Base.metadata
 # Any constant shared by every run of these migrations: the advisory lock's key.
 LOCK_KEY = 0x6D696772617465  # "migrate"
-# ALTER TABLE queues for its lock behind the running pods' transactions, and every query on
-# that table then queues behind it: past 5 s it gives up (the run fails, rolled back; the
-# init container retries), so the app's queries wait at most that, far below their own
-# statement timeout. A long backfill sets its own: op.execute("SET LOCAL statement_timeout = 0").
+# A DDL statement queued behind the pods' transactions holds up every query on its table:
+# past the lock timeout the run fails, rolled back, and is retried (docs/database.md).
 TIMEOUTS = {
     "lock_timeout": os.environ.get("MIGRATION_LOCK_TIMEOUT", "5s"),
-    # A runaway statement holding a table's lock is an outage of that table: bounded.
     "statement_timeout": os.environ.get("MIGRATION_STATEMENT_TIMEOUT", "60s"),
 }
 
@@ -53,10 +48,9 @@ def run_offline() -> None:
 def _migrate(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata)
     with context.begin_transaction():
-        # Held until this transaction ends; PostgreSQL runs DDL inside transactions, so a
-        # second runner waits here, then finds the migrations applied and does nothing.
+        # Held until the transaction ends: a second run waits, then finds nothing to do.
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
-        # After the advisory lock, whose wait is meant to be long; for this transaction only.
+        # After the advisory lock, whose wait may be long; for this transaction only.
         for name, value in TIMEOUTS.items():
             parameters = {"name": name, "value": value}
             connection.execute(text("SELECT set_config(:name, :value, true)"), parameters)

@@ -1,16 +1,7 @@
 """The application's logging, configured in one place: JSON lines, or text for people.
 
-Inputs: the level and the format, passed by the application at start (main.py reads them
-from settings). Output: standard output, one line per record. Depends on the standard
-library, on ``REQUEST_ID`` (request_context.py), on tracing.py (trace ids) and on
-``{{ cookiecutter.package_name }}_stack.jsonlog``, where the JSON contract is written once for the
-whole stack (the app may import the stack; the stack never imports the app). Named ``logs``
-so it never shadows the standard library's ``logging``.
-
-The access log writes a record per request, so its record is on the hot path: it was a
-fifth of a small request's instructions with ``LogRecord()`` and a generic JSON formatter
-(measured). So ``access_record()`` copies a template made once per process, and the JSON
-formatter renders an ``AccessRecord`` with one %-format of C-escaped strings.
+Depends on request_context.py, tracing.py and ``{{ cookiecutter.package_name }}_stack.jsonlog`` (the
+one JSON contract of the stack). Why the access record is built by hand: docs/app.md, Logs.
 """
 
 from __future__ import annotations
@@ -27,8 +18,7 @@ from {{ cookiecutter.package_name }}_stack.jsonlog import JsonFormatter as Stack
 from .request_context import REQUEST_ID
 from .tracing import current_trace_ids
 
-# Per logger name, the attributes that do not change from one request to the next. Cleared
-# in a forked child (gunicorn forks workers), where the process id differs.
+# Per logger name, the attributes no request changes; cleared in a forked child (a new pid).
 _access_templates: dict[str, dict[str, Any]] = {}
 os.register_at_fork(after_in_child=_access_templates.clear)
 
@@ -93,8 +83,7 @@ class _Handler(logging.StreamHandler[TextIO]):
     """The one handler this module installs, recognisable so a second call replaces it."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        # StreamHandler.emit, minus a second lock round-trip for the flush: one write and
-        # one flush per line, so lines from several workers never interleave in a pipe.
+        # One write and one flush per line: lines from several workers never interleave.
         try:
             self.stream.write(self.format(record) + "\n")
             self.stream.flush()
@@ -105,13 +94,8 @@ class _Handler(logging.StreamHandler[TextIO]):
 
 
 def configure_logging(level: str = "info", *, human: bool = False) -> None:
-    """Send every record at ``level`` or above to standard output, as JSON or as text.
-
-    Safe to call again (tests build many applications): the previous handler is replaced,
-    never stacked, so each record is written once. The server's own loggers (gunicorn's,
-    uvicorn's) keep the handlers the server gave them and do not propagate here, so the
-    server's configuration (deploy/gunicorn.conf.py, or uvicorn's) decides their format.
-    """
+    """Send every record at ``level`` or above to standard output, as JSON or as text. Safe to
+    call again: the handler is replaced, never stacked. The server's loggers keep its own."""
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)

@@ -1,17 +1,6 @@
-"""The service's settings: one typed object, read from the environment once at start.
-
-Inputs: environment variables prefixed ``{{ cookiecutter.package_name | upper }}_`` (for example
-``{{ cookiecutter.package_name | upper }}_ENVIRONMENT=development``). Depends on pydantic-settings and
-the stack's settings module (the deadline).
-
-A ``.env`` file in the working directory is read too (``.env.example`` documents every
-variable); real environment variables win over it, and the image never contains one. The
-request deadline's field comes from the serving stack's settings
-(``{{ cookiecutter.package_name }}_stack.settings``), which read the same variable the same way.
-
-Production refuses to start with ``debug`` on or with any secret left at a placeholder, and
-the error names the environment variable to fix. The secret check covers every ``SecretStr``
-field, including the ones you add later.
+"""The service's settings: one typed object, read at start from the environment and ``.env``
+(the environment wins). Production refuses debug and any placeholder ``SecretStr`` (the ones
+you add too), naming the variable to fix. Depends on the stack's settings (the deadline).
 """
 
 from __future__ import annotations
@@ -29,15 +18,14 @@ ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 # The serving stack's variables as .env's keys reach this model (lower case).
 STACK_KEYS = frozenset(name.lower() for name in variable_names())
 
-# Values people leave in templates and .env examples. Compared after lowercasing and dropping
-# everything but letters and digits, so "change-me", "CHANGE_ME" and "<changeme>" all match.
+# Stand-ins people leave in .env files; compared lowercased, letters and digits only.
 PLACEHOLDERS = frozenset({
     "", "changeme", "changethis", "replaceme", "placeholder", "secret", "password", "default",
     "example", "dummy", "todo", "fixme", "xxx", "none", "null",
 })  # fmt: skip
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 {%- if cookiecutter.database == "postgresql" %}
-# What platforms and tools hand out; all mean PostgreSQL, and the service drives it with asyncpg.
+# What platforms hand out; all mean PostgreSQL, which the service drives with asyncpg.
 DATABASE_SCHEMES = frozenset({"postgresql+asyncpg", "postgresql", "postgres"})
 # A statement's default share of the deadline: the rest is for the pool, network and app.
 STATEMENT_SHARE_OF_DEADLINE = 0.8
@@ -47,12 +35,10 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 def _origin(value: str, variable: str) -> str:
-    """Check one CORS origin: a scheme, a host and maybe a port, as browsers send it."""
+    """Check one CORS origin as browsers send it: a path never matches, "*" trusts every site."""
     parts = urlsplit(value)
     extra = parts.path or parts.query or parts.fragment or "@" in parts.netloc  # user:password@
     if parts.scheme not in {"http", "https"} or not parts.hostname or extra:
-        # Browsers send "https://app.example.com" exactly: a trailing slash or a path never
-        # matches, and "*" would let every site read the answers with the user's cookies.
         raise ValueError(
             f"{variable}: {value!r} is not an origin; write scheme://host[:port], "
             "for example https://app.example.com"
@@ -71,57 +57,41 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         extra="forbid",
-        # A validation error must never print a secret's value into the logs.
-        hide_input_in_errors=True,
+        hide_input_in_errors=True,  # an error must never print a secret into the logs
 {%- if cookiecutter.database == "postgresql" %}
         validate_by_name=True,  # tests pass database_url=...; the environment, DATABASE_URL
 {%- endif %}
-        # Development convenience (copy .env.example); variables set in the environment win.
-        env_file=".env",
+        env_file=".env",  # for development (copy .env.example); the environment wins
         env_file_encoding="utf-8",
     )
 
     environment: Literal["development", "production"] = "production"
     debug: bool = False
     log_level: LogLevel = "info"  # LOG_LEVEL=INFO is what people type: lowercased
-    # The app's own request deadline (middleware/deadline.py), defined once in the stack's
-    # settings, which derive nginx's and gunicorn's timeouts from the same variable.
+    # Defined once in the stack's settings, which derive nginx's and gunicorn's timeouts from it.
     request_timeout_seconds: Deadline = DEADLINE_DEFAULT
-    # The app's own access line per request. Off by default: behind nginx, nginx's JSON access
-    # log already records every request with the same request id and its timings, and the
-    # app's line costs about 15 % of a small request's throughput (the template's lab). On for
-    # `make run`, or when serving without nginx.
+    # Off: nginx's access line has the request id and timings already (docs/app.md, Logs).
     access_log: bool = False
-    # Prometheus request metrics (middleware/metrics.py, docs/observability.md). Off only to
-    # measure what they cost, or when something else already counts requests.
+    # Prometheus request metrics (docs/observability.md); off only to measure their cost.
     metrics: bool = True
-    # /docs and /openapi.json. Unset: on in development, off in production, where the schema
-    # would hand every caller a map of the API. The default reads ``environment``, above.
+    # /docs and /openapi.json; unset: on in development only (the schema maps the API).
     api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
-    # Browser origins allowed to call the API from their pages (CORS), comma-separated:
-    # https://app.example.com,https://admin.example.com. Empty (the default): CORS is off,
-    # no Access-Control-* header is ever sent, and browsers keep other sites out.
+    # Comma-separated origins whose pages may call the API (CORS); empty: CORS is off.
     cors_origins: Annotated[list[str], NoDecode] = []
 {%- if cookiecutter.database == "postgresql" %}
-    # postgresql+asyncpg://user:password@host:port/name (or postgres[ql]://), unprefixed as
-    # compose, platforms and migrations/env.py name it; required: no default suits production.
+    # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
     database_url: SecretStr = Field(
         default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
     )
-    # Connections all this server's workers may open, an equal share each (db/engine.py's
-    # pool_size); replicas x this (+ migrations) must stay below PostgreSQL's max_connections.
+    # Connections this server's workers may open together (docs/database.md, the budget).
     database_max_connections: int = Field(default=20, ge=1, le=10_000)
     # PostgreSQL cancels a longer statement; unset: 80 % of the deadline, always below it (504).
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
     # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (< deadline).
     database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
-    # Whether /readyz answers 503 while the database is away. Off: every pod shares the
-    # database, so its outage would take every pod out of the load balancer at once, and
-    # clients would get the balancer's bare 503 instead of the app's JSON 503 with
-    # Retry-After; /readyz still reports it (body, log, metric). On suits a pod that has
-    # replicas elsewhere with a database of their own (docs/kubernetes.md).
+    # /readyz 503 while the database is away; off, it only reports it (docs/kubernetes.md).
     readiness_requires_database: bool = False
-    # The worker count gunicorn decided (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
+    # gunicorn's worker count (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(
         default=1, ge=1, le=1024,
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
@@ -131,8 +101,7 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _leave_the_stack_its_variables(cls, data: Any) -> Any:
-        # .env is the serving stack's too: its unprefixed variables (PORT, RUN_DIR, ...) reach
-        # this model as unknown keys, and extra="forbid" would refuse them as misspellings.
+        # .env's stack variables (PORT, ...) are no misspellings for extra="forbid" to refuse.
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k in cls.model_fields or k not in STACK_KEYS}
         return data
@@ -159,8 +128,7 @@ class Settings(BaseSettings):
         if parts.scheme not in DATABASE_SCHEMES:
             scheme = f"{parts.scheme}://" if parts.scheme else "nothing"
             raise ValueError(f"DATABASE_URL must start with postgresql+asyncpg://, not {scheme}")
-        try:
-            # Else asyncpg would fail at its first connection, in a traceback quoting the URL.
+        try:  # else asyncpg fails at its first connection, in a traceback quoting the URL
             parts.port  # noqa: B018 (read for the ValueError it raises)
         except ValueError:
             message = f"DATABASE_URL has a port that is not a number from 0 to 65535: {example}"
@@ -169,13 +137,13 @@ class Settings(BaseSettings):
 
     @property
     def statement_timeout_seconds(self) -> float:
-        """The statement timeout in force: the explicit one, or 80 % of the request deadline."""
+        """The explicit statement timeout, or 80 % of the request deadline."""
         explicit = self.database_statement_timeout_seconds
         return explicit or self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
 
     @property
     def connect_timeout_seconds(self) -> float:
-        """The connect (and pool wait) timeout in force: explicit, or 5 s within the deadline."""
+        """The explicit connect (and pool wait) timeout, or 5 s within the deadline."""
         share = self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
         return self.database_connect_timeout_seconds or min(CONNECT_TIMEOUT_SECONDS, share)
 

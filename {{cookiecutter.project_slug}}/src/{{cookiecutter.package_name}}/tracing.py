@@ -1,17 +1,8 @@
 """OpenTelemetry traces through FastAPI's native telemetry, configured by OTEL_* variables only.
 
-Inputs: the standard OpenTelemetry environment variables, read by FastAPI and the SDK at the
-application's start (in each gunicorn worker, after the fork): ``OTEL_EXPORTER_OTLP_ENDPOINT``
-or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (unset: nothing is exported, and nothing is
-traced), ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``,
-``OTEL_SDK_DISABLED``. Depends on fastapi >= 0.165 and, to export, on
-``fastapi[opentelemetry]`` (the SDK and the OTLP/HTTP exporter).
-
-With no endpoint FastAPI's telemetry is switched off outright: left on, it asks the
-OpenTelemetry API for three global providers on every request only to find none, about 27k
-instructions per request, 7 % of GET /livez (docs/observability.md, "What it costs"). A
-``traceparent`` header continues the caller's trace: nginx forwards it only from the load
-balancers in TRUSTED_PROXIES (deploy/nginx.conf), so an outside client cannot pick trace ids.
+Read at each worker's start; no endpoint set: telemetry off outright, which saves 7 % of a
+small request (docs/observability.md, Traces and What it costs). Depends on fastapi >= 0.165
+and, to export, ``fastapi[opentelemetry]``.
 """
 
 from __future__ import annotations
@@ -26,8 +17,7 @@ if TYPE_CHECKING:
 
     from fastapi.telemetry import TelemetryConfig
 
-# Any of these set (and the SDK not disabled) turns tracing on; FastAPI's auto-configuration
-# then adds an OTLP/HTTP exporter per signal whose endpoint is set.
+# Any of these set (and the SDK not disabled) turns tracing on, exporting over OTLP/HTTP.
 ENDPOINT_VARIABLES = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -46,15 +36,10 @@ def telemetry_config(environ: Mapping[str, str] = os.environ) -> TelemetryConfig
     """FastAPI's telemetry options for this service, from the OTEL_* variables."""
     on = exporting(environ)
     return {
-        # Add the OTLP exporters from the standard endpoint variables, without FastAPI's
-        # own FASTAPI_OTEL_AUTO_CONFIGURE switch: OTEL_* variables alone decide.
-        "auto_configure": on,
+        "auto_configure": on,  # OTEL_* alone decide, not FASTAPI_OTEL_AUTO_CONFIGURE
         "tracing": on,
-        # Unhandled exceptions and validation failures as OpenTelemetry log records.
-        "logs": on,
-        # Prometheus already measures each request (middleware/metrics.py): a second
-        # histogram per request would double that cost for the same numbers.
-        "metrics": False,
+        "logs": on,  # unhandled exceptions and validation failures as log records
+        "metrics": False,  # Prometheus measures each request already (middleware/metrics.py)
     }
 
 

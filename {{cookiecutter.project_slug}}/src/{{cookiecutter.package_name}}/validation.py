@@ -1,17 +1,8 @@
 """Bounded answers to requests that fail validation: 400 for a body that is not JSON, else 422.
 
-Depends on FastAPI (``RequestValidationError``) and on ``REQUEST_ID`` from
-middleware/request_id.py; main.py registers ``validation_error_handler`` for
-``RequestValidationError``.
-
-FastAPI's own handler echoes each error's ``input`` through ``jsonable_encoder``: a body just
-under nginx's 1 MiB limit with 100 000 unknown keys cost 6.6 s of CPU in one worker and a
-9.9 MB reply, and ``NaN``/``Infinity`` or a lone surrogate (``"\\ud800"``) made its reply
-raise: a 500. This handler's answer is bounded whatever the input: at most ``MAX_ERRORS``
-errors with ``type``, ``loc`` and ``msg`` only (OpenAPI's HTTPValidationError), never the
-input, ``error_count`` counting them all; strings cut to ``MAX_TEXT``, locations to
-``MAX_LOC`` parts, lone surrogates replaced, so encoding cannot fail; a body that is not JSON
-at all is 400, as POST /items documents, not 422.
+FastAPI's own handler echoes every error's input (seconds of CPU, megabytes, even a 500): this
+answer is bounded whatever the input and never holds it (docs/app.md, Validation errors).
+main.py registers ``validation_error_handler`` for ``RequestValidationError``.
 """
 
 from __future__ import annotations
@@ -39,11 +30,10 @@ _ELLIPSIS = "..."
 
 
 def _text(value: object) -> str:
-    """A short, always-encodable string: cut to MAX_TEXT, lone surrogates replaced."""
+    """A short, always-encodable string: cut to MAX_TEXT, lone surrogates made "?"."""
     text = value if isinstance(value, str) else str(value)
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - len(_ELLIPSIS)] + _ELLIPSIS
-    # "replace" turns what UTF-8 cannot hold (a lone surrogate) into "?".
     return text.encode("utf-8", "replace").decode("utf-8")
 
 

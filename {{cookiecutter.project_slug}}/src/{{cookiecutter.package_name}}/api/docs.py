@@ -1,16 +1,6 @@
-"""The API documentation page, /docs (Swagger UI), served offline.
-
-Depends on FastAPI and fastapi-offline, for the Swagger UI bundle it ships: no CDN, so the
-page works offline and runs no third-party script on the service's origin. main.py calls
-``add_api_docs(app)`` when the ``api_docs`` setting is on.
-
-The page carries a Content-Security-Policy that its own assets satisfy: scripts and styles
-only from this origin (the start-up code is a file, not an inline script), nothing fetched
-from elsewhere, never framed. The template's battery (``battery/test_docs_browser.py``)
-renders it in headless Chromium under that header and fails on any CSP violation.
-
-No ReDoc page (FastAPI's /redoc): its bundle always fetches a logo from cdn.redoc.ly and
-writes inline styles, so it cannot run under this policy.
+"""The API documentation page, /docs (Swagger UI), served offline from fastapi-offline's bundle
+under a Content-Security-Policy its own assets satisfy; no ReDoc, which cannot run under it
+(docs/app.md, API docs). main.py calls ``add_api_docs(app)`` when ``api_docs`` is on.
 """
 
 from html import escape
@@ -24,16 +14,13 @@ from fastapi.staticfiles import StaticFiles
 ASSETS_URL = "/docs/assets"
 ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 
-# Scripts and styles from this origin only, no inline script, no eval; the schema fetched
-# from here; Swagger UI's icons are data: URIs in its stylesheet; no <base>, no form posts,
-# never inside a frame.
+# This origin's scripts and styles only (no inline script, no eval); icons are data: URIs.
 DOCS_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
-# Swagger UI's start-up, as FastAPI's own page configures it, reading the schema's URL from
-# the page, so the page needs no inline script.
+# Swagger UI's start-up as FastAPI configures it, a file so the page has no inline script.
 SWAGGER_INIT_JS = """\
 "use strict";
 const target = document.getElementById("swagger-ui");

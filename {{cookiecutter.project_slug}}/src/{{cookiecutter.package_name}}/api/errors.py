@@ -1,9 +1,5 @@
-"""The app's own HTTP errors (an unknown path's 404, a 405, an endpoint's ``HTTPException``) as
-JSON with the request id, like every other error body: the 422's (validation.py), the 500's
-and the 504's (the error guard, the deadline), nginx's own. Depends on Starlette and
-request_context.py; main.py registers ``http_error_handler`` for Starlette's HTTPException,
-of which FastAPI's is a subclass.
-"""
+"""The app's own HTTP errors (404, 405, an endpoint's ``HTTPException``) as JSON with the
+request id, like every other error body; main.py registers ``http_error_handler``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Health endpoints for orchestrators and load balancers.
-
-``GET /livez``: the process answers; it touches nothing else, so a slow database never gets
-a healthy process restarted. ``GET /readyz``: this worker can serve. It runs the registered
-readiness checks (readiness.py, found on ``app.state.readiness``) and reports every outcome;
-503 only when a *required* one fails. A shared dependency (the database) is reported, not
-required, by default: a pod is no less able to answer its JSON 503 while it is away
-(docs/kubernetes.md says why and how to change it).
+"""Health endpoints: ``GET /livez``, the process answers (touching nothing else), and
+``GET /readyz``, this worker can serve: readiness.py's checks, every outcome reported, 503 only
+when a required one fails (the database is not, by default: docs/kubernetes.md, Probes).
 """
 
 from typing import Literal
@@ -28,11 +23,9 @@ class Readiness(BaseModel):
     """Whether this worker takes traffic, and each check's outcome."""
 
     status: Literal["ready", "not ready"]
-    # Every check that did not pass, required or not.
-    failing: list[str]
+    failing: list[str]  # every check that did not pass, required or not
     checks: dict[str, Outcome]
-    # The checks whose failure makes the status "not ready" (503); the others are reported.
-    required: list[str]
+    required: list[str]  # the checks whose failure makes the status "not ready" (503)
 
 
 _ALIVE = Liveness()

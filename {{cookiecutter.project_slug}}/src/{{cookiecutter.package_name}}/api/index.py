@@ -1,9 +1,5 @@
-"""``GET /``: what this service is and where to go next, as a small JSON index.
-
-Depends on FastAPI and pydantic; reads ``app.state.settings`` (settings.py) to list the
-API docs only where they are served. Someone opening the service's address in a browser,
-or ``scripts/demo``'s first link, gets the links that answer instead of a 404.
-"""
+"""``GET /``: the service's name and the paths that answer (the API docs only where served),
+so its address in a browser gets links instead of a 404. Reads ``app.state.settings``."""
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
@@ -16,8 +12,7 @@ class Index(BaseModel):
 
     name: str
     health: list[str]
-    # Only with the api_docs setting on (development by default); null otherwise.
-    docs: str | None
+    docs: str | None  # null unless the api_docs setting is on
     openapi: str | None
 
 

@@ -1,14 +1,13 @@
-"""An example resource to copy, then replace. It keeps no state: the id carries the item.
+{% if cookiecutter.database == "postgresql" -%}
+"""The example item's input model, shared by the routes (items_db.py) and the queries (db/)."""
 
-Depends on FastAPI and pydantic only. Why no store: the service runs several worker processes
-and, in production, several containers; a dict in one worker's memory would make a GET after
-a POST answer 200 or 404 depending on which worker took it. State belongs in a database
-shared by every worker; until you add one, the item's id is the item itself (base64url of its
-canonical JSON). Replace ``encode``/``decode`` with your database.
+from typing import Annotated
 
-The shape to keep: pydantic models for bodies and answers, and a declared return type on
-every endpoint, so FastAPI validates and serialises through pydantic-core (its fast path)
-and the models appear in the OpenAPI schema.
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+{%- else -%}
+"""An example resource to copy, then replace. It keeps no state: the id carries the item
+(base64url of its canonical JSON), as a worker's memory is not shared (docs/app.md, Items).
+Keep the shape: pydantic models in and out, a declared return type on every endpoint.
 """
 
 import base64
@@ -21,24 +20,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .body_limits import max_body_bytes
 
 router = APIRouter(prefix="/items", tags=["items"])
+{%- endif %}
 
 Tag = Annotated[str, Field(min_length=1, max_length=30)]
-# The longest item (a 100-character name and 10 tags of 30, each character at worst a 6-byte
-# JSON escape) encodes to about 3,300 characters: under this, and under nginx's 8 KB
-# request line. Ids are base64url, so the URL needs no escaping and stays that short.
-MAX_ID_LENGTH = 4096
-ItemId = Annotated[str, Field(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")]
-# The largest POST /items body: the longest valid item is about 3,300 bytes of JSON; twice
-# that and more for a client's whitespace. nginx refuses larger ones (deploy/nginx.conf's
-# `location = /items`, 8k), so the worst body costs validation 8 KiB, not 1 MiB.
+# The largest POST /items body: twice the longest valid item and more for whitespace;
+# deploy/nginx.conf's `location = /items` refuses larger ones before the app reads them.
 ITEM_BODY_BYTES = 8 * 1024
 
 
 class ItemIn(BaseModel):
     """What a client sends to create an item."""
 
-    # Unknown keys are a client bug worth a 422, not something to drop silently; strict,
-    # so the API accepts exactly what its schema says (no `false` or "12" as an integer).
+    # Unknown keys are a 422; strict: exactly what the schema says (no "12" as an integer).
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
@@ -53,6 +46,12 @@ class ItemIn(BaseModel):
         if isinstance(value, float) and value.is_integer():
             return int(value)
         return value
+{%- if cookiecutter.database != "postgresql" %}
+
+
+# The longest item encodes to about 3,300 characters: under this and nginx's 8 KB URI.
+MAX_ID_LENGTH = 4096
+ItemId = Annotated[str, Field(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
 class Item(ItemIn):
@@ -69,11 +68,7 @@ def encode(new: ItemIn) -> Item:
 
 
 def decode(item_id: str) -> Item | None:
-    """Return the item ``item_id`` names, or None when it names none.
-
-    The id comes from the client: anything that is not exactly the canonical encoding of a
-    valid item (bad base64, not JSON, invalid fields, another spelling) names no item.
-    """
+    """The item ``item_id`` names: only the exact canonical encoding of a valid item names one."""
     try:
         raw = base64.urlsafe_b64decode(item_id + "=" * (-len(item_id) % 4))
         item = encode(ItemIn.model_validate_json(raw))
@@ -106,3 +101,4 @@ async def get_item(
 async def create_item(new: ItemIn) -> Item:
     """Create an item from a JSON body and return it with its id."""
     return encode(new)
+{%- endif %}

@@ -1,5 +1,5 @@
-"""The example items resource, stored in PostgreSQL: main.py includes it instead of items.py.
-Depends on FastAPI, api/items.py's models and db/ (the lifespan's ``app.state.database``)."""
+"""The example items resource, stored in PostgreSQL (docs/database.md). Depends on FastAPI,
+api/items.py's model and db/ (the lifespan's ``app.state.database``)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 
     from {{ cookiecutter.package_name }}.db.engine import Database
 
-# PostgreSQL's BIGINT, the type of ids and of OFFSET: past it the query itself would fail.
+# PostgreSQL's BIGINT, of ids and OFFSET: past it the query itself would fail.
 BIGINT_MAX = 2**63 - 1
-# PostgreSQL text cannot hold NUL (valid JSON): a pattern, so the OpenAPI schema says it and
-# such a body is a 422, never a failed INSERT (pydantic refuses lone surrogates already).
+# PostgreSQL text cannot hold NUL: a pattern, so the schema says so and it is a 422, not a 500.
 NO_NUL = r"^[^\x00]*$"
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "The database is unavailable"}}
 
@@ -33,10 +32,8 @@ router = APIRouter(prefix="/items", tags=["items"], responses=UNAVAILABLE)
 class NewItem(ItemIn):
     """What a client sends to create an item: ItemIn, in characters PostgreSQL can store."""
 
-    # ItemIn's limits (api/items.py), plus the pattern.
     name: Annotated[str, Field(min_length=1, max_length=100, pattern=NO_NUL)]
-    # pydantic copies a field's default for each instance: the shared-list bug RUF012 guards
-    # against cannot happen (ruff knows only direct BaseModel subclasses).
+    # RUF012: ruff misses that this is a pydantic model, which copies the default per instance.
     tags: Annotated[list[Annotated[Tag, Field(pattern=NO_NUL)]], Field(max_length=10)] = []  # noqa: RUF012
 
 
@@ -50,8 +47,7 @@ async def session(request: Request) -> AsyncIterator[AsyncSession]:
         await close_session(new_session)
 
 
-# scope="function": the session closes before the response starts, so its connection is back
-# at once and an error closing it still gets an answer (not a cut connection: nginx's 502).
+# scope="function": closed before the response starts, so an error closing it gets an answer.
 Session = Annotated[AsyncSession, Depends(session, scope="function")]
 
 
@@ -75,7 +71,6 @@ async def get_item(item_id: int, db: Session) -> queries.StoredItem:
     return item
 
 
-# 400: FastAPI's own answer to a body it cannot decode, before validation (422) runs.
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,

@@ -1,20 +1,7 @@
-"""The readiness checks ``GET /readyz`` runs: one named async check per dependency.
-
-Depends on the standard library only. Register a check where the dependency is created,
-usually in the application's lifespan, for example::
-
-    checks.add("database", lambda: pool.ping(), required=False)
-
-A check returns True when ready. False, an exception or running past ``timeout_seconds``
-marks it failing; the exception goes to the log, never into the response. A required check
-that fails makes /readyz 503 (the pod leaves the load balancer); one with ``required=False``
-is only reported (in the body, the log and ``on_outcome``): a dependency every pod shares
-(a database) would otherwise take every pod out at once, so clients would get the load
-balancer's bare 503 instead of the app's own JSON 503 with Retry-After (docs/kubernetes.md).
-
-Logs: one line when a check's outcome changes (warning when it turns bad, info when it
-recovers), per worker; a failure that repeats is logged at debug, with its traceback, so
-probes every few seconds against a stopped database do not flood the log.
+"""The readiness checks ``GET /readyz`` runs: one named async check per dependency, registered
+where it is created (main.py's lifespan). A check returns True when ready; False, an exception
+or a timeout fails it. Only a required one makes /readyz 503 (docs/kubernetes.md, Probes).
+Logged once per change of outcome; a repeated failure at debug, with its traceback.
 """
 
 from __future__ import annotations
@@ -26,9 +13,9 @@ from typing import Literal
 
 Check = Callable[[], Awaitable[bool]]
 Outcome = Literal["ok", "failed", "timed out", "error"]
-# Told each check's outcome after every run: a metric (middleware/metrics.py) records it.
+# Told each check's outcome after every run (middleware/metrics.py's gauge).
 OutcomeHook = Callable[[str, Outcome], None]
-# An exception's message in the state-change line is cut here: one line, whatever it said.
+# An exception's message in the log line is cut here: one line, whatever it said.
 _MAX_REASON = 200
 
 logger = logging.getLogger(__name__)
@@ -45,20 +32,16 @@ class ReadinessChecks:
     def __init__(
         self, *, timeout_seconds: float = 2.0, on_outcome: OutcomeHook | None = None
     ) -> None:
-        # Below the probe's own timeout (k8s/base/deployment.yaml: 5 s), so /readyz answers
-        # naming the slow check instead of the probe timing out.
+        # Below the probe's timeout (k8s/base/deployment.yaml), so /readyz names the slow check.
         self.timeout_seconds = timeout_seconds
         self.on_outcome = on_outcome
         self._checks: dict[str, Check] = {}
         self._required: dict[str, bool] = {}
-        # Each check's last outcome in this worker: a change is logged once (module docstring).
+        # Each check's last outcome in this worker: a change is logged once.
         self._last: dict[str, Outcome] = {}
 
     def add(self, name: str, check: Check, *, required: bool = True) -> None:
-        """Register ``check`` under ``name``; a second check with the same name is an error.
-
-        ``required=False``: the check is run and reported, but never makes /readyz 503.
-        """
+        """Register ``check`` under a new ``name``; ``required=False``: reported, never a 503."""
         if name in self._checks:
             raise ValueError(f"a readiness check named {name!r} is already registered")
         self._checks[name] = check

@@ -1,7 +1,7 @@
-"""The database engine and its pool: one per worker, made in the app's lifespan, never at import
-(gunicorn forks after importing; a pool opened before would be shared); a database that cannot
-answer gives a JSON 503 with Retry-After, other database errors (a bug) stay the error guard's
-500. Depends on SQLAlchemy, Starlette and request_context.py (the 503 names the request id)."""
+"""The database engine and its pool, one per worker, opened in the app's lifespan (after
+gunicorn forks); an unavailable database is a JSON 503, a database bug stays a 500
+(docs/database.md). Depends on SQLAlchemy, Starlette and request_context.py.
+"""
 
 from __future__ import annotations
 
@@ -45,16 +45,15 @@ class Database:
     sessions: async_sessionmaker[AsyncSession]
 
     async def ping(self) -> bool:
-        """The readiness check (reported, not required: main.py): a round trip through the pool."""
+        """The readiness check: a round trip through the pool."""
         async with self.engine.connect() as connection:
             await connection.execute(text("SELECT 1"))
         return True
 
 
 def pool_size(budget: int, workers: int) -> int:
-    """A worker's pool: ``budget // workers`` connections (ValueError if none), no overflow, as
-    overflow connections close at each return to a full pool: the lab measured half the share
-    as overflow at 290-340 sessions per quick run, not 42, and 1.4-1.7 x fewer requests/s."""
+    """A worker's pool: ``budget // workers`` connections (ValueError if none), no overflow:
+    overflow connections close at each return (docs/database.md, Connections)."""
     if workers < 1:
         raise ValueError(f"the worker count must be at least 1, not {workers}")
     share = budget // workers
@@ -71,16 +70,12 @@ def create_engine(settings: Settings) -> AsyncEngine:
         settings.database_url.get_secret_value(),
         pool_size=pool_size(settings.database_max_connections, settings.workers),
         max_overflow=0,  # the share is the whole pool: pool_size says why
-        # Waiting for a free pooled connection fails as fast as opening a new one would.
-        pool_timeout=settings.connect_timeout_seconds,
-        # A connection the server dropped (a restart, a failover) is found and replaced
-        # before a request uses it, instead of failing that request.
-        pool_pre_ping=True,
+        pool_timeout=settings.connect_timeout_seconds,  # a pooled one as fast as a new one
+        pool_pre_ping=True,  # replace a connection the server dropped before a request uses it
         connect_args={
             "timeout": settings.connect_timeout_seconds,
             "server_settings": {
-                # PostgreSQL itself cancels a statement past it: below the request deadline,
-                # so the app answers (503) before the deadline middleware's 504.
+                # Below the request deadline: the app answers 503 before the deadline's 504.
                 "statement_timeout": str(round(settings.statement_timeout_seconds * 1000)),
                 "application_name": APPLICATION_NAME,
             },
@@ -98,12 +93,10 @@ async def open_database(settings: Settings) -> AsyncIterator[Database]:
         await engine.dispose()
 
 
-# The driver's errors (sorted by unavailable()), the pool's wait running out, and asyncpg's
-# connect errors, unwrapped: refused or reset, timed out, a name that does not resolve. Not
-# OSError as a whole: a file the app fails to read is no database outage.
+# The driver's errors (sorted by unavailable()), the pool's wait, asyncpg's connect errors
+# (refused, timed out, a name that does not resolve); not all OSErrors: a file is no database.
 UNAVAILABLE_ERRORS = (DBAPIError, PoolTimeoutError, ConnectionError, TimeoutError, socket.gaierror)
-# SQLSTATEs for "not now": class 08 (connection) by prefix; query canceled (statement timeout,
-# fast shutdown), admin/crash shutdown, starting up, too many connections.
+# "Not now": class 08 (connection); canceled, shutting down, starting up, too many clients.
 _UNAVAILABLE_STATES = frozenset({"57014", "57P01", "57P02", "57P03", "53300"})
 # Seconds a client should wait: a restart takes a few, and readiness takes the pod out.
 RETRY_AFTER = "2"
@@ -123,15 +116,13 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
         raise exc
     extra = {"error": type(exc).__name__, "path": request.url.path}
     logger.warning("database unavailable", extra=extra)
-    # The request id, as in every JSON error body (the 422's, nginx's own 503's).
-    detail = "the database is unavailable; retry shortly"
-    body = {"detail": detail, "request_id": REQUEST_ID.get()}
+    body = {"detail": "the database is unavailable; retry shortly", "request_id": REQUEST_ID.get()}
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 
 async def close_session(session: AsyncSession) -> None:
-    """Close a request's session even if its connection was lost: a create has committed, so
-    its answer stands (a 503 would make the client create it twice); the pool replaces it."""
+    """Close a request's session even if its connection was lost: a committed create's answer
+    stands (docs/database.md, When the database is down)."""
     try:
         await session.close()
     except UNAVAILABLE_ERRORS as exc:

@@ -1,14 +1,7 @@
 """Write one structured log line per HTTP request, after the response is done.
 
-Fields (the project's access-log contract): ``method``, ``path``, ``status``,
-``duration_ms``, ``request_id``, ``client``. Depends on Starlette's ASGI types, on
-``access_record()`` from logs.py, on response.py (the shared send wrapper, which records the
-status) and on ``REQUEST_ID`` from request_id.py, which must run outside this middleware.
-
-The path is logged without the query string, which often carries tokens. This runs on
-every request, so the record comes from ``access_record()``, which skips what ``Logger.info``
-and ``LogRecord()`` would redo each time (the caller's stack frame, thread and process
-names); handlers, filters and levels apply as to any record.
+Fields: ``method``, ``path`` (no query string: it often carries tokens), ``status``,
+``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``.
 """
 
 from __future__ import annotations

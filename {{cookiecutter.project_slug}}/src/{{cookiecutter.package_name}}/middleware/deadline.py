@@ -1,24 +1,9 @@
 """Bound each HTTP request's total time: past the deadline, cancel it and answer 504.
 
-Input: ``timeout_seconds`` (settings.py reads it from ``..._REQUEST_TIMEOUT_SECONDS``).
-Depends on Starlette's ASGI types, asyncio (uvicorn and gunicorn's workers run asyncio),
-response.py (the shared send wrapper, which tells whether the response has started) and
-``REQUEST_ID`` from request_id.py, which must run outside this middleware.
-
-Nothing else bounds an async request: gunicorn's ``timeout`` only watches for a blocked
-event loop, and nginx's ``proxy_read_timeout`` restarts at every read (the stack keeps it
-above this deadline plus one tick, so the client gets this JSON 504, not nginx's page).
-
-A timer per request (``asyncio.timeout``) measured 7-10 us per request on uvloop, about 8 %
-of a small JSON request. So one sweeper per event loop wakes every ``tick`` (a tenth of the
-deadline, at most 0.1 s) while requests are in flight and cancels those past their deadline:
-a request fires between ``timeout_seconds`` and ``timeout_seconds + tick``. One shared
-timeout keeps the in-flight table in deadline order: a tick looks at the expired only.
-
-A synchronous (``def``) endpoint runs in a thread, which cannot be interrupted: the client
-gets its 504 on time, but the thread runs on and holds one of AnyIO's thread tokens until
-then. A started response cannot become a 504: ``DeadlineExceeded`` reaches the server,
-which aborts the connection, so the client sees a truncated response.
+Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
+sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
+``timeout_seconds`` and ``timeout_seconds + tick`` (docs/app.md, Deadline, also on threads
+and started responses). request_id.py must run outside this.
 """
 
 from __future__ import annotations
@@ -46,12 +31,10 @@ class _Sweeper:
     def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
         self.loop = loop
         self.tick = tick
-        # task -> deadline; insertion order is deadline order (one shared timeout). Deadlines
-        # are time.monotonic() values, not loop.time(): the same clock on every loop, and a C
-        # call where asyncio's loop.time() is a Python method.
+        # task -> monotonic() deadline (a C call, unlike loop.time()); insertion order is
+        # deadline order, as every request has the same timeout.
         self.inflight: dict[asyncio.Task[object], float] = {}
-        # The tasks this sweeper cancelled, until their request ends: rare, so the common
-        # path only tests that the set is empty.
+        # The tasks this sweeper cancelled, until their request ends (rare: usually empty).
         self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
@@ -101,14 +84,12 @@ class DeadlineMiddleware:
         try:
             await self.app(scope, receive, response.send)
         except CancelledError:
-            # Ours only if we cancelled it and nobody else did since (a server shutdown, say):
-            # uncancel() returns how many cancellations remain once ours is taken back.
+            # Ours only if we cancelled it and nobody else did since (a server shutdown, say).
             if task not in expired or task.uncancel():
                 raise
         else:
             if expired and task in expired:
-                # The app swallowed our cancellation and finished anyway: rebalance the
-                # task's cancel count, or asyncio.timeout() higher up would misread it.
+                # The app swallowed our cancellation: rebalance it for asyncio.timeout() above.
                 task.uncancel()
             return
         finally:

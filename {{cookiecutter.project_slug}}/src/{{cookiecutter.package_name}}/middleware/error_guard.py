@@ -1,14 +1,8 @@
 """Turn an unhandled exception into a JSON 500 that carries the request id, and log it.
 
-Depends on Starlette's ASGI types, response.py (the shared send wrapper, which tells whether
-the response has started) and ``REQUEST_ID`` from request_id.py, which must run outside this
-middleware (so does the access log, which then records the 500).
-
-Starlette's own last-resort handler sits outside every user middleware, so its 500 would
-lack the headers our middleware add (the request id). This guard answers itself instead. The
-traceback goes to the log with the request id, and to the request's span when tracing is on
-(tracing.py; without it the call does nothing); the body never holds it, unless ``debug`` is
-on, which settings.py refuses in production.
+Starlette's own 500 comes from outside every user middleware, without our headers; so this
+guard answers itself. The traceback goes to the log and the span, never to the body unless
+``debug`` (refused in production). request_id.py must run outside this.
 """
 
 from __future__ import annotations
@@ -46,12 +40,10 @@ class ErrorGuardMiddleware:
             self.logger.exception(
                 "unhandled exception", extra={"method": scope["method"], "path": scope["path"]}
             )
-            # FastAPI's telemetry sees exceptions only outside all user middleware, where this
-            # guard has already answered: the span gets the exception (type, stack) from here.
+            # FastAPI's telemetry would never see it (this guard answers): record it here.
             trace.get_current_span().record_exception(exc)
             if response.status is not None:
-                # Too late for a 500: re-raise so the server closes the connection and the
-                # client sees a truncated response rather than a complete-looking one.
+                # Too late for a 500: the server aborts, the client sees a truncated response.
                 raise
             payload: dict[str, object] = {"detail": "Internal Server Error"}
             payload["request_id"] = REQUEST_ID.get()

@@ -1,11 +1,7 @@
 """Give every HTTP request an id, echo it in the response, and expose it to logs.
 
-Input: the ``X-Request-ID`` request header (nginx sends ``$request_id``, 32 hex characters).
-Depends on Starlette's ASGI types, response.py (the shared send wrapper) and
-request_context.py, where ``REQUEST_ID`` lives; other modules read the id through it.
-
-An incoming id is kept only when it is well-formed, so a client cannot inject quotes, line
-breaks or megabytes into every log line; otherwise a fresh id in nginx's format is made.
+Input: ``X-Request-ID`` (nginx sends ``$request_id``), kept only when well-formed, so a client
+cannot inject quotes, line breaks or megabytes into every log line; else a fresh id.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-# Re-exported (`as`): the middleware inside read the id from here.
+# Re-exported: the middleware inside read the id from here (it lives in request_context.py).
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
 
 from .response import tracker

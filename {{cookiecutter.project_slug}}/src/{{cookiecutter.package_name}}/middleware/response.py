@@ -1,13 +1,6 @@
 """The one send wrapper of a request, shared by every middleware that watches the response,
-and ``send_json``, the whole-response answer of the error guard and the deadline.
-
-Depends on Starlette's ASGI types and json only. The request id, access log, deadline and
-error guard all need something from the response on its way out: a header added, its status,
-whether it has started. Each wrapping ``send`` on its own cost about 4,000 instructions per
-request (two coroutines per response, measured by the template's cost gate, valgrind's
-cachegrind), more than all the rest of its work. So the outermost of them wraps ``send`` once
-in a ``ResponseTracker`` and passes it inward; the inner ones find it as their ``send`` and
-use it instead of wrapping again (``tracker(send)``). Used alone, each makes its own.
+and ``send_json``, the whole-response answer of the error guard and the deadline. A wrapper
+per middleware cost ~4,000 instructions a request (docs/app.md, One send wrapper).
 """
 
 from __future__ import annotations
@@ -23,23 +16,16 @@ if TYPE_CHECKING:
 
 class ResponseTracker:
     """Records the response's status and adds ``headers`` to its start; ``send`` is the wrapper.
-
-    Make one with ``tracker(send)`` and pass its bound ``send`` inward. No ``__init__``: the
-    class attributes are the defaults, which makes creating one, once per request, cheaper.
-    A bound method rather than ``__call__``: calling an instance costs more than calling a
-    method (measured, about 1,000 instructions per message).
-    """
+    Made by ``tracker(send)``; no ``__init__`` and no ``__call__``, as both cost more."""
 
     inner: Send
     # None until http.response.start has gone through: the response has not started.
     status: int | None = None
-    # Appended to the response's own headers, e.g. the request id. Replace, never mutate:
-    # this default is shared.
+    # Appended to the response's own headers (the request id). Replace, never mutate: shared.
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
     def send(self, message: Message) -> Awaitable[None]:
-        # A plain method returning the inner send's awaitable: no coroutine of its own, which
-        # halves what a wrapper costs per message.
+        # Returns the inner send's awaitable: no coroutine of its own halves a wrapper's cost.
         if message["type"] == "http.response.start":
             self.status = message["status"]
             if self.headers:
@@ -49,12 +35,8 @@ class ResponseTracker:
 
 
 def tracker(send: Send) -> ResponseTracker:
-    """The request's tracker: the one ``send`` belongs to when an outer middleware made it,
-    else a new one.
-
-    Only a tracker met directly is reused: behind another middleware's own send wrapper the
-    tracker would miss what that wrapper sends, so a new one is made below it.
-    """
+    """The tracker ``send`` belongs to, else a new one. Only one met directly is reused: behind
+    another middleware's wrapper it would miss what that wrapper sends."""
     owner = getattr(send, "__self__", None)
     if type(owner) is ResponseTracker:
         return owner
