@@ -1,9 +1,7 @@
-# gunicorn's configuration: uvicorn workers serving the ASGI app on a unix socket that only
-# nginx (same user, or in the app's group) may reach. The runner starts gunicorn with it:
-# python -m gunicorn -c deploy/gunicorn.conf.py. Each value comes from the stack's settings
-# ({{ cookiecutter.package_name }}_stack.settings: the environment and .env, bounded and documented in
-# docs/settings.md; a wrong value stops gunicorn with one line naming it); the classes and
-# hooks are code in {{ cookiecutter.package_name }}_stack.gunicorn_config. Needs gunicorn >= 25.1 and uvicorn-worker.
+# gunicorn's configuration: uvicorn workers serving the ASGI app on a unix socket only nginx
+# may reach; the runner starts `python -m gunicorn -c deploy/gunicorn.conf.py`. Each value
+# comes from the stack's settings (docs/settings.md; a wrong value stops gunicorn with one
+# line naming it); classes and hooks are {{ cookiecutter.package_name }}_stack.gunicorn_config. Needs gunicorn >= 25.1.
 
 import math
 
@@ -19,8 +17,7 @@ umask = 0o117
 # nginx queues at most this many connections per nginx worker beyond what gunicorn has
 # accepted; a larger kernel queue absorbs bursts instead of answering 502.
 backlog = settings.backlog
-# Since 25.1 gunicorn opens a control socket under $HOME or $XDG_RUNTIME_DIR: pointless in a
-# container and impossible on a read-only root filesystem.
+# gunicorn >= 25.1 opens a control socket under $HOME: useless here, impossible read-only.
 control_socket_disable = True
 worker_tmp_dir = stack.heartbeat_dir(settings)
 # Only nginx can reach the 0660 socket, and nginx overwrites X-Forwarded-For/-Proto, so the
@@ -46,14 +43,12 @@ keepalive = settings.keepalive
 max_requests = settings.max_requests
 max_requests_jitter = settings.max_requests_jitter
 
-# One JSON object per line on stdout, the stack's one format (jsonlog.py).
 logger_class = stack.JsonLogger
 loglevel = settings.log_level
 errorlog = "-"
 # nginx's access log already records every request with its id and timings.
 accesslog = "-" if settings.gunicorn_access_log else None
 
-# The metrics directory every worker writes to, and each worker's files allocated before
-# the app writes them (a full filesystem is then a logged error, never SIGBUS).
+# The metrics directory; each worker's files allocated before it writes (never SIGBUS).
 on_starting = stack.on_starting
 post_fork = stack.post_fork

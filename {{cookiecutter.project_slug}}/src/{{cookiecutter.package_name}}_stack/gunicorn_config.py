@@ -1,9 +1,7 @@
-"""What deploy/gunicorn.conf.py needs in code: the worker class, the JSON logger, the worker count
-and the metrics hooks.
-
-deploy/gunicorn.conf.py stays a short file of settings a person edits; it takes these by name.
-Depends on gunicorn, uvicorn-worker and the stack's own settings.py, cpus.py, jsonlog.py and
-metrics_files.py; never on the app, nor on prometheus_client (post_fork says why).
+"""What deploy/gunicorn.conf.py (a short file a person edits) takes by name: the worker class,
+the JSON logger, the worker count and the metrics hooks. Depends on gunicorn, uvicorn-worker
+and this package's settings, cpus, jsonlog and metrics_files; never on the app, nor on
+prometheus_client (post_fork says why).
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ from .jsonlog import JsonFormatter
 from .metrics_files import ARCHIVE, prepare_worker
 from .settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, StackSettings, load
 
-# Said at info level on every start or stop, and of no use to an operator: the worker class
-# (fixed in gunicorn.conf.py), and gunicorn 27 closing an already-closed listener socket on
-# exit ("Error while closing socket [Errno 9] Bad file descriptor"). Kept at debug level.
+# Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
+# 27 closing an already-closed listener on exit ("[Errno 9] Bad file descriptor").
 _NOISE = ("Using worker: %s", "Error while closing socket %s")
 _SHM = Path("/dev/shm")  # noqa: S108 - tmpfs on purpose: only gunicorn's heartbeat files go there
 
@@ -45,12 +42,8 @@ def heartbeat_dir(stack: StackSettings) -> str | None:
 
 
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
-    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS.
-
-    MIN_WORKERS defaults to two: while one worker is recycled or killed by the watchdog the
-    other serves. MAX_WORKERS to eight: each worker holds a whole copy of the app; past a
-    handful, more replicas scale better.
-    """
+    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS
+    (2: one serves while another is recycled; 8: each holds a copy of the app, replicas scale)."""
     if stack.web_concurrency is not None:
         return stack.web_concurrency, "WEB_CONCURRENCY"
     computed = round(cpus * stack.workers_per_core)
@@ -59,8 +52,7 @@ def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
 
 @functools.cache
 def workers() -> tuple[int, dict[str, Any]]:
-    """The worker count for the CPUs cpus.py counts (nginx's `auto` counts the same ones), and
-    where it came from (logged once at start)."""
+    """The worker count for the CPUs cpus.py counts (as nginx's `auto`), and its inputs."""
     cpus, facts = usable_cpus()
     count, source = worker_count(settings(), cpus)
 {%- if cookiecutter.database == "postgresql" %}
@@ -72,12 +64,8 @@ def workers() -> tuple[int, dict[str, Any]]:
 
 
 class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
-    """UvicornWorker plus what it does not map from gunicorn's settings.
-
-    graceful_timeout becomes uvicorn's timeout_graceful_shutdown (otherwise uvicorn waits for
-    open connections forever and gunicorn kills the worker mid-response), and a concurrency
-    cap makes an overloaded worker answer 503 at once instead of queueing without bound.
-    """
+    """UvicornWorker plus what it does not map: graceful_timeout (else uvicorn waits for open
+    connections until gunicorn kills it mid-response) and a concurrency cap (503 at once)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -89,8 +77,8 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
 
 
 class OperatorFilter(logging.Filter):
-    """Move gunicorn's noise (``_NOISE``) to debug level; give uvicorn's access records (their
-    %-args: client, method, path, HTTP version, status) the access-log contract's fields."""
+    """``_NOISE`` to debug level; uvicorn's access records (%-args: client, method, path, HTTP
+    version, status) get the access-log contract's fields."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg in _NOISE and record.levelno == logging.INFO:
@@ -104,8 +92,7 @@ class OperatorFilter(logging.Filter):
 
 
 class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logger is Any
-    """gunicorn's logger with the stack's JSON lines on stdout, for gunicorn's and uvicorn's
-    records (uvicorn's worker reuses these handlers)."""
+    """gunicorn's logger, JSON lines on stdout (uvicorn's worker reuses its handlers)."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -117,22 +104,17 @@ class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logg
                 handler.addFilter(OperatorFilter())
 
 
-# --- hooks: the metrics directory (metrics_listener.py, docs/observability.md) ------------
+# --- hooks: the metrics directory (docs/observability.md) ---
 
 
 def on_starting(server: Any) -> None:
-    """Log the worker-count decision once, from the master; ready the metrics directory.
-
-    Each worker writes its Prometheus values to files there, and the metrics listener adds
-    them up. Set here, before any worker imports prometheus_client (it reads the variable at
-    import), not when gunicorn.conf.py is imported: tools import that file too.
-    """
+    """Log the worker count once; ready the metrics directory (set here, before a worker
+    imports prometheus_client, not in gunicorn.conf.py, which tools import too)."""
     stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
-    # PROMETHEUS_MULTIPROC_DIR given: the runner cleaned it at its start, and a reload's new
-    # gunicorn must keep the counts. Started on its own: a previous run's files would be
-    # added to this run's counts.
+    # Given, the runner cleaned it and a reload keeps the counts; started alone, a previous
+    # run's files would add to this run's counts.
     if stack.prometheus_multiproc_dir is None and directory.is_dir():
         for stale in [*directory.glob("*.db"), directory / ARCHIVE]:
             stale.unlink(missing_ok=True)
@@ -141,14 +123,10 @@ def on_starting(server: Any) -> None:
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """In a new worker, before it imports the app: allocate its metric files (metrics_files.py).
-
-    Where the filesystem is full, one error line, and this worker serves without recording
-    metrics (prometheus_client then keeps them in memory, unread) rather than dying of
-    SIGBUS at its first write into a sparse file. That fallback needs prometheus_client not
-    imported yet: the master never imports it (a dead worker's files are the metrics
-    listener's to tend), unless the app is preloaded there; then the worker exits instead.
-    """
+    """In a new worker, before it imports the app: allocate its metric files; on a full
+    filesystem, one error line and it serves without recording metrics (in memory, unread),
+    never SIGBUS. That needs prometheus_client not imported yet: the master never imports
+    it, unless the app is preloaded there; then the worker exits instead."""
     del worker  # gunicorn's hook signature
     directory = settings().metrics_dir
     problem = prepare_worker(directory, os.getpid())

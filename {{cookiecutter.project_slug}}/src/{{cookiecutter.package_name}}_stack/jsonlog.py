@@ -1,19 +1,11 @@
-"""The one JSON log-line formatter of every process: the app, gunicorn, uvicorn and the runner.
+"""The one JSON log-line formatter of every process: the app, gunicorn, uvicorn, the runner, nginx.
 
-The contract: one JSON object per line, printable ASCII only (so valid UTF-8 whatever a
-client sent), keys in the order ``time`` (UTC, RFC 3339 with milliseconds and ``Z``),
-``level`` (lowercase), ``logger``, ``message``, ``request_id`` when known, ``trace_id`` and
-``span_id`` inside a traced request (the app's tracing.py), the record's extra fields, then
-``exception``. An extra field named like one of those keys is written as
-``extra_<name>``, never over it; a value JSON cannot hold (NaN, bytes, any object, a cycle)
-is written as a string, never as invalid JSON.
-
-Standard library only; used by the runner, gunicorn_config.py, the metrics listener and the
-app's logs.py. Nothing else formats a line: nginx's error log goes through this formatter in
-the runner's relay, and its access log (deploy/nginx.conf) is checked there.
-
-Speed: the app writes a record per request (its access log), so an ``AccessRecord`` is one
-%-format of C-escaped strings, and every record's time formats its seconds once per second.
+One printable-ASCII JSON object per line, keys in the order ``time`` (UTC, RFC 3339, ms,
+``Z``), ``level``, ``logger``, ``message``, ``request_id``, ``trace_id`` and ``span_id``
+(inside a traced request), the extra fields, ``exception`` (docs/settings.md, "Logs").
+Standard library only; used by the runner (which relays nginx's lines through it),
+gunicorn_config.py, the metrics listener and the app's logs.py. The app writes a record per
+request, so an ``AccessRecord`` is one %-format, and a second's text is formatted once.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ if TYPE_CHECKING:
     from contextvars import ContextVar
 
 _BLANK_RECORD = logging.LogRecord("", 0, "", 0, "", (), None)
-# LogRecord.__init__ sets these first, always in this order; ``extra=`` attributes follow.
+# LogRecord.__init__ sets these first, in this order; ``extra=`` attributes follow.
 _RECORD_ATTRS = len(_BLANK_RECORD.__dict__)
 # Set later by formatters (ours never do; others, pytest's for one, do), and uvicorn's
 # ANSI-coloured duplicate of the message.
@@ -46,8 +38,7 @@ LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "
 
 
 def _quote(text: str) -> str:
-    """A JSON string with everything outside printable ASCII escaped: safe for any log
-    pipeline. The C escaper leaves DEL (0x7f), an ASCII control character, as it is."""
+    """A JSON string, printable ASCII: the C escaper leaves DEL (0x7f), escaped here."""
     return encode_basestring_ascii(text).replace("\x7f", "\\u007f")
 
 
@@ -62,11 +53,8 @@ _ACCESS_LINE = (
 
 
 class AccessRecord(logging.LogRecord):
-    """A request's access-log record: every LogRecord attribute, plus the access fields.
-
-    ``method``, ``path``, ``status``, ``duration_ms``, ``request_id`` and ``client``; any
-    handler or formatter can use it like any record (the app's logs.py makes them).
-    """
+    """A request's record (the app's logs.py): plus ``method``, ``path``, ``status``,
+    ``duration_ms``, ``request_id`` and ``client``; any handler can use it like any record."""
 
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
@@ -98,13 +86,9 @@ def render_value(value: object) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record, keys in the contract's order (see the module docstring).
-
-    ``request_id``: a context variable holding the current request's id (the app passes its
-    own); a record's own ``request_id`` attribute wins over it. ``trace_ids``: a function
-    giving the current span's (trace id, span id) in hex, or None outside a traced request
-    (the app passes its tracing.current_trace_ids).
-    """
+    """One JSON object per record. ``request_id``: the context variable of the current
+    request's id (a record's own ``request_id`` wins); ``trace_ids``: gives the current span's
+    (trace id, span id) in hex, or None (the app passes its own of both)."""
 
     def __init__(
         self,
@@ -114,8 +98,7 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self._request_id = request_id
         self._trace_ids = trace_ids
-        # ('{"time":"2026-01-01T00:00:00', that second): one strftime per second, one
-        # tuple replaced whole so threads never pair a second with another's text.
+        # ('{"time":"2026-01-01T00:00:00', that second), replaced whole: thread-safe.
         self._second: tuple[str, int] = ("", -1)
 
     def format(self, record: logging.LogRecord) -> str:
@@ -165,8 +148,7 @@ class JsonFormatter(logging.Formatter):
         return "".join(parts)
 
     def _trace(self) -> str:
-        # Formatters run in the logging caller's context: inside a request, the request's
-        # span is current. The ids are hex digits: nothing to escape.
+        # Run in the caller's context: inside a request, its span. Hex digits: no escaping.
         ids = None if self._trace_ids is None else self._trace_ids()
         return "" if ids is None else f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"'
 
@@ -179,8 +161,7 @@ def _message(record: logging.LogRecord) -> str:
         return f"{record.msg!s} {record.args!r}"
 
 
-# --- lines from processes that do not log through Python: the runner relays them -------------
-
+# --- lines of processes that do not log through Python: the runner relays them ---
 LEVEL_NUMBERS = {name: number for number, name in LEVELS.items()}
 _FORMATTER = JsonFormatter()
 
@@ -204,12 +185,12 @@ def make_record(
 
 
 def json_line(logger: str, level: str, message: str, /, **fields: object) -> str:
-    """One formatted line (no newline), for a process that writes its own lines (the runner)."""
+    """One formatted line, without the newline."""
     return _FORMATTER.format(make_record(logger, level, message, fields))
 
 
 def write_line(logger: str, level: str, message: str, /, **fields: object) -> None:
-    """Write one formatted line to stdout at once (the runner's and the metrics listener's)."""
+    """Write one formatted line to stdout at once (the runner, the metrics listener)."""
     sys.stdout.write(json_line(logger, level, message, **fields) + "\n")
     sys.stdout.flush()
 
@@ -265,12 +246,10 @@ def stderr_line(logger: str, raw: bytes) -> str:
 def access_lines(block: bytes) -> bytes:
     """Lines of nginx's JSON access log (no final newline), made printable ASCII JSON lines.
 
-    nginx's ``escape=json`` escapes quotes and controls below 0x20 but copies other bytes as
-    they came: DEL, a UTF-8 or Latin-1 User-Agent, a percent-decoded ``/%ff`` path. Such a
-    block is re-encoded line by line: text as ``\\uXXXX`` escapes, DEL as ``\\u007f``, and
-    bytes that are not UTF-8 as the four characters ``\\xff`` (JSON ``"\\\\xff"``), never
-    as lone surrogates, which strict JSON readers refuse. Printable ASCII blocks, nearly
-    all, pass untouched.
+    nginx's ``escape=json`` copies DEL and bytes over 0x7f as they came (a User-Agent, a
+    ``/%ff`` path): such a block is re-encoded, text as ``\\uXXXX``, bytes that are not UTF-8
+    as ``\\xff``, never lone surrogates (strict JSON readers refuse them). Printable ASCII
+    blocks, nearly all, pass untouched.
     """
     if block.isascii() and b"\x7f" not in block:
         return block + b"\n"

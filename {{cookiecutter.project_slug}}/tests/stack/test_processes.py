@@ -1,15 +1,13 @@
-"""gunicorn's configuration and worker class, the runner's line relay and its refusal without
-nginx. In process, no network: gunicorn's classes are built, not started. (The log formatter's
-edge cases, nginx's lines included, are the template's tests: tests/test_log_format.py.)
+"""gunicorn's worker class and count, the runner's line relay and its one-line refusals. In
+process, no network: gunicorn's classes are built, not started (gunicorn.conf.py's values:
+test_settings.py; the log formatter's edge cases: the template's tests/test_log_format.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import runpy
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 from gunicorn.config import Config
@@ -17,7 +15,8 @@ from gunicorn.config import Config
 from {{ cookiecutter.package_name }}_stack import gunicorn_config, runner
 from {{ cookiecutter.package_name }}_stack.settings import load
 
-GUNICORN_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.fixture
@@ -26,19 +25,6 @@ def fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RUN_DIR", str(tmp_path))
     gunicorn_config.settings.cache_clear()
     gunicorn_config.workers.cache_clear()
-
-
-@pytest.mark.usefixtures("fresh_settings")
-def test_gunicorn_conf_keeps_the_fixed_design() -> None:
-    """The values the stack relies on: a 0660 socket, the 60 s watchdog, no control socket."""
-    conf: dict[str, Any] = runpy.run_path(str(GUNICORN_CONF))
-
-    assert conf["umask"] == 0o117, "the socket must be 0660: owner and group read/write only"
-    assert conf["bind"] == [f"unix:{Path(os.environ['RUN_DIR']) / 'gunicorn.sock'}"]
-    assert (conf["timeout"], conf["graceful_timeout"], conf["keepalive"]) == (60, 30, 75)
-    assert conf["control_socket_disable"] is True
-    assert conf["worker_class"] is gunicorn_config.Worker
-    assert conf["workers"] >= 2
 
 
 @pytest.mark.usefixtures("fresh_settings")
@@ -86,29 +72,25 @@ def test_the_relay_writes_whole_lines_only() -> None:
     assert relay.feed(long) == long.upper() + b"\n"
 
 
-def test_runner_explains_a_missing_nginx(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({"NGINX_BIN": "{tmp}/nginx"}, ["apt-get install -y nginx-light"]),
+        # A RUN_DIR that cannot be made: a file stands in its way.
+        ({"RUN_DIR": "{tmp}/file/x", "SERVE_AS_ROOT": "on"}, ["RUN_DIR={tmp}/file/x", "Not a dir"]),
+    ],
+    ids=["no nginx", "bad RUN_DIR"],
+)
+def test_the_runner_explains_what_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], environ: dict[str, str], said: list[str]
 ) -> None:
-    """Without nginx the runner exits 1 with one JSON line naming the package to install."""
-    settings = load({"NGINX_BIN": str(tmp_path / "nginx"), "RUN_DIR": str(tmp_path)})
-
-    assert runner.serve(settings) == 1
-    (line,) = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
-    assert line["level"] == "error"
-    assert "apt-get install -y nginx-light" in line["message"]
-
-
-def test_runner_explains_a_run_dir_it_cannot_use(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A RUN_DIR that cannot be made (a file stands in its way): one JSON line naming it and
-    the OS error, exit 1, no traceback."""
+    """Without nginx, or with a RUN_DIR it cannot use: exit 1 and one JSON error line naming
+    the cause (the package to install; the directory and the OS error), no traceback."""
     (tmp_path / "file").write_text("not a directory\n")
-    run_dir = tmp_path / "file" / "run"
-    settings = load({"RUN_DIR": str(run_dir), "SERVE_AS_ROOT": "on"})
+    given = {name: value.format(tmp=tmp_path) for name, value in environ.items()}
+    settings = load({"RUN_DIR": str(tmp_path), **given})
 
     assert runner.serve(settings) == 1
-    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    *_, line = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
     assert line["level"] == "error"
-    assert f"RUN_DIR={run_dir}" in line["message"]
-    assert "Not a directory" in line["message"]
+    assert all(text.format(tmp=tmp_path) in line["message"] for text in said), line

@@ -7,6 +7,7 @@ No network; the .env test runs the runner's `render` command, as `make serve` re
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -138,7 +139,8 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
 ) -> None:
     """Issue 18's bug: with the deadline in .env only, the runner's render (what `make serve`
     runs) writes nginx's timeouts from it and gunicorn drains for it{% if cookiecutter.layout == "service" %}, as the app cuts at it{% endif %};
-    the environment still wins over .env (PORT)."""
+    the environment still wins over .env (PORT). gunicorn.conf.py keeps its fixed design: a
+    0660 socket, the watchdog at least the deadline, no control socket."""
     dotenv = f"{APP_DEADLINE_NAME}=90\nPORT=9000\n"
 {%- if cookiecutter.database == "postgresql" %}
     dotenv += "DATABASE_URL=postgresql://app:not-a-placeholder@localhost/app\n"
@@ -148,8 +150,9 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     environ = {k: v for k, v in os.environ.items() if k not in variable_names()}
     environ |= {"PORT": "8000", "RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
     render = [sys.executable, "-m", "{{ cookiecutter.package_name }}_stack", "render"]
-    drain = "import runpy, sys; print(runpy.run_path(sys.argv[1])['graceful_timeout'])"
-    gunicorn = [sys.executable, "-c", drain, str(DEPLOY / "gunicorn.conf.py")]
+    names = ["bind", "graceful_timeout", "timeout", "keepalive", "umask", "control_socket_disable"]
+    values = f"import runpy, sys; c = runpy.run_path(sys.argv[1]); print([c[k] for k in {names}])"
+    gunicorn = [sys.executable, "-c", values, str(DEPLOY / "gunicorn.conf.py")]
 
     outputs = [
         subprocess.run(command, env=environ, capture_output=True, text=True, check=True).stdout
@@ -160,7 +163,8 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s"]
     assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
     assert "listen 0.0.0.0:8000 " in conf
-    assert outputs[1].strip() == "90"
+    socket = f"unix:{tmp_path / 'gunicorn.sock'}"
+    assert ast.literal_eval(outputs[1]) == [[socket], 90, 90, 75, 0o117, True]
 {%- if cookiecutter.layout == "service" %}
     assert Settings().request_timeout_seconds == 90
 {%- endif %}
