@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +29,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
-DEPLOY = HERE.parent.parent / "deploy"
 PACKAGE = "{{ cookiecutter.package_name }}"
 # The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
 DEADLINE_SECONDS = 2
 ALLOWED_ORIGIN = "https://app.example.com"
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
+Answer = tuple[int, dict[str, str], bytes]
 
 
 def free_port() -> int:
@@ -54,7 +54,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def exchange(port: int, wire: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+def exchange(port: int, wire: bytes, timeout: float = 10) -> Answer:
     """Send raw bytes (what urllib would refuse to send); status, headers (lower case), body."""
     received = b""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
@@ -67,10 +67,8 @@ def exchange(port: int, wire: bytes, timeout: float = 10) -> tuple[int, dict[str
                 received += chunk
     head, _, body = received.partition(b"\r\n\r\n")
     status_line, *lines = head.decode("latin-1").split("\r\n")
-    headers = {
-        name.strip().lower(): value.strip()
-        for name, _, value in (line.partition(":") for line in lines)
-    }
+    headers = {name.strip().lower(): value.strip() for name, _, value in
+               (line.partition(":") for line in lines)}  # fmt: skip
     return int(status_line.split(" ", 2)[1]), headers, body
 
 
@@ -83,13 +81,33 @@ def _complete(received: bytes) -> bool:
 
 def request(
     port: int, method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b""
-) -> tuple[int, dict[str, str], bytes]:
+) -> Answer:
     """One request on a fresh connection (Connection: close)."""
     fields = {"Host": "localhost", "Connection": "close", **(headers or {})}
     if body:
         fields["Content-Length"] = str(len(body))
     head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
     return exchange(port, f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body)
+
+
+def answers(port: int, target: str) -> bool:
+    """Whether GET target answers 200 (False while nothing listens yet)."""
+    try:
+        return request(port, "GET", target)[0] == 200
+    except (OSError, ValueError, IndexError):  # refused, or closed before a status line
+        return False
+
+
+def assert_json_error(answer: Answer, expected: int) -> None:
+    """An error in the service's shape: a JSON detail, the request id in X-Request-ID and in
+    the body, whoever wrote it (nginx, the app's handlers, its deadline, its error guard)."""
+    status, headers, body = answer
+    assert status == expected, body[:300]
+    assert headers["content-type"].startswith("application/json"), headers
+    assert REQUEST_ID.match(headers.get("x-request-id", "")), headers
+    error = json.loads(body)
+    assert error["detail"], error
+    assert error["request_id"] == headers["x-request-id"], error
 
 
 @dataclass
@@ -131,24 +149,14 @@ class LiveStack:
             self.process.wait(timeout=10)
 
 
-def answers(url: str) -> bool:
-    """Whether GET url answers 200 (False while nothing listens yet)."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
-    """Start the stack as the image does (env adds or overrides variables); wait until ready.
-
-    The caller stops it (``LiveStack.stop``) and removes ``run_dir.parent``.
-    """
+@pytest.fixture(scope="package")
+def stack() -> Iterator[LiveStack]:
+    """The stack as the image starts it, serving live_app.py with a short deadline and one
+    CORS origin, shared by every module here; test_stop.py, the last, stops it."""
     if shutil.which("nginx", path=SYSTEM_PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     run_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
         **os.environ,
         "PATH": SYSTEM_PATH,
@@ -157,16 +165,18 @@ def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
         # Never the default 9464: a developer's own stack may be using it.
         "METRICS_PORT": str(metrics_port),
         "LISTEN_ADDRESS": "127.0.0.1",
-        "APP_MODULE": app_module,
+        "APP_MODULE": "live_app:app",
         # This project's deploy/ files, as edited: the stack runs from tests/live/ (below).
-        "NGINX_CONF": str(DEPLOY / "nginx.conf"),
-        "GUNICORN_CONF": str(DEPLOY / "gunicorn.conf.py"),
+        "NGINX_CONF": str(HERE.parent.parent / "deploy" / "nginx.conf"),
+        "GUNICORN_CONF": str(HERE.parent.parent / "deploy" / "gunicorn.conf.py"),
         "WEB_CONCURRENCY": "2",
         "NGINX_WORKER_PROCESSES": "1",
         # The app's access line says which requests (and ids) reached it (off by default).
-        f"{PACKAGE.upper()}_ACCESS_LOG": "true",
+        f"{prefix}_ACCESS_LOG": "true",
+        f"{prefix}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+        # One browser origin: nginx's own errors must carry CORS headers for it too.
+        f"{prefix}_CORS_ORIGINS": ALLOWED_ORIGIN,
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
-        **env,
     }
     log_path = run_dir / "stack.log"
     with log_path.open("wb") as output:
@@ -174,52 +184,17 @@ def launch(app_module: str = "live_app:app", **env: str) -> LiveStack:
         # stack read .env there; there is none, so a developer's own changes nothing here.
         process = subprocess.Popen(
             [sys.executable, "-m", f"{PACKAGE}_stack"],
-            cwd=HERE,
-            env=environment,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+            cwd=HERE, env=environment, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     started = LiveStack(process, port, metrics_port, run_dir / "run", log_path)
     try:
         wait_for(
-            lambda: process.poll() is not None or answers(f"http://127.0.0.1:{port}/livez"),
+            lambda: process.poll() is not None or answers(port, "/livez"),
             60,
             "the stack to answer GET /livez",
         )
         assert process.poll() is None, log_path.read_text(encoding="utf-8", errors="replace")
-    except BaseException:
+        yield started
+    finally:
         started.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return started
-
-
-@pytest.fixture(scope="package")
-def stack() -> Iterator[LiveStack]:
-    """The stack serving live_app.py, with a short deadline and one CORS origin, shared by
-    every module here; test_stop.py, the last, stops it."""
-    started = launch(
-        **{
-            f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
-            # One browser origin: nginx's own errors must carry CORS headers for it too.
-            f"{PACKAGE.upper()}_CORS_ORIGINS": ALLOWED_ORIGIN,
-        }
-    )
-    yield started
-    started.stop()
-    shutil.rmtree(started.run_dir.parent, ignore_errors=True)
-
-
-REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def assert_json_error(answer: tuple[int, dict[str, str], bytes], expected: int) -> None:
-    """An error in the service's shape: a JSON detail, the request id in X-Request-ID and in
-    the body, whoever wrote it (nginx, the app's handlers, its deadline, its error guard)."""
-    status, headers, body = answer
-    assert status == expected, body[:300]
-    assert headers["content-type"].startswith("application/json"), headers
-    assert REQUEST_ID.match(headers.get("x-request-id", "")), headers
-    error = json.loads(body)
-    assert error["detail"], error
-    assert error["request_id"] == headers["x-request-id"], error

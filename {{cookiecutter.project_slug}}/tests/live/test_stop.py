@@ -17,25 +17,20 @@ pytestmark = pytest.mark.live
 
 def test_sigterm_lets_requests_in_flight_finish_then_exits_0(stack: LiveStack) -> None:
     """SIGTERM with requests in flight: each answers 200, the runner exits 0, every line is JSON."""
-    in_flight = 4
     # Every process up first (the metrics listener starts last), so all of them are stopped.
-    metrics = f"http://127.0.0.1:{stack.metrics_port}/metrics"
-    wait_for(lambda: answers(metrics), 10, "the metrics listener")
+    wait_for(lambda: answers(stack.metrics_port, "/metrics"), 10, "the metrics listener")
 
     def started() -> int:
         return sum(line.get("message") == "slow request started" for line in stack.log_lines())
 
     before = started()
-    with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        replies = [
-            pool.submit(request, stack.port, "GET", "/slow?seconds=1") for _ in range(in_flight)
-        ]
-        wait_for(lambda: started() >= before + in_flight, 20, "the requests to reach the app")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = [pool.submit(request, stack.port, "GET", "/slow?seconds=1") for _ in range(4)]
+        wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
         stack.process.send_signal(signal.SIGTERM)
         statuses = [reply.result(timeout=30)[0] for reply in replies]
 
-    assert statuses == [200] * in_flight
+    assert statuses == [200] * 4
     assert stack.process.wait(timeout=30) == 0
     for raw in stack.log_path.read_bytes().splitlines():
-        line = json.loads(raw)
-        assert list(line)[:4] == ["time", "level", "logger", "message"], line
+        assert list(json.loads(raw))[:4] == ["time", "level", "logger", "message"], raw

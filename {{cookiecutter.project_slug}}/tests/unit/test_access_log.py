@@ -1,5 +1,5 @@
 """Access log middleware: one record per request, with the contract's fields.
-Needs the middleware and logs.py's formatter; records are read from pytest's caplog.
+Needs the middleware and logs.py's formatter (conftest.py's json_lines).
 """
 
 import asyncio
@@ -9,23 +9,16 @@ import logging
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from {{ cookiecutter.package_name }}.logs import JsonFormatter
 from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import call, header, http_scope, ok_app
+from .asgi import JsonLines, call, header, http_scope, ok_app
 
 LOGGER = "tests.access"
 
 
-def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
-    """The access records written so far, as the JSON lines the service writes."""
-    return [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == LOGGER]
-
-
-def test_one_line_per_request_with_the_contracts_fields(caplog: pytest.LogCaptureFixture) -> None:
+def test_one_line_per_request_with_the_contracts_fields(json_lines: JsonLines) -> None:
     """The contract's fields in order, no query string (tokens), the whole duration; INFO."""
-    caplog.set_level(logging.INFO)
 
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.sleep(0.05)
@@ -33,24 +26,26 @@ def test_one_line_per_request_with_the_contracts_fields(caplog: pytest.LogCaptur
 
     app = RequestIdMiddleware(AccessLogMiddleware(slow, logger=LOGGER))
     sent = asyncio.run(call(app, {**http_scope("/items/7"), "query_string": b"token=s3cret"}))
-    [line] = logged(caplog)
+    [line] = json_lines.from_logger(LOGGER)
     assert list(line)[3:] == [
         "message", "request_id", "method", "path", "status", "duration_ms", "client",
     ]  # fmt: skip
-    assert (line["message"], line["client"]) == ("GET /items/7 200", "203.0.113.7")
+    assert (line["level"], line["message"], line["client"]) == (
+        "info",
+        "GET /items/7 200",
+        "203.0.113.7",
+    )
     assert str(line["request_id"]).encode() == header(sent[0], b"x-request-id")
-    assert 50 <= line["duration_ms"] < 5000  # type: ignore[operator]
+    assert 50 <= line["duration_ms"] < 5000
     assert "s3cret" not in json.dumps(line)
-    caplog.set_level(logging.WARNING, logger=LOGGER)
+    logging.getLogger(LOGGER).setLevel(logging.WARNING)
     asyncio.run(call(app, http_scope()))
-    assert len(logged(caplog)) == 1
+    logging.getLogger(LOGGER).setLevel(logging.NOTSET)
+    assert len(json_lines.from_logger(LOGGER)) == 1
 
 
-def test_a_crash_is_logged_as_500_and_a_socket_client_as_null(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_a_crash_is_logged_as_500_and_a_socket_client_as_null(json_lines: JsonLines) -> None:
     """The line is written when the exception escapes; over a unix socket client is None."""
-    caplog.set_level(logging.INFO)
 
     async def crash(_scope: Scope, _receive: Receive, _send: Send) -> None:
         raise RuntimeError("boom")
@@ -58,5 +53,5 @@ def test_a_crash_is_logged_as_500_and_a_socket_client_as_null(
     over_a_socket = {**http_scope(), "client": None}
     with pytest.raises(RuntimeError):
         asyncio.run(call(AccessLogMiddleware(crash, logger=LOGGER), over_a_socket))
-    [line] = logged(caplog)
+    [line] = json_lines.from_logger(LOGGER)
     assert (line["status"], line["client"]) == (500, None)

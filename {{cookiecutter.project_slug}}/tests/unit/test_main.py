@@ -5,7 +5,7 @@ Needs the app and its settings; apps run in process (conftest.py's clients).
 import asyncio
 
 import pytest
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }} import main
@@ -76,34 +76,11 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
     assert json_lines.from_logger(main.ACCESS_LOGGER) == []
 
 
-def test_the_apps_own_http_errors_are_json_with_the_request_id(
-    app: FastAPI, client: TestClient
-) -> None:
-    """An unknown path's 404, a 405 (its Allow header kept) and an endpoint's HTTPException
-    answer {"detail", "request_id"}, as every other error body does."""
-
-    @app.get("/teapot")
-    async def teapot() -> None:
-        raise HTTPException(418, "short and stout", headers={"X-Kettle": "on"})
-
-    for method, path, status, detail in [
-        ("GET", "/no-such-page", 404, "Not Found"),
-        ("DELETE", "/livez", 405, "Method Not Allowed"),
-        ("GET", "/teapot", 418, "short and stout"),
-    ]:
-        response = client.request(method, path)
-        assert response.status_code == status
-        assert response.json() == {"detail": detail, "request_id": response.headers["x-request-id"]}
-    assert client.delete("/livez").headers["allow"] == "GET"
-    assert client.get("/teapot").headers["x-kettle"] == "on"
-
-
 def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: ClientFor) -> None:
     """With CORS origins listed, an allowed origin's answers expose X-Request-ID and
     Retry-After (the database's 503 sends it), so browser code can read them."""
     origin = "https://app.example.com"
     app = create_app(Settings(cors_origins=[origin]))
-
     response = client_for(app).get("/livez", headers={"origin": origin})
     assert response.headers["access-control-allow-origin"] == origin
     exposed = response.headers["access-control-expose-headers"].lower().split(", ")

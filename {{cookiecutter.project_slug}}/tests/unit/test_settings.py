@@ -93,15 +93,15 @@ def test_a_placeholder_secret_is_refused_in_production(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     """Any SecretStr field: a placeholder is refused in production, named, never echoed."""
-    checked = [value, "s3cr3t-4f9a", "secretsauce"]
-    assert [is_placeholder(text) for text in checked] == [True, False, False]
+    assert [is_placeholder(text) for text in [value, "s3cr3t-4f9a", "secretsauce"]] == [
+        True, False, False,
+    ]  # fmt: skip
     monkeypatch.setenv(ENV_PREFIX + "API_KEY", value)
-    with pytest.raises(ValidationError, match=ENV_PREFIX + "API_KEY") as refused:
+    with pytest.raises(ValidationError, match=f"{ENV_PREFIX}API_KEY.*placeholder"):
         WithSecret()
-    assert "placeholder" in str(refused.value)
     monkeypatch.setenv(ENV_PREFIX + "API_KEY", "hunter2-real-secret")
     assert WithSecret().api_key.get_secret_value() == "hunter2-real-secret"
-    monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")
+    monkeypatch.setenv(ENV_PREFIX + "DEBUG", "true")  # refused in production, the key unsaid
     with pytest.raises(ValidationError) as refused:
         WithSecret()
     assert "hunter2" not in str(refused.value)
