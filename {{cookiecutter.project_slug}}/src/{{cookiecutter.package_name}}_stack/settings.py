@@ -1,12 +1,10 @@
 """Every serving-stack variable, once: a pydantic-settings field with its type, bounds and meaning.
 
-Read like the app's settings: the environment, then ``.env`` in the working directory, the
-environment winning. The names are unprefixed (PORT, RUN_DIR, ...), so a stack serving
-another app (APP_MODULE) keeps them; one is the app's: its request deadline, defined here
-once (``Deadline``), which the app's settings import and from which every timeout of nginx
-and gunicorn is derived (``TimeoutChain``). docs/settings.md lists the fields (checked by
-tests/stack). ``load()`` refuses a wrong value with ``SettingError``: one line naming the
-variable, its value and what is allowed. Depends on pydantic-settings; never on the app.
+Read from the environment, then ``.env``, as the app's settings (docs/settings.md, checked
+against this model by tests/stack). The app's request deadline is defined here (``Deadline``):
+the app's settings import it, and nginx's and gunicorn's timeouts follow it (``TimeoutChain``).
+``load()`` refuses a wrong value with ``SettingError``, one line naming the variable. Depends
+on pydantic-settings; never on the app.
 """
 
 from __future__ import annotations
@@ -25,10 +23,9 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# The app's CORS origins: nginx's own errors (413, 429, 503...) carry the CORS headers the
-# app's would, for the same origins (deploy/nginx.conf); read like the deadline, below.
+# Two of the app's variables the stack reads too: its CORS origins (nginx's own errors carry
+# the same CORS headers) and its request deadline.
 APP_CORS_NAME = "{{ cookiecutter.package_name | upper }}_CORS_ORIGINS"
-# The app's request deadline: the app's settings.py reads it with its prefix; the stack too.
 APP_DEADLINE_NAME = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
 DEADLINE_DEFAULT = 30.0
 Deadline = Annotated[
@@ -45,20 +42,18 @@ Deadline = Annotated[
 # name, and each worker sizes its database pool to its share (src/{{ cookiecutter.package_name }}/db/engine.py).
 WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
 {%- endif %}
-# Beyond the app's deadline, nginx waits this long for the app's own 504 (the deadline
-# middleware fires within one tick, at most 0.1 s, after the deadline).
+# Beyond the deadline, nginx waits this long for the app's own 504 (fired within 0.1 s).
 PROXY_MARGIN = 5.0
 # Beyond nginx's proxy timeouts, a graceful nginx stop waits this long for responses in flight.
 DRAIN_MARGIN = 5.0
-# Extra seconds the runner grants each process beyond its own shutdown timeout before killing it.
+# Beyond each process's own shutdown timeout, the runner waits this long before killing it.
 STOP_MARGIN = 5.0
 # nginx closes idle upstream connections this much sooner than gunicorn's KEEPALIVE, so it
 # never sends a request on a connection gunicorn just closed (a 502 for a POST).
 KEEPALIVE_MARGIN = 15
 # The watchdog's floor: a blocked event loop is killed after this long at the earliest.
 WATCHDOG_FLOOR = 60.0
-# nginx's upstream keepalive_time: after a reload swaps the socket, the old generation stops
-# getting requests this soon (nginx.conf; the runner waits this long for it to drain).
+# nginx's upstream keepalive_time: the old generation drains this soon after a reload's swap.
 UPSTREAM_KEEPALIVE_TIME = 5.0
 # Characters that would end an nginx directive or block if they came from the environment.
 _UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
@@ -343,9 +338,7 @@ class StackSettings(BaseSettings):
 
     @property
     def temp_dir(self) -> Path:
-        """nginx's spool (NGINX_TEMP_DIR)."""
-        given = self.nginx_temp_dir
-        return self.run_dir / "nginx-temp" if given is None else given
+        return self.nginx_temp_dir or self.run_dir / "nginx-temp"
 
     @property
     def rendered_conf(self) -> Path:
@@ -353,15 +346,12 @@ class StackSettings(BaseSettings):
 
     @property
     def metrics_dir(self) -> Path:
-        """Every worker's Prometheus files, read by the metrics listener."""
-        given = self.prometheus_multiproc_dir
-        return self.run_dir / "metrics" if given is None else given
+        return self.prometheus_multiproc_dir or self.run_dir / "metrics"
 
     @property
     def status_socket(self) -> Path:
-        """nginx's stub_status, for the metrics listener only (nginx.conf). nginx creates it
-        0666 (1.22 has no mode for a unix listen): in a 0700 directory of its own, only the
-        stack's user (nginx's workers and the listener) reaches it."""
+        """nginx's stub_status, for the metrics listener only: nginx 1.22 makes it 0666, so it
+        lives in a 0700 directory of its own."""
         return self.run_dir / "nginx-status" / "nginx-status.sock"
 
     def socket_path(self, generation: int = 0) -> Path:
@@ -372,12 +362,8 @@ class StackSettings(BaseSettings):
 
 @dataclass(frozen=True)
 class TimeoutChain:
-    """The stack's timeouts, each derived from the app's deadline so their order always holds.
-
-    client -> nginx (proxy timeouts) -> gunicorn (watchdog) -> app (deadline); and on stop:
-    nginx drains (worker_shutdown_timeout), then gunicorn (graceful_timeout), within the
-    platform's grace period. docs/settings.md has the table.
-    """
+    """The stack's timeouts, each derived from the app's deadline so their order always holds
+    (docs/settings.md, "The timeout chain")."""
 
     app_deadline: float
     graceful: float
@@ -395,8 +381,7 @@ class TimeoutChain:
 
     @property
     def stop_budget(self) -> float:
-        """The runner's worst-case graceful stop, one process after another as stop_all() goes:
-        nginx's drain, the metrics listener, gunicorn's drain, each + margin."""
+        """The runner's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
         return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful + STOP_MARGIN
 
 
