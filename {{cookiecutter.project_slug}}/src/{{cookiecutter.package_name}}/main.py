@@ -1,8 +1,5 @@
-"""The ASGI application: ``create_app()`` builds it, ``app`` is what servers import.
-
-Inputs: settings.py's ``{{ cookiecutter.package_name | upper }}_*`` variables. The middleware order
-and why: docs/app.md.
-"""
+"""The ASGI app: ``create_app()`` builds it from settings.py, ``app`` is what servers import.
+The middleware order and why: docs/app.md."""
 
 import logging
 from collections.abc import AsyncIterator

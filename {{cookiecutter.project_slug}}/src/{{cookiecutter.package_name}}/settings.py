@@ -1,7 +1,6 @@
 """The service's settings: one typed object, read at start from the environment and ``.env``
 (the environment wins). Production refuses debug and any placeholder ``SecretStr`` (the ones
-you add too), naming the variable to fix. Depends on the stack's settings (the deadline).
-"""
+you add too), naming the variable to fix. Depends on the stack's settings (the deadline)."""
 
 from __future__ import annotations
 

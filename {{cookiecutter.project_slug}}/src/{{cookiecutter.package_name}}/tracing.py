@@ -2,8 +2,7 @@
 
 Read at each worker's start; no endpoint set: telemetry off outright, which saves 7 % of a
 small request (docs/observability.md, Traces and What it costs). Depends on fastapi >= 0.165
-and, to export, ``fastapi[opentelemetry]``.
-"""
+and, to export, ``fastapi[opentelemetry]``."""
 
 from __future__ import annotations
 
@@ -25,16 +24,10 @@ ENDPOINT_VARIABLES = (
 )
 
 
-def exporting(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether the environment asks for OTLP export."""
-    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
-
-
 def telemetry_config(environ: Mapping[str, str] = os.environ) -> TelemetryConfig:
     """FastAPI's telemetry options for this service, from the OTEL_* variables."""
-    on = exporting(environ)
+    disabled = environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    on = not disabled and any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
     return {
         "auto_configure": on,  # OTEL_* alone decide, not FASTAPI_OTEL_AUTO_CONFIGURE
         "tracing": on,

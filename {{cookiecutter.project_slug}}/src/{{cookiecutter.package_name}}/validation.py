@@ -2,8 +2,7 @@
 
 FastAPI's own handler echoes every error's input (seconds of CPU, megabytes, even a 500): this
 answer is bounded whatever the input and never holds it (docs/app.md, Validation errors).
-main.py registers ``validation_error_handler`` for ``RequestValidationError``.
-"""
+main.py registers ``validation_error_handler`` for ``RequestValidationError``."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ from starlette.responses import Response
 from .middleware.request_id import REQUEST_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from fastapi.exceptions import RequestValidationError
     from starlette.requests import Request
 
@@ -37,30 +34,23 @@ def _text(value: object) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _loc(loc: Sequence[object]) -> list[str | int]:
-    parts = list(loc[:MAX_LOC])
-    # bool is an int subclass but never a location part: only exact ints stay numbers.
-    cut: list[str | int] = [p if type(p) is int else _text(p) for p in parts]
-    if len(loc) > MAX_LOC:
-        cut.append(_ELLIPSIS)
-    return cut
-
-
 def _error(error: dict[str, Any]) -> dict[str, object]:
     message = error.get("msg", "")
     if error.get("type") == "json_invalid":
         # FastAPI's msg is only "JSON decode error": the parser's reason says what is wrong.
         reason = (error.get("ctx") or {}).get("error")
         message = f"{message}: {reason}" if reason else message
-    return {
-        "type": _text(error.get("type", "")),
-        "loc": _loc(error.get("loc", ())),
-        "msg": _text(message),
-    }
+    loc = error.get("loc", ())
+    # bool is an int subclass but never a location part: only exact ints stay numbers.
+    cut: list[str | int] = [p if type(p) is int else _text(p) for p in loc[:MAX_LOC]]
+    if len(loc) > MAX_LOC:
+        cut.append(_ELLIPSIS)
+    return {"type": _text(error.get("type", "")), "loc": cut, "msg": _text(message)}
 
 
-def validation_payload(errors: Sequence[dict[str, Any]]) -> tuple[int, bytes]:
-    """The status (400 or 422) and JSON body answering these validation errors."""
+async def validation_error_handler(request: Request, exc: RequestValidationError) -> Response:  # noqa: ARG001 - Starlette's handler signature
+    """FastAPI exception handler for ``RequestValidationError``: the bounded 400/422."""
+    errors = exc.errors()
     status = 400 if any(e.get("type") == "json_invalid" for e in errors[:1]) else 422
     payload = {
         "detail": [_error(error) for error in errors[:MAX_ERRORS]],
@@ -68,10 +58,5 @@ def validation_payload(errors: Sequence[dict[str, Any]]) -> tuple[int, bytes]:
         "request_id": REQUEST_ID.get(),
     }
     # Every value is a short str or an int by now: this cannot raise, and ASCII is safe anywhere.
-    return status, json.dumps(payload, separators=(",", ":")).encode("ascii")
-
-
-async def validation_error_handler(request: Request, exc: RequestValidationError) -> Response:  # noqa: ARG001 - Starlette's handler signature
-    """FastAPI exception handler for ``RequestValidationError``: the bounded 400/422."""
-    status, body = validation_payload(exc.errors())
+    body = json.dumps(payload, separators=(",", ":")).encode("ascii")
     return Response(body, status_code=status, media_type="application/json")

@@ -1,7 +1,6 @@
 """Body limits per route: the largest request body a route accepts, declared beside it in the
 OpenAPI document, where clients see it; nginx enforces it with a ``location`` of that size
-(docs/settings.md, Body limits per route; tests/unit/test_body_limits.py checks they agree).
-"""
+(docs/settings.md, Body limits per route; tests/unit/test_body_limits.py checks they agree)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The API documentation page, /docs (Swagger UI), served offline from fastapi-offline's bundle
 under a Content-Security-Policy its own assets satisfy; no ReDoc, which cannot run under it
-(docs/app.md, API docs). main.py calls ``add_api_docs(app)`` when ``api_docs`` is on.
-"""
+(docs/app.md, API docs). main.py calls ``add_api_docs(app)`` when ``api_docs`` is on."""
 
 from html import escape
 from pathlib import Path

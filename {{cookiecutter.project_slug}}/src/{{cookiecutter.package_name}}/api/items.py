@@ -7,8 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 {%- else -%}
 """An example resource to copy, then replace. It keeps no state: the id carries the item
 (base64url of its canonical JSON), as a worker's memory is not shared (docs/app.md, Items).
-Keep the shape: pydantic models in and out, a declared return type on every endpoint.
-"""
+Keep the shape: pydantic models in and out, a declared return type on every endpoint."""
 
 import base64
 import binascii

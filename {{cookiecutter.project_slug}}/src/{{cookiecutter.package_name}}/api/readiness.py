@@ -1,8 +1,7 @@
 """The readiness checks ``GET /readyz`` runs: one named async check per dependency, registered
 where it is created (main.py's lifespan). A check returns True when ready; False, an exception
 or a timeout fails it. Only a required one makes /readyz 503 (docs/kubernetes.md, Probes).
-Logged once per change of outcome; a repeated failure at debug, with its traceback.
-"""
+Logged once per change of outcome; a repeated failure at debug, with its traceback."""
 
 from __future__ import annotations
 
@@ -21,11 +20,6 @@ _MAX_REASON = 200
 logger = logging.getLogger(__name__)
 
 
-def _reason(exc: BaseException) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
-
-
 class ReadinessChecks:
     """A registry of named checks, run concurrently so one slow check bounds the whole."""
 
@@ -35,8 +29,7 @@ class ReadinessChecks:
         # Below the probe's timeout (k8s/base/deployment.yaml), so /readyz names the slow check.
         self.timeout_seconds = timeout_seconds
         self.on_outcome = on_outcome
-        self._checks: dict[str, Check] = {}
-        self._required: dict[str, bool] = {}
+        self._checks: dict[str, tuple[Check, bool]] = {}  # name -> (check, required)
         # Each check's last outcome in this worker: a change is logged once.
         self._last: dict[str, Outcome] = {}
 
@@ -44,13 +37,11 @@ class ReadinessChecks:
         """Register ``check`` under a new ``name``; ``required=False``: reported, never a 503."""
         if name in self._checks:
             raise ValueError(f"a readiness check named {name!r} is already registered")
-        self._checks[name] = check
-        self._required[name] = required
+        self._checks[name] = (check, required)
 
     def remove(self, name: str) -> None:
         """Forget the check ``name`` (on shutdown, say)."""
         del self._checks[name]
-        del self._required[name]
         self._last.pop(name, None)
 
     @property
@@ -61,14 +52,14 @@ class ReadinessChecks:
     @property
     def required(self) -> list[str]:
         """The checks whose failure makes /readyz 503, in registration order."""
-        return [name for name, required in self._required.items() if required]
+        return [name for name, (_, required) in self._checks.items() if required]
 
     async def run(self) -> dict[str, Outcome]:
         """Run every check at once and return each one's outcome, in registration order."""
-        outcomes = await asyncio.gather(*(self._run_one(n, c) for n, c in self._checks.items()))
-        return dict(zip(self._checks, outcomes, strict=True))
+        runs = (self._run_one(name, *entry) for name, entry in self._checks.items())
+        return dict(zip(self._checks, await asyncio.gather(*runs), strict=True))
 
-    async def _run_one(self, name: str, check: Check) -> Outcome:
+    async def _run_one(self, name: str, check: Check, required: bool) -> Outcome:  # noqa: FBT001 (the registry unpacks into it)
         outcome: Outcome
         reason = ""
         try:
@@ -77,17 +68,15 @@ class ReadinessChecks:
         except TimeoutError:
             outcome, reason = "timed out", f"no answer within {self.timeout_seconds:g} s"
         except Exception as exc:
-            outcome, reason = "error", _reason(exc)
+            outcome, reason = "error", " ".join(f"{type(exc).__name__}: {exc}".split())
+            if len(reason) > _MAX_REASON:
+                reason = reason[: _MAX_REASON - 3] + "..."
             logger.debug("readiness check raised", exc_info=True, extra={"check": name})
-        self._record(name, outcome, reason)
-        return outcome
-
-    def _record(self, name: str, outcome: Outcome, reason: str) -> None:
         previous = self._last.get(name, "ok")
         self._last[name] = outcome
         if self.on_outcome is not None:
             self.on_outcome(name, outcome)
-        extra = {"check": name, "outcome": outcome, "required": self._required.get(name, True)}
+        extra = {"check": name, "outcome": outcome, "required": required}
         if outcome == previous:
             if outcome != "ok":
                 logger.debug("readiness check still failing", extra={**extra, "reason": reason})
@@ -95,3 +84,4 @@ class ReadinessChecks:
             logger.info("readiness check recovered", extra={**extra, "was": previous})
         else:
             logger.warning("readiness check failing", extra={**extra, "reason": reason})
+        return outcome

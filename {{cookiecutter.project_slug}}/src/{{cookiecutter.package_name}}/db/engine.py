@@ -1,7 +1,6 @@
 """The database engine and its pool, one per worker, opened in the app's lifespan (after
 gunicorn forks); an unavailable database is a JSON 503, a database bug stays a 500
-(docs/database.md). Depends on SQLAlchemy, Starlette and request_context.py.
-"""
+(docs/database.md). Depends on SQLAlchemy, Starlette and request_context.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Write one structured log line per HTTP request, after the response is done.
 
 Fields: ``method``, ``path`` (no query string: it often carries tokens), ``status``,
-``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``.
-"""
+``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``."""
 
 from __future__ import annotations
 

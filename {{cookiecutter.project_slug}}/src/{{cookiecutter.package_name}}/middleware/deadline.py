@@ -3,8 +3,7 @@
 Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
 sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
 ``timeout_seconds`` and ``timeout_seconds + tick`` (docs/app.md, Deadline, also on threads
-and started responses). request_id.py must run outside this.
-"""
+and started responses). request_id.py must run outside this."""
 
 from __future__ import annotations
 
@@ -96,22 +95,14 @@ class DeadlineMiddleware:
             del inflight[task]
             if expired:
                 expired.discard(task)
-        await self._expired(scope, response.send, started=response.status is not None)
-
-    async def _expired(self, scope: Scope, send: Send, *, started: bool) -> None:
-        self.logger.warning(
-            "request deadline exceeded",
-            extra={
-                "method": scope["method"],
-                "path": scope["path"],
-                "timeout_seconds": self.timeout_seconds,
-                "response_started": started,
-            },
-        )
+        started = response.status is not None
+        method, path = scope["method"], scope["path"]
+        extra = {"method": method, "path": path, "timeout_seconds": self.timeout_seconds}
+        extra["response_started"] = started
+        self.logger.warning("request deadline exceeded", extra=extra)
         if started:
             raise DeadlineExceeded(
-                f"{scope['method']} {scope['path']} ran past {self.timeout_seconds} s "
-                "after its response had started"
+                f"{method} {path} ran past {self.timeout_seconds} s after its response had started"
             )
         detail = "Gateway Timeout: request deadline exceeded"
-        await send_json(send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})
+        await send_json(response.send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})

@@ -2,8 +2,7 @@
 
 Starlette's own 500 comes from outside every user middleware, without our headers; so this
 guard answers itself. The traceback goes to the log and the span, never to the body unless
-``debug`` (refused in production). request_id.py must run outside this.
-"""
+``debug`` (refused in production). request_id.py must run outside this."""
 
 from __future__ import annotations
 

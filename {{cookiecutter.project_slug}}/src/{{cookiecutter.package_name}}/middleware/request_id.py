@@ -1,8 +1,7 @@
 """Give every HTTP request an id, echo it in the response, and expose it to logs.
 
 Input: ``X-Request-ID`` (nginx sends ``$request_id``), kept only when well-formed, so a client
-cannot inject quotes, line breaks or megabytes into every log line; else a fresh id.
-"""
+cannot inject quotes, line breaks or megabytes into every log line; else a fresh id."""
 
 from __future__ import annotations
 
@@ -21,11 +20,6 @@ if TYPE_CHECKING:
 # Letters, digits and "._-" only: covers nginx's hex ids, UUIDs and most tracing ids.
 _MAX_LENGTH = 128
 _WELL_FORMED = re.compile(rb"[A-Za-z0-9._-]{1,128}")
-
-
-def new_request_id() -> str:
-    """Make an id in nginx's ``$request_id`` format: 32 random hex characters."""
-    return os.urandom(16).hex()
 
 
 class RequestIdMiddleware:
@@ -53,7 +47,7 @@ class RequestIdMiddleware:
                     value = incoming
                 break
         if value is None:
-            request_id = new_request_id()
+            request_id = os.urandom(16).hex()  # nginx's $request_id format
             value = request_id.encode("latin-1")
         else:
             request_id = value.decode("latin-1")

@@ -1,7 +1,6 @@
 """The one send wrapper of a request, shared by every middleware that watches the response,
 and ``send_json``, the whole-response answer of the error guard and the deadline. A wrapper
-per middleware cost ~4,000 instructions a request (docs/app.md, One send wrapper).
-"""
+per middleware cost ~4,000 instructions a request (docs/app.md, One send wrapper)."""
 
 from __future__ import annotations
 
