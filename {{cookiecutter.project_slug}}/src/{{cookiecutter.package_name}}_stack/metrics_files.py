@@ -16,10 +16,10 @@ import ctypes
 import errno
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
     from pathlib import Path
 
 # prometheus_client's initial file size. A file that already has a size keeps it (it maps
@@ -31,19 +31,11 @@ ARCHIVE = "archive.json"
 # kinds other code adds are learned from the files earlier workers made (kinds()).
 KINDS = ("histogram", "gauge_livesum")
 _FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h: allocate past the end, leave the size alone
-
-
-def _fallocate() -> Callable[[int, int, int, int], int] | None:
-    """libc's fallocate(2), or None (not Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        function = ctypes.CDLL(None, use_errno=True).fallocate
-        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        function.restype = ctypes.c_int
-        return function
-    return None
-
-
-_FALLOCATE = _fallocate()
+try:  # libc's fallocate(2); None where it is missing (not Linux)
+    _FALLOCATE: Any = ctypes.CDLL(None, use_errno=True).fallocate
+    _FALLOCATE.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+except (OSError, AttributeError):
+    _FALLOCATE = None
 
 
 def reserve(fd: int, length: int) -> None:
@@ -104,11 +96,8 @@ def prepare_worker(
 
 
 def reserve_growth(path: Path) -> None:
-    """Reserve the blocks of a metric file's next doubling, if they are not all taken yet.
-
-    prometheus_client doubles a full file by truncate(2), which keeps reserved blocks, and
-    maps it again: its next writes then find their pages. OSError as reserve().
-    """
+    """Reserve the blocks of a metric file's next doubling (prometheus_client grows a file by
+    truncate(2), which keeps them), if not all taken yet; OSError as reserve()."""
     fd = os.open(path, os.O_RDWR)
     try:
         stat = os.fstat(fd)

@@ -1,9 +1,7 @@
-"""The metrics directory: each worker's files allocated before it writes (metrics_files.py), and
-dead processes' values kept in one archive, their files removed (metrics_listener.Archive).
-
-Real prometheus_client processes write the files (short-lived subprocesses, as gunicorn's
-workers are); no network. The live stack's proofs (a full tmpfs, worker kills and reloads)
-are in the template's battery: battery/test_side_faults.py.
+"""The metrics directory: each worker's files allocated before it writes (metrics_files.py),
+and dead processes' values kept in one archive, their files removed (metrics_listener.Archive).
+Real prometheus_client processes write the files; no network. The live proofs (a full tmpfs,
+worker kills, reloads) are the template's battery/test_side_faults.py.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ if sys.argv[2] == "wait":
 
 
 def worker(directory: Path, wait: str = "exit") -> subprocess.Popen[str]:
-    """A worker process that allocates its files, writes its metrics, and exits (or waits
-    for its stdin to close)."""
+    """A worker that allocates its files, writes, and exits (or waits for its stdin to close)."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
     pipe = subprocess.PIPE if wait == "wait" else subprocess.DEVNULL
     return subprocess.Popen(
