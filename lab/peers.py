@@ -229,7 +229,7 @@ def gunicorn_has_asgi_worker() -> str | None:
 # --- CPU time of a server's processes, from /proc ---
 
 
-def _proc_table() -> dict[int, tuple[int, str, float]]:
+def proc_table() -> dict[int, tuple[int, str, float]]:
     """pid -> (ppid, comm, CPU seconds) of every process."""
     table = {}
     for entry in Path("/proc").iterdir():
@@ -245,7 +245,7 @@ def _proc_table() -> dict[int, tuple[int, str, float]]:
     return table
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
@@ -254,7 +254,7 @@ def _cmdline(pid: int) -> str:
 
 def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
     """CPU seconds of root and its descendants, by role: runner, nginx, metrics, app."""
-    table = _proc_table()
+    table = proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -270,7 +270,7 @@ def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
             role = "runner"
         elif comm == "nginx":
             role = "nginx"
-        elif "metrics_listener" in _cmdline(pid):
+        elif "metrics_listener" in cmdline(pid):
             role = "metrics"
         else:
             role = "app"
@@ -280,7 +280,7 @@ def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
 
 def tree_rss_mib(root: int) -> float:
     """Resident memory of root and its descendants, MiB (shared pages counted in each)."""
-    table = _proc_table()
+    table = proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -300,7 +300,7 @@ def tree_rss_mib(root: int) -> float:
 
 
 def pid_cpu(pid: int) -> float:
-    entry = _proc_table().get(pid)
+    entry = proc_table().get(pid)
     return entry[2] if entry else 0.0
 
 
@@ -509,7 +509,8 @@ class Measure:
             except Exception:  # noqa: BLE001 - the attacker's own report is informative only
                 return {"output": output[-300:]}
             return {"requests": result.requests, "non_2xx": result.non_2xx,
-                    "socket_errors": result.socket_errors}  # fmt: skip
+                    "socket_errors": result.socket_errors,
+                    "duration_s": result.duration_s}  # fmt: skip
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=60)[0]
         last = output.strip().splitlines()[-1] if output.strip() else "{}"
