@@ -38,13 +38,6 @@ def database_url() -> str:
     return re.sub(r"^postgres(?:ql)?://", "postgresql+asyncpg://", url)
 
 
-def run_offline() -> None:
-    """`alembic upgrade head --sql`: print the SQL for a DBA instead of running it."""
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
-    with context.begin_transaction():
-        context.run_migrations()
-
-
 def _migrate(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata)
     with context.begin_transaction():
@@ -52,8 +45,8 @@ def _migrate(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
         # After the advisory lock, whose wait may be long; for this transaction only.
         for name, value in TIMEOUTS.items():
-            parameters = {"name": name, "value": value}
-            connection.execute(text("SELECT set_config(:name, :value, true)"), parameters)
+            set_config = text("SELECT set_config(:name, :value, true)")
+            connection.execute(set_config, {"name": name, "value": value})
         context.run_migrations()
 
 
@@ -67,7 +60,9 @@ async def run_online() -> None:
         await engine.dispose()
 
 
-if context.is_offline_mode():
-    run_offline()
+if context.is_offline_mode():  # `alembic upgrade head --sql`: print the SQL, for a DBA
+    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
 else:
     asyncio.run(run_online())

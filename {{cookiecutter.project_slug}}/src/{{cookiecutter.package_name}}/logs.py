@@ -1,7 +1,7 @@
 """The application's logging, configured in one place: JSON lines, or text for people.
 
 Depends on request_context.py, tracing.py and ``{{ cookiecutter.package_name }}_stack.jsonlog`` (the
-one JSON contract of the stack). Why the access record is built by hand: docs/app.md, Logs."""
+one JSON contract of the stack). Why the access record is built by hand: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
 
 from __future__ import annotations
 

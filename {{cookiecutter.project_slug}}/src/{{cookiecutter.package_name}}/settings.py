@@ -24,8 +24,6 @@ PLACEHOLDERS = frozenset({
 })  # fmt: skip
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 {%- if cookiecutter.database == "postgresql" %}
-# What platforms hand out; all mean PostgreSQL, which the service drives with asyncpg.
-DATABASE_SCHEMES = frozenset({"postgresql+asyncpg", "postgresql", "postgres"})
 # A statement's default share of the deadline: the rest is for the pool, network and app.
 STATEMENT_SHARE_OF_DEADLINE = 0.8
 # Enough to connect across a busy network; a server that is down refuses at once anyway.
@@ -124,7 +122,7 @@ class Settings(BaseSettings):
         if not value.get_secret_value().strip():
             raise ValueError(f"DATABASE_URL is not set: give the PostgreSQL URL, {example}")
         parts = urlsplit(value.get_secret_value())
-        if parts.scheme not in DATABASE_SCHEMES:
+        if parts.scheme not in {"postgresql+asyncpg", "postgresql", "postgres"}:  # all asyncpg's
             scheme = f"{parts.scheme}://" if parts.scheme else "nothing"
             raise ValueError(f"DATABASE_URL must start with postgresql+asyncpg://, not {scheme}")
         try:  # else asyncpg fails at its first connection, in a traceback quoting the URL
@@ -178,10 +176,8 @@ class Settings(BaseSettings):
                 )
 {%- if cookiecutter.database == "postgresql" %}
         url = urlsplit(self.database_url.get_secret_value())
-        # No password at all is allowed: asyncpg then takes PGPASSWORD, ~/.pgpass or peer auth.
-        if url.password is not None and (
-            is_placeholder(url.password) or url.password == url.username
-        ):
+        password = url.password  # None is allowed: asyncpg takes PGPASSWORD, ~/.pgpass, peer auth
+        if password is not None and (is_placeholder(password) or password == url.username):
             raise ValueError(
                 "DATABASE_URL has a placeholder password (or the user name as password) in "
                 "production: set real credentials"

@@ -1,7 +1,7 @@
 """OpenTelemetry traces through FastAPI's native telemetry, configured by OTEL_* variables only.
 
 Read at each worker's start; no endpoint set: telemetry off outright, which saves 7 % of a
-small request (docs/observability.md, Traces and What it costs). Depends on fastapi >= 0.165
+small request ({{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}). Depends on fastapi >= 0.165
 and, to export, ``fastapi[opentelemetry]``."""
 
 from __future__ import annotations

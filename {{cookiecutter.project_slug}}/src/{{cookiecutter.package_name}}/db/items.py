@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import ConfigDict
 from sqlalchemy import select
 
 from {{ cookiecutter.package_name }}.api.items import ItemIn
@@ -18,11 +19,8 @@ if TYPE_CHECKING:
 class StoredItem(ItemIn):
     """An item as stored: its fields and the id PostgreSQL gave it (the row's number)."""
 
+    model_config = ConfigDict(from_attributes=True)  # validated from an ItemRow
     id: int
-
-
-def _item(row: ItemRow) -> StoredItem:
-    return StoredItem(id=row.id, name=row.name, price_cents=row.price_cents, tags=list(row.tags))
 
 
 async def add(session: AsyncSession, new: ItemIn) -> StoredItem:
@@ -30,16 +28,16 @@ async def add(session: AsyncSession, new: ItemIn) -> StoredItem:
     row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
     session.add(row)
     await session.commit()
-    return _item(row)
+    return StoredItem.model_validate(row)
 
 
 async def get(session: AsyncSession, item_id: int) -> StoredItem | None:
     """The item ``item_id``, or None."""
     row = await session.get(ItemRow, item_id)
-    return None if row is None else _item(row)
+    return None if row is None else StoredItem.model_validate(row)
 
 
 async def page(session: AsyncSession, offset: int, limit: int) -> list[StoredItem]:
     """``limit`` items after ``offset``, oldest first (deep pages: ``WHERE id > :last_id``)."""
     rows = await session.scalars(select(ItemRow).order_by(ItemRow.id).offset(offset).limit(limit))
-    return [_item(row) for row in rows]
+    return [StoredItem.model_validate(row) for row in rows]

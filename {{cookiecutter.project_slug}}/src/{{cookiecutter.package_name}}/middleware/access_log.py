@@ -44,7 +44,6 @@ class AccessLogMiddleware:
                         logger.name,
                         scope["method"],
                         scope["path"],
-                        # 500 if the app died before answering.
                         500 if response.status is None else response.status,
                         round((time.perf_counter() - start) * 1000.0, 2),
                         REQUEST_ID.get(),

@@ -2,7 +2,7 @@
 
 Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
 sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
-``timeout_seconds`` and ``timeout_seconds + tick`` (docs/app.md, Deadline, also on threads
+``timeout_seconds`` and ``timeout_seconds + tick`` ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Deadline, also on threads
 and started responses). request_id.py must run outside this."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Count every HTTP request for Prometheus: duration by method, route and status; in flight.
 
 The metrics, their labels, how gunicorn's workers add up and what it costs:
-docs/observability.md. Values change through prometheus_client's public API only."""
+{{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}. Values change through prometheus_client's public API only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The one send wrapper of a request, shared by every middleware that watches the response,
 and ``send_json``, the whole-response answer of the error guard and the deadline. A wrapper
-per middleware cost ~4,000 instructions a request (docs/app.md, One send wrapper)."""
+per middleware cost ~4,000 instructions a request ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, One send wrapper)."""
 
 from __future__ import annotations
 
