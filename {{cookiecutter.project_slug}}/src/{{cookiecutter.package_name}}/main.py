@@ -78,7 +78,6 @@ def create_app(
             "application starting", extra={"environment": settings.environment, "title": app.title}
         )
 {%- if cookiecutter.database == "postgresql" %}
-        # One engine per worker, opened here (after gunicorn forked), closed at shutdown.
         async with open_database(settings) as database:
             app.state.database = database
             # Reported, not required, unless the settings say so (docs/kubernetes.md).

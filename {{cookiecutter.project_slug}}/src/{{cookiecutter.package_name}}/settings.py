@@ -23,12 +23,6 @@ PLACEHOLDERS = frozenset({
     "example", "dummy", "todo", "fixme", "xxx", "none", "null",
 })  # fmt: skip
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
-{%- if cookiecutter.database == "postgresql" %}
-# A statement's default share of the deadline: the rest is for the pool, network and app.
-STATEMENT_SHARE_OF_DEADLINE = 0.8
-# Enough to connect across a busy network; a server that is down refuses at once anyway.
-CONNECT_TIMEOUT_SECONDS = 5.0
-{%- endif %}
 
 
 def _origin(value: str, variable: str) -> str:
@@ -134,15 +128,15 @@ class Settings(BaseSettings):
 
     @property
     def statement_timeout_seconds(self) -> float:
-        """The explicit statement timeout, or 80 % of the request deadline."""
-        explicit = self.database_statement_timeout_seconds
-        return explicit or self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
+        """The explicit statement timeout, or 80 % of the deadline (the rest: pool, network)."""
+        return self.database_statement_timeout_seconds or self.request_timeout_seconds * 0.8
 
     @property
     def connect_timeout_seconds(self) -> float:
-        """The explicit connect (and pool wait) timeout, or 5 s within the deadline."""
-        share = self.request_timeout_seconds * STATEMENT_SHARE_OF_DEADLINE
-        return self.database_connect_timeout_seconds or min(CONNECT_TIMEOUT_SECONDS, share)
+        """The explicit connect (and pool wait) timeout, or 5 s (enough across a busy network; a
+        server that is down refuses at once) within the statement's 80 % of the deadline."""
+        share = self.request_timeout_seconds * 0.8
+        return self.database_connect_timeout_seconds or min(5.0, share)
 
     @model_validator(mode="after")
     def _database_fits(self) -> Self:

@@ -3,22 +3,17 @@ api/items.py's model and db/ (the lifespan's ``app.state.database``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.db import items as queries
-from {{ cookiecutter.package_name }}.db.engine import close_session
+from {{ cookiecutter.package_name }}.db.engine import session
 
 from .body_limits import max_body_bytes
 from .items import ITEM_BODY_BYTES, ItemIn, Tag
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
-    from {{ cookiecutter.package_name }}.db.engine import Database
 
 # PostgreSQL's BIGINT, of ids and OFFSET: past it the query itself would fail.
 BIGINT_MAX = 2**63 - 1
@@ -35,16 +30,6 @@ class NewItem(ItemIn):
     name: Annotated[str, Field(min_length=1, max_length=100, pattern=NO_NUL)]
     # RUF012: ruff misses that this is a pydantic model, which copies the default per instance.
     tags: Annotated[list[Annotated[Tag, Field(pattern=NO_NUL)]], Field(max_length=10)] = []  # noqa: RUF012
-
-
-async def session(request: Request) -> AsyncIterator[AsyncSession]:
-    """One session per request from the worker's pool, closed (connection returned) after."""
-    database: Database = request.app.state.database
-    new_session = database.sessions()
-    try:
-        yield new_session
-    finally:
-        await close_session(new_session)
 
 
 # scope="function": closed before the response starts, so an error closing it gets an answer.

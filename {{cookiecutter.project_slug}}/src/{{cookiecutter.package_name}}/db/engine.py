@@ -19,14 +19,13 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from starlette.requests import Request  # noqa: TC002 (FastAPI reads session()'s at runtime)
 from starlette.responses import JSONResponse, Response
 
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from starlette.requests import Request
 
     from {{ cookiecutter.package_name }}.settings import Settings
 
@@ -119,14 +118,19 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
     return JSONResponse(body, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
 
-async def close_session(session: AsyncSession) -> None:
-    """Close a request's session even if its connection was lost: a committed create's answer
-    stands (docs/database.md, When the database is down)."""
+async def session(request: Request) -> AsyncIterator[AsyncSession]:
+    """A request's session from the worker's pool, closed even if its connection was lost: a
+    committed create's answer stands (docs/database.md, When the database is down)."""
+    database: Database = request.app.state.database
+    new_session = database.sessions()
     try:
-        await session.close()
-    except UNAVAILABLE_ERRORS as exc:
-        if not unavailable(exc):
-            raise
-        lost = "database connection lost before the session closed"
-        logger.warning(lost, extra={"error": type(exc).__name__})
-        await session.invalidate()
+        yield new_session
+    finally:
+        try:
+            await new_session.close()
+        except UNAVAILABLE_ERRORS as exc:
+            if not unavailable(exc):
+                raise
+            lost = "database connection lost before the session closed"
+            logger.warning(lost, extra={"error": type(exc).__name__})
+            await new_session.invalidate()
