@@ -20,11 +20,8 @@ SELF_CGROUP = Path("/proc/self/cgroup")
 def cgroup_cpu_limit(
     root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[float | None, str]:
-    """The tightest CPU limit of this process's cgroup and its ancestors, and its source.
-
-    Looks at the process's own cgroup path first (a host or a container without a cgroup
-    namespace), then at the mount's root (a container, where the root is its own cgroup).
-    """
+    """The tightest CPU limit of this process's cgroup and its ancestors up to the mount's root
+    (in a container with a cgroup namespace, the root is its own cgroup), and its source."""
     try:
         membership = self_cgroup.read_text(encoding="utf-8")
     except OSError:
