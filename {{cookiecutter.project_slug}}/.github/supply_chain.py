@@ -8,8 +8,6 @@ sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's d
 Standard library only: `make sbom` runs on a CI runner without the project's virtualenv.
 """
 
-from __future__ import annotations
-
 import argparse
 import datetime as dt
 import importlib.metadata
