@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Smoke test of the built image, run by CI after the build and by hand the same way:
-#   .github/smoke-test.sh IMAGE        (e.g. {{ cookiecutter.project_slug }}:ci; `make image` builds {{ cookiecutter.project_slug }}:local)
-# Runs the container as production does (read-only root, tmpfs for /run/app and /tmp, no
-# capabilities, no privilege escalation), waits for its HEALTHCHECK, checks what the image
-# promises (every process uid 10001 without capabilities, a read-only root, no build tools),
-# sends requests through nginx, then requires exit 0 after SIGTERM within the grace period
-# and a log of JSON lines only. Needs docker or podman, curl and python3.
-# SMOKE_ENGINE: docker or podman (default: docker when its daemon answers, else podman);
-# SMOKE_PORT: the host port (default: a free one).
+# Smoke test of the built image, for CI and a person alike: .github/smoke-test.sh IMAGE
+# (e.g. {{ cookiecutter.project_slug }}:ci; `make image` builds {{ cookiecutter.project_slug }}:local). Runs it as production does
+# (read-only root, tmpfs on /run/app and /tmp, no capabilities, no privilege escalation), waits
+# for its HEALTHCHECK, checks that every process runs as 10001 without capabilities, that the
+# root is read-only and holds no build tool, sends requests through nginx, and requires exit 0
+# after SIGTERM within the grace period and JSON-only logs. Needs docker or podman, curl,
+# python3. SMOKE_ENGINE: docker or podman (default: docker when its daemon answers, else
+# podman); SMOKE_PORT: a host port (default: a free one).
 {%- if cookiecutter.database == "postgresql" %}
 # SMOKE_DATABASE_URL: a PostgreSQL database on this host's loopback (CI's service container,
 # the tests' throwaway server). Set: the migration step runs, then items are created and read
