@@ -80,7 +80,7 @@ def create_app(
 {%- if cookiecutter.database == "postgresql" %}
         async with open_database(settings) as database:
             app.state.database = database
-            # Reported, not required, unless the settings say so (docs/kubernetes.md).
+            # Reported, not required, unless the settings say so (docs/database.md).
             required = settings.readiness_requires_database
             app.state.readiness.add("database", database.ping, required=required)
             yield

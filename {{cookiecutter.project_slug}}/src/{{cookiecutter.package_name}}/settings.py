@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
     # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (< deadline).
     database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
-    # /readyz 503 while the database is away; off, it only reports it (docs/kubernetes.md).
+    # /readyz 503 while the database is away; off, it only reports it (docs/database.md).
     readiness_requires_database: bool = False
     # gunicorn's worker count (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(

@@ -1,6 +1,6 @@
 """Health endpoints: ``GET /livez``, the process answers (touching nothing else), and
 ``GET /readyz``, this worker can serve: readiness.py's checks, every outcome reported, 503 only
-when a required one fails (the database is not, by default: docs/kubernetes.md, Probes)."""
+when a required one fails (a shared dependency is not, by default: docs/app.md, Readiness)."""
 
 from typing import Literal
 

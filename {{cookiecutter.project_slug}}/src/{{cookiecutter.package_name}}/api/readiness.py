@@ -1,6 +1,6 @@
 """The readiness checks ``GET /readyz`` runs: one named async check per dependency, registered
 where it is created (main.py's lifespan). A check returns True when ready; False, an exception
-or a timeout fails it. Only a required one makes /readyz 503 (docs/kubernetes.md, Probes).
+or a timeout fails it. Only a required one makes /readyz 503 (docs/app.md, Readiness).
 Logged once per change of outcome; a repeated failure at debug, with its traceback."""
 
 from __future__ import annotations
