@@ -58,14 +58,6 @@ def pytest_unconfigure() -> None:
 
 
 @pytest.fixture
-def stoppable() -> Iterator[PostgresServer]:
-    """The session's server, for a test that stops it: running again after the test."""
-    yield SERVER
-    if not SERVER.running:
-        SERVER.start()
-
-
-@pytest.fixture
 def new_database() -> Callable[..., str]:
     """Create a database of this test's own (migrated to head unless ``migrated=False``)."""
     return lambda *, migrated=True: SERVER.create_database(MIGRATED if migrated else "template0")
