@@ -110,7 +110,8 @@ def audit() -> int:
         # --disable-pip: the lock is fully pinned and hashed, nothing to resolve or install.
         audited = ["--requirement", str(LOCK), "--require-hashes", "--disable-pip"]
     else:
-        print("no requirements.lock (make lock): auditing what pyproject.toml resolves to today")  # noqa: T201 - a report for the terminal
+        notice = "no requirements.lock (make lock): auditing what pyproject.toml resolves to today"
+        print(notice)  # noqa: T201 - a report for the terminal
         audited = [str(ROOT)]
     # --strict: a pin the database does not know fails the audit instead of passing it.
     command = [str(pip_audit), *audited, "--strict", "--vulnerability-service", "pypi",
