@@ -1,9 +1,9 @@
 """The edge, through the live stack: what nginx refuses, answers and logs before the app.
 
-Ports and hosts (no answer ever names a filesystem path), the body limits of the probes and
-of the routes that declare one, CORS on nginx's own errors, log bytes, the status socket's
-directory. Uses conftest.py's stack; the per-client rate limits are proven in the template's
-battery (battery/test_edge.py), which starts stacks with small limits.
+Ports and hosts (no redirect takes its authority from anything but the checked host and
+port), the body limits of the probes and of the routes that declare one, CORS on nginx's own
+errors, log bytes, the status socket's directory. Class 1 of docs/security.md; one stack for
+the module, with the app's CORS origins set.
 """
 
 from __future__ import annotations
@@ -11,44 +11,78 @@ from __future__ import annotations
 import json
 import re
 import socket
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import ALLOWED_ORIGIN, LiveStack, assert_json_error, exchange, request, wait_for
+from .conftest import (
+    PACKAGE,
+    Stacks,
+    app_access,
+    exchange,
+    needs_the_example,
+    nginx_access,
+    parse_response,
+    request,
+    wait_for,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .conftest import Identity, LiveStack
 
 pytestmark = pytest.mark.live
 
-
-def _get(target: str, host: str) -> bytes:
-    return f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
-
-
+ALLOWED_ORIGIN = "https://app.example.com"
+JSON_TYPE = {"Content-Type": "application/json"}
 # Host with a port that is not 1-65535 written plainly: Starlette would drop it and build
 # the redirect's authority from the unix socket's path.
 BAD_PORTS = ["localhost:99999", "localhost:0", "localhost:00080", "localhost:65536", "[::1]:0"]
+
+
+@pytest.fixture(scope="module")
+def stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+    started = Stacks(nginx_bin, identity)
+    yield started.start(**{f"{PACKAGE.upper()}_CORS_ORIGINS": ALLOWED_ORIGIN})
+    started.stop_all()
+
+
+def get_wire(target: str, host: str) -> bytes:
+    return f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+
+
+def assert_refused_before_the_app(
+    stack: LiveStack, answer: tuple[int, dict[str, str], bytes], expected: int
+) -> None:
+    """nginx's own error: JSON with the request id, which never reached the app."""
+    status, headers, body = answer
+    assert status == expected, body[:300]
+    assert headers["content-type"].startswith("application/json"), headers
+    assert json.loads(body)["request_id"] == headers["x-request-id"]
+    assert headers["x-request-id"] not in {line.get("request_id") for line in app_access(stack)}
 
 
 @pytest.mark.parametrize("host", BAD_PORTS)
 def test_a_port_outside_1_to_65535_is_a_400(stack: LiveStack, host: str) -> None:
     """Host's port must be 1-65535 without leading zeros: nginx's JSON 400, for any path."""
     for target in ("/items/", "/livez"):
-        answer = exchange(stack.port, _get(target, host))
-
-        assert_json_error(answer, 400)
-        assert answer[1]["x-request-id"] not in stack.app_request_ids()
+        answer = parse_response(exchange(stack.port, get_wire(target, host)))
+        assert_refused_before_the_app(stack, answer, 400)
 
 
+@needs_the_example()
 def test_no_answer_names_a_filesystem_path(stack: LiveStack) -> None:
     """Redirects take their authority from the checked host and port only, also for an
     absolute-form target; no answer, header or body, contains the run directory."""
-    wires = [_get("/items/", host) for host in [*BAD_PORTS, "localhost:8080", "LOCALHOST:1"]]
+    wires = [get_wire("/items/", host) for host in [*BAD_PORTS, "localhost:8080", "LOCALHOST:1"]]
     wires += [
-        _get("http://localhost/items/", "evil.example:4444"),
-        _get("http://localhost:65535/items/", "localhost:99999"),
+        get_wire("http://localhost/items/", "evil.example:4444"),
+        get_wire("http://localhost:65535/items/", "localhost:99999"),
         b"GET /items/ HTTP/1.0\r\n\r\n",
         b"GET http://localhost/items/ HTTP/1.0\r\n\r\n",
     ]
-    answers = [exchange(stack.port, wire) for wire in wires]
+    answers = [parse_response(exchange(stack.port, wire)) for wire in wires]
 
     for status, headers, body in answers:
         assert str(stack.run_dir) not in f"{headers} {body!r}", (status, headers, body)
@@ -67,36 +101,30 @@ def test_no_answer_names_a_filesystem_path(stack: LiveStack) -> None:
 @pytest.mark.parametrize("probe", ["/livez", "/readyz"])
 def test_the_probes_take_no_body(stack: LiveStack, probe: str) -> None:
     """A probe with a body over 1 KB is nginx's 413: nothing to spool, nothing to fill."""
-    answer = request(stack.port, "POST", probe, body=b"x" * 2048)
-
-    assert_json_error(answer, 413)
-    assert answer[1]["x-request-id"] not in stack.app_request_ids()
+    assert_refused_before_the_app(stack, request(stack.port, "POST", probe, b"x" * 2048), 413)
 
 
+@needs_the_example()
 def test_a_route_declaring_a_body_limit_gets_it_at_nginx(stack: LiveStack) -> None:
     """POST /items declares 8 KiB (api/items.py): a larger body is nginx's 413, before the app
     reads a byte, logged as POST /items; one under it reaches the app (a 422 for this key)."""
-    json_type = {"Content-Type": "application/json"}
     over = json.dumps({"x": "a" * 8200}).encode()
     under = json.dumps({"x": "a" * 7000}).encode()
 
-    refused = request(stack.port, "POST", "/items", json_type, over)
-    served = request(stack.port, "POST", "/items", json_type, under)
+    refused = request(stack.port, "POST", "/items", over, headers=JSON_TYPE)
+    served = request(stack.port, "POST", "/items", under, headers=JSON_TYPE)
 
-    assert_json_error(refused, 413)
-    assert refused[1]["x-request-id"] not in stack.app_request_ids()
+    assert_refused_before_the_app(stack, refused, 413)
     assert served[0] == 422, served
-    # Logged as what the client asked, not as nginx's error page (GET /.nginx-error).
     request_id = refused[1]["x-request-id"]
-    wait_for(lambda: request_id in _access_ids(stack), 10, "the 413's access line")
-    (line,) = [line for line in stack.log_lines() if line.get("request_id") == request_id]
+
+    # Logged as what the client asked, not as nginx's error page (GET /.nginx-error).
+    def logged() -> list[dict[str, object]]:
+        return [line for line in nginx_access(stack) if line.get("request_id") == request_id]
+
+    wait_for(lambda: len(logged()) == 1, 10, "the 413's access line")
+    (line,) = logged()
     assert (line["message"], line["method"], line["path"]) == ("POST /items 413", "POST", "/items")
-
-
-def _access_ids(stack: LiveStack) -> set[object]:
-    return {
-        line.get("request_id") for line in stack.log_lines() if line["logger"] == "nginx.access"
-    }
 
 
 def raw_head(port: int, wire: bytes) -> bytes:
@@ -109,13 +137,14 @@ def raw_head(port: int, wire: bytes) -> bytes:
     return received.partition(b"\r\n\r\n")[0]
 
 
+@needs_the_example()
 def test_nginx_errors_carry_cors_headers_for_an_allowed_origin(stack: LiveStack) -> None:
     """nginx's own 413 carries the app's CORS headers for a listed origin (exposing
     Retry-After and X-Request-ID), none for another origin; the app's answers carry the
     app's own, once."""
     big = b"x" * 9000
-    allowed = request(stack.port, "POST", "/items", {"Origin": ALLOWED_ORIGIN}, big)
-    other = request(stack.port, "POST", "/items", {"Origin": "https://evil.example"}, big)
+    allowed = request(stack.port, "POST", "/items", big, headers={"Origin": ALLOWED_ORIGIN})
+    other = request(stack.port, "POST", "/items", big, headers={"Origin": "https://evil.example"})
     wire = f"GET /livez HTTP/1.1\r\nHost: localhost\r\nOrigin: {ALLOWED_ORIGIN}\r\n\r\n"
     by_app = raw_head(stack.port, wire.encode()).lower()
 
@@ -140,16 +169,16 @@ def test_every_log_line_is_printable_ascii_json(stack: LiveStack) -> None:
     exchange(stack.port, wire)
 
     def logged() -> list[dict[str, object]]:
-        return [line for line in stack.log_lines() if marker in str(line.get("path"))]
+        return [line for line in nginx_access(stack) if marker in str(line.get("path"))]
 
-    wait_for(lambda: any(line["logger"] == "nginx.access" for line in logged()), 10, "the line")
+    wait_for(lambda: len(logged()) == 1, 10, "the access line")
     raw = stack.log_path.read_bytes()
     outside = sorted({byte for byte in raw if not (0x20 <= byte < 0x7F or byte == 0x0A)})
     assert outside == [], [hex(byte) for byte in outside]
     assert not re.search(rb"\\ud[89a-f][0-9a-f]{2}", raw, re.IGNORECASE)
     for line in raw.splitlines():
         json.loads(line)
-    (access,) = [line for line in logged() if line["logger"] == "nginx.access"]
+    (access,) = logged()
     assert access["user_agent"] == "ua\x7f\\xff\u00e9\u0001end", access
     assert access["path"] == f"/{marker}/\\xff\x7f\u00e9", access
 
