@@ -21,6 +21,7 @@ from .conftest import (
     mixed_load,
     parse_json,
     server_errors,
+    wait_for,
     wait_for_line,
     worker_pids,
 )
@@ -143,7 +144,8 @@ def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
     assert others, "no request was tried while the worker was stuck"
     assert set(others) == {200}, "the other worker kept serving"
     wait_for_line(stack, lambda line: "WORKER TIMEOUT" in str(line.get("message")), "the kill")
-    assert len(worker_pids(stack)) == 2
+    # The master forks the replacement after it reaps the killed worker: wait for it.
+    wait_for(lambda: len(worker_pids(stack)) == 2, 30, "a replacement worker")
     assert worker_pids(stack) != workers, "a new worker replaced the stuck one"
 
 
