@@ -8,7 +8,7 @@ refused by the app's settings, not answering, not migrated) is one line saying w
 instead of a server's start-up output minutes into the run.
 
 Depends on the project package's settings.py (DATABASE_URL and its checks, read as the app
-reads them), db/engine.py (the app's engine), db/items.py (its queries) and api/items.py
+reads them), db/engine.py (the app's engine), api/items_db.py (its queries) and api/items.py
 (the item's model), in the running Python (the project's). It writes to the database: one
 item here, and one per request of the create configurations. Point DATABASE_URL at a
 scratch database, never at production.
@@ -73,7 +73,7 @@ def _reason(error: BaseException) -> str:
 
 async def _create_item(package: str, settings: Any) -> int:
     open_database = importlib.import_module(f"{package}.db.engine").open_database
-    queries = importlib.import_module(f"{package}.db.items")
+    queries = importlib.import_module(f"{package}.api.items_db")
     item = importlib.import_module(f"{package}.api.items").ItemIn(**BENCH_ITEM)
     async with open_database(settings) as database, database.sessions() as session:
         return int((await queries.add(session, item)).id)

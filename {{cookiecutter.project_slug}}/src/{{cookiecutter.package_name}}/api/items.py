@@ -1,5 +1,5 @@
 {% if cookiecutter.database == "postgresql" -%}
-"""The example item's input model, shared by the routes (items_db.py) and the queries (db/)."""
+"""The example item's input model, which items_db.py stores in PostgreSQL."""
 
 from typing import Annotated
 

@@ -1,4 +1,5 @@
-"""The example items resource, stored in PostgreSQL (docs/database.md). Depends on FastAPI,
+"""The example items resource, stored in PostgreSQL: its routes and its queries, the only code
+that knows how items are stored (docs/database.md). Depends on FastAPI, SQLAlchemy 2 (asyncio),
 api/items.py's model and db/ (the lifespan's ``app.state.database``)."""
 
 from __future__ import annotations
@@ -6,11 +7,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from {{ cookiecutter.package_name }}.db import items as queries
 from {{ cookiecutter.package_name }}.db.engine import session
+from {{ cookiecutter.package_name }}.db.models import ItemRow
 
 from .body_limits import max_body_bytes
 from .items import ITEM_BODY_BYTES, ItemIn, Tag
@@ -32,8 +34,29 @@ class NewItem(ItemIn):
     tags: Annotated[list[Annotated[Tag, Field(pattern=NO_NUL)]], Field(max_length=10)] = []  # noqa: RUF012
 
 
+class StoredItem(ItemIn):
+    """An item as stored: its fields and the id PostgreSQL gave it (the row's number)."""
+
+    model_config = ConfigDict(from_attributes=True)  # validated from an ItemRow
+    id: int
+
+
 # scope="function": closed before the response starts, so an error closing it gets an answer.
 Session = Annotated[AsyncSession, Depends(session, scope="function")]
+
+
+async def add(db: AsyncSession, new: ItemIn) -> StoredItem:
+    """Insert ``new`` and return it with the id PostgreSQL gave it (committed)."""
+    row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
+    db.add(row)
+    await db.commit()
+    return StoredItem.model_validate(row)
+
+
+async def page(db: AsyncSession, offset: int, limit: int) -> list[StoredItem]:
+    """``limit`` items after ``offset``, oldest first (deep pages: ``WHERE id > :last_id``)."""
+    rows = await db.scalars(select(ItemRow).order_by(ItemRow.id).offset(offset).limit(limit))
+    return [StoredItem.model_validate(row) for row in rows]
 
 
 @router.get("")
@@ -41,19 +64,19 @@ async def list_items(
     db: Session,
     offset: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-) -> list[queries.StoredItem]:
+) -> list[StoredItem]:
     """List items, oldest first, a page at a time."""
-    return await queries.page(db, offset, limit)
+    return await page(db, offset, limit)
 
 
 @router.get("/{item_id}", responses={404: {"description": "No such item"}})
-async def get_item(item_id: int, db: Session) -> queries.StoredItem:
+async def get_item(item_id: int, db: Session) -> StoredItem:
     """Return one item."""
     # An id outside BIGINT cannot exist; asking PostgreSQL would fail instead of missing.
-    item = await queries.get(db, item_id) if 1 <= item_id <= BIGINT_MAX else None
-    if item is None:
+    row = await db.get(ItemRow, item_id) if 1 <= item_id <= BIGINT_MAX else None
+    if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no item {item_id}")
-    return item
+    return StoredItem.model_validate(row)
 
 
 @router.post(
@@ -62,6 +85,6 @@ async def get_item(item_id: int, db: Session) -> queries.StoredItem:
     responses={400: {"description": "Not JSON"}, 413: {"description": "Over ITEM_BODY_BYTES"}},
     openapi_extra=max_body_bytes(ITEM_BODY_BYTES),  # nginx enforces it (api/items.py)
 )
-async def create_item(new: NewItem, db: Session) -> queries.StoredItem:
+async def create_item(new: NewItem, db: Session) -> StoredItem:
     """Create an item from a JSON body and return it with its id."""
-    return await queries.add(db, new)
+    return await add(db, new)
