@@ -32,7 +32,6 @@ HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
 # The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
 DEADLINE_SECONDS = 2
-ALLOWED_ORIGIN = "https://app.example.com"
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 Answer = tuple[int, dict[str, str], bytes]
@@ -117,7 +116,6 @@ class LiveStack:
     process: subprocess.Popen[bytes]
     port: int
     metrics_port: int
-    run_dir: Path
     log_path: Path
 
     def log_lines(self) -> list[dict[str, object]]:
@@ -151,8 +149,8 @@ class LiveStack:
 
 @pytest.fixture(scope="package")
 def stack() -> Iterator[LiveStack]:
-    """The stack as the image starts it, serving live_app.py with a short deadline and one
-    CORS origin, shared by every module here; test_stop.py, the last, stops it."""
+    """The stack as the image starts it, serving live_app.py with a short deadline, shared by
+    every module here; test_stop.py, the last, stops it."""
     if shutil.which("nginx", path=SYSTEM_PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     run_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
@@ -174,8 +172,6 @@ def stack() -> Iterator[LiveStack]:
         # The app's access line says which requests (and ids) reached it (off by default).
         f"{prefix}_ACCESS_LOG": "true",
         f"{prefix}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
-        # One browser origin: nginx's own errors must carry CORS headers for it too.
-        f"{prefix}_CORS_ORIGINS": ALLOWED_ORIGIN,
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
     log_path = run_dir / "stack.log"
@@ -186,7 +182,7 @@ def stack() -> Iterator[LiveStack]:
             [sys.executable, "-m", f"{PACKAGE}_stack"],
             cwd=HERE, env=environment, stdout=output, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    started = LiveStack(process, port, metrics_port, run_dir / "run", log_path)
+    started = LiveStack(process, port, metrics_port, log_path)
     try:
         wait_for(
             lambda: process.poll() is not None or answers(port, "/livez"),
