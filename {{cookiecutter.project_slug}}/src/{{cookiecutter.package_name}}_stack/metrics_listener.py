@@ -1,9 +1,7 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
-``python -m {{ cookiecutter.package_name }}_stack.metrics_listener`` serves GET /metrics until SIGTERM; the runner
-starts it, and restarts it alone if it dies. The only process that reads
-PROMETHEUS_MULTIPROC_DIR, it also tends it (``Archive``): dead workers' files merged into
-one archive, their files removed.
+``python -m {{ cookiecutter.package_name }}_stack.metrics_listener`` serves GET /metrics until SIGTERM (the runner
+starts it, and restarts it alone if it dies) and tends PROMETHEUS_MULTIPROC_DIR (``Archive``).
 Why a process of its own, its client limits and the archive's rules: docs/observability.md.
 Needs prometheus_client (public API), this package's settings, metrics_files and jsonlog,
 and nginx's stub_status socket (deploy/nginx.conf); never the app.
@@ -36,7 +34,7 @@ from .metrics_files import ARCHIVE, file_pid, reserve_growth
 from .settings import SettingError, load
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from pathlib import Path
 
 # A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
@@ -52,6 +50,7 @@ TEND_INTERVAL = 5.0
 ADDITIVE = frozenset({"counter", "histogram", "summary"})
 # (sample name, sorted label pairs) -> value
 Values = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+Family = tuple[str, str, Values]  # type, help, values
 
 log = functools.partial(write_line, "metrics")
 
@@ -124,11 +123,10 @@ class Archive:
     """The metrics directory's live files and its archive of dead workers' values, under one
     lock: a scrape never counts a worker twice nor misses one (docs/observability.md)."""
 
-    def __init__(self, directory: Path, say: Callable[..., None]) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / ARCHIVE
         self.lock = threading.Lock()
-        self.say = say
         self.problem = ""
 
     def load(self) -> dict[str, Any]:
@@ -156,9 +154,9 @@ class Archive:
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
         if problem and problem != self.problem:
-            self.say("error", "cannot tend the metric files", error=problem)
+            log("error", "cannot tend the metric files", error=problem)
         elif self.problem and not problem:
-            self.say("info", "the metric files are tended again")
+            log("info", "the metric files are tended again")
         self.problem = problem
 
     def tend_forever(self) -> None:
@@ -178,16 +176,11 @@ class Archive:
         if not merged:
             return
         archive = self.load()
-        metrics = archive["metrics"]
-        for metric in _merge(merged):
-            entry = metrics.get(metric.name)
-            if entry is None or entry["type"] != metric.type:  # a redefined metric: newest
-                entry = {"type": metric.type, "help": metric.documentation, "samples": []}
-                metrics[metric.name] = entry
-            values: Values = {}
-            _add(values, entry["samples"])
-            _add(values, ((s.name, s.labels, s.value) for s in metric.samples))
-            entry["samples"] = [[n, dict(labels), v] for (n, labels), v in values.items()]
+        metrics: dict[str, Any] = {}
+        for name, (typ, documentation, values) in _families(archive["metrics"], merged).items():
+            samples = [[sample, dict(labels), v] for (sample, labels), v in values.items()]
+            metrics[name] = {"type": typ, "help": documentation, "samples": samples}
+        archive["metrics"] = metrics
         archive["kinds"] = sorted({*archive.get("kinds", []), *map(_kind, merged)})
         partial = self.path.with_suffix(".json.tmp")
         try:
@@ -203,19 +196,11 @@ class Archive:
         """The live files plus the archive, each series once (what a scrape renders)."""
         with self.lock:
             self.tend()
-            live = _merge(self.files())
             try:
                 archived: dict[str, Any] = self.load()["metrics"]
             except (OSError, ValueError):  # said by tend(); the live values still count
                 archived = {}
-        families: dict[str, tuple[str, str, Values]] = {}
-        for metric in live:
-            values = families.setdefault(metric.name, (metric.type, metric.documentation, {}))[2]
-            _add(values, ((s.name, s.labels, s.value) for s in metric.samples))
-        for name, entry in archived.items():
-            typ, _, values = families.setdefault(name, (entry["type"], entry["help"], {}))
-            if typ == entry["type"]:  # else the running code redefined it: its values alone
-                _add(values, entry["samples"])
+            families = _families(archived, self.files())
         for name, (typ, documentation, values) in families.items():
             metric = Metric(name, documentation, typ)
             samples = _accumulated(name, values) if typ == "histogram" else values
@@ -227,19 +212,25 @@ def _kind(path: Path) -> str:
     return path.stem.rpartition("_")[0]  # histogram_123.db: histogram
 
 
-def _merge(files: list[Path]) -> Iterable[Metric]:
-    """Each metric of these files, samples added up across them, histogram buckets raw."""
+def _families(archived: Mapping[str, Any], files: list[Path]) -> dict[str, Family]:
+    """The archive's metrics plus these files', each series added up (histogram buckets raw);
+    a metric the files give another type is theirs alone: the running code redefined it."""
     merged: Iterable[Metric] = MultiProcessCollector.merge(  # type: ignore[no-untyped-call]  # unannotated upstream
         [str(path) for path in files], accumulate=False
     )
-    return merged
-
-
-def _add(values: Values, samples: Iterable[Iterable[Any]]) -> None:
-    """Add (name, labels, value) samples into values."""
-    for name, labels, value in samples:
-        key = (name, tuple(sorted(labels.items())))
-        values[key] = values.get(key, 0.0) + value
+    found = [(name, e["type"], e["help"], e["samples"]) for name, e in archived.items()]
+    for metric in merged:
+        samples = [(s.name, s.labels, s.value) for s in metric.samples]
+        found.append((metric.name, metric.type, metric.documentation, samples))
+    families: dict[str, Family] = {}
+    for name, typ, documentation, samples in found:
+        known, _, values = families.get(name, (typ, "", {}))
+        values = values if known == typ else {}
+        for sample, labels, value in samples:  # labels: a dict
+            key = (sample, tuple(sorted(labels.items())))
+            values[key] = values.get(key, 0.0) + value
+        families[name] = (typ, documentation, values)
+    return families
 
 
 def _accumulated(name: str, values: Values) -> Values:
@@ -336,7 +327,7 @@ def main(environ: Mapping[str, str]) -> int:
     if not metrics_dir.is_dir():
         log("error", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a directory")
         return 1
-    archive, registry = Archive(metrics_dir, log), CollectorRegistry()
+    archive, registry = Archive(metrics_dir), CollectorRegistry()
     registry.register(archive)
     registry.register(NginxCollector(str(settings.status_socket)))
     try:

@@ -62,13 +62,6 @@ _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 log = functools.partial(write_line, "serve")
 
 
-def _each_line(convert: Callable[[bytes], str]) -> Callable[[bytes], bytes]:
-    """A block converter that makes each non-blank line one JSON line."""
-    return lambda block: b"".join(
-        (convert(line) + "\n").encode("ascii") for line in block.split(b"\n") if line.strip()
-    )
-
-
 class LineRelay:
     """Cuts a child's output into whole lines for ``convert`` (lines -> JSON lines to write)."""
 
@@ -118,8 +111,7 @@ def nginx_workers(
 def nginx_values(
     settings: StackSettings, upstream_socket: Path, workers: int | None = None
 ) -> dict[str, str]:
-    """deploy/nginx.conf's placeholder values for these settings, this socket and this many
-    nginx workers (unset: as nginx_workers() decides)."""
+    """deploy/nginx.conf's placeholder values; ``workers`` unset: as nginx_workers() decides."""
     if workers is None:
         workers = nginx_workers(settings)[0]
     address, proxies = settings.listen_address, settings.trusted_proxies
@@ -165,8 +157,7 @@ def nginx_values(
 def write_nginx_conf(
     settings: StackSettings, upstream_socket: Path, workers: int | None = None
 ) -> Path:
-    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path;
-    ``workers`` as for nginx_values()."""
+    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf (atomically) and return its path."""
     text = render(
         settings.nginx_conf.read_text(encoding="utf-8"),
         nginx_values(settings, upstream_socket, workers),
@@ -209,8 +200,7 @@ class Child:
 
     @property
     def stopped_as_asked(self) -> bool:
-        """Exited 0, or killed by the very signal sent (a child still starting has no handler:
-        the metrics listener stopped right after its start exits -15)."""
+        """Exited 0, or killed by the signal sent (one still starting has no handler yet)."""
         return self.status in (0, -self.sent)
 
     def signal(self, signum: signal.Signals) -> None:
@@ -222,9 +212,7 @@ class Child:
 
 class Stack:
     """nginx and one gunicorn generation (two during a reload), driven by one select() loop:
-    signals through a wakeup fd, children reaped with waitpid(-1) (orphans too, as PID 1),
-    their output relayed as JSON lines from pipes this process owns (a non-root nginx cannot
-    open a /dev/stdout pipe owned by someone else)."""
+    signals through a wakeup fd, children (and orphans) reaped, their output relayed."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
@@ -242,9 +230,8 @@ class Stack:
         self.requested: signal.Signals | None = None
         self.reload_requested = False
         self.selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)  # noqa: FBT003 - the stdlib's signature
-        self._wake_write.setblocking(False)  # noqa: FBT003
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)  # as set_wakeup_fd requires
         self.selector.register(self._wake_read, selectors.EVENT_READ, self._on_wakeup)
 
     # -- the loop --
@@ -267,12 +254,8 @@ class Stack:
             self.pump(min(remaining, 0.05))
         return True
 
-    def _on_wakeup(self, fileobj: Any) -> None:
-        try:
-            data = fileobj.recv(512)
-        except BlockingIOError:
-            return
-        for number in data:
+    def _on_wakeup(self, fd: int) -> None:
+        for number in os.read(fd, 512):  # select() said it is readable: never blocks
             signum = signal.Signals(number)
             if signum in (signal.SIGTERM, signal.SIGINT) and self.requested is None:
                 log("info", f"received {signum.name}: stopping gracefully")
@@ -300,20 +283,16 @@ class Stack:
         return write_end
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            child = self.children.get(pid)
-            if child is None:
-                continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
-            child.status = os.waitstatus_to_exitcode(status)
-            child.process.returncode = child.status
-            level = "info" if child.stopped_as_asked else "warning"
-            log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
+        with contextlib.suppress(ChildProcessError):  # no child left
+            while (reaped := os.waitpid(-1, os.WNOHANG))[0]:
+                pid, status = reaped
+                child = self.children.get(pid)
+                if child is None:
+                    continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
+                child.status = os.waitstatus_to_exitcode(status)
+                child.process.returncode = child.status
+                level = "info" if child.stopped_as_asked else "warning"
+                log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
 
     # -- starting --
 
@@ -322,13 +301,18 @@ class Stack:
         name: str,
         command: list[str],
         env: Mapping[str, str],
+        err: Callable[[bytes], str],
         out: Callable[[bytes], bytes] | None = None,
-        err: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        """Start a child in its own process group, to die with the runner; its stdout (out)
-        and stderr (err), given a converter, are relayed (docs/serving.md says why)."""
+        """Start a child in its own process group, to die with the runner; each line of its
+        stderr is relayed as err(line), its stdout (given out) as out(lines): docs/serving.md."""
+
+        def each_line(block: bytes) -> bytes:
+            lines = (err(line) + "\n" for line in block.split(b"\n") if line.strip())
+            return "".join(lines).encode("ascii")
+
+        stderr = self.relayed_pipe(each_line)
         stdout = self.relayed_pipe(out) if out else None
-        stderr = self.relayed_pipe(err) if err else None
         try:
             process = subprocess.Popen(
                 command,
@@ -366,9 +350,9 @@ class Stack:
         env = {**self.python_env(), "GUNICORN_SOCKET": str(sock)}
         command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
         # gunicorn logs JSON to stdout; its stderr (warnings, an early crash) becomes JSON too.
-        err = _each_line(functools.partial(stderr_line, "gunicorn.stderr"))
+        err = functools.partial(stderr_line, "gunicorn.stderr")
         name = f"gunicorn[{generation}]" if generation else "gunicorn"
-        child, timeout = self.spawn(name, command, env, err=err), self.settings.startup_timeout
+        child, timeout = self.spawn(name, command, env, err), self.settings.startup_timeout
         if not self.wait_accepting(child, sock, timeout):
             if not child.running:
                 raise ServeError(
@@ -386,8 +370,8 @@ class Stack:
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout) is JSON already, made printable ASCII here; the error log
         # (stderr) becomes the stack's JSON lines, its refusals by a limit counted (edge.py).
-        err = _each_line(edge.LimitCounter(self.settings.metrics_dir).line)
-        child = self.spawn("nginx", command, env, out=access_lines, err=err)
+        err = edge.LimitCounter(self.settings.metrics_dir).line
+        child = self.spawn("nginx", command, env, err, out=access_lines)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
@@ -396,8 +380,8 @@ class Stack:
         """The metrics listener on METRICS_PORT (its own process: docs/observability.md);
         with wait, until it accepts connections (at start; a restart holds up nothing)."""
         command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        err = _each_line(functools.partial(stderr_line, "metrics.stderr"))
-        child = self.spawn("metrics", command, self.python_env(), err=err)
+        err = functools.partial(stderr_line, "metrics.stderr")
+        child = self.spawn("metrics", command, self.python_env(), err)
         self.metrics_started = time.monotonic()
         if wait:
             address = (self.settings.local_address, self.settings.metrics_port)
@@ -453,8 +437,8 @@ class Stack:
         return stopped
 
     def _stop_leftovers(self, child: Child, budget: float) -> None:
-        """TERM, then KILL after the budget, what a dead master left in its process group (a
-        killed gunicorn master leaves uvicorn workers serving its socket forever)."""
+        """TERM, then KILL past the budget, what a dead master left in its process group (a
+        killed gunicorn master's uvicorn workers would serve its socket forever)."""
         if not _group_alive(child.pid):
             return
         log("warning", f"stopping the processes {child.name} left behind", pgid=child.pid)
@@ -478,7 +462,7 @@ class Stack:
     def publish(self, generation: int) -> None:
         """Make a generation's socket nginx's stable path, atomically: a hard link renamed
         over it, so a connect() finds the old generation or the new one, never nothing."""
-        stable = self.settings.socket_path(0)
+        stable = self.settings.upstream_socket
         staged = stable.with_suffix(".sock.new")
         staged.unlink(missing_ok=True)
         os.link(generation_socket(self.settings, generation), staged)
@@ -515,11 +499,9 @@ class Stack:
         old_socket = generation_socket(self.settings, self.generation)
         self.gunicorn, self.generation = new, generation
         log("info", "new connections go to the new generation", generation=generation)
-        # Only values computed here from now on (never the rendered nginx.conf read back),
-        # and an OS error is said and passed over.
+        # Past the swap only values computed here, and an OS error is said and passed over;
+        # idle connections left after keepalive_time are TERM's (docs/serving.md, "Reloads").
         try:
-            # nginx ends each connection after its first request past keepalive_time; those
-            # still open after it (and a margin) sat idle since the swap: TERM closes them.
             drained = self.wait_until(
                 lambda: _connections_to(old_socket) == 0, UPSTREAM_KEEPALIVE_TIME + STOP_MARGIN
             )
@@ -538,7 +520,7 @@ class Stack:
 
     def run(self) -> int:
         """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
-        signal.set_wakeup_fd(self._wake_write.fileno(), warn_on_full_buffer=False)
+        signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
         _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: adopt our children's orphans, as PID 1 would
@@ -633,8 +615,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez with 200 within 0.2 s
-    (short: nobody reads nginx's log pipe meanwhile, and a full pipe stalls nginx)."""
+    """Whether the app behind a gunicorn socket answers GET /livez in 0.2 s (docs/serving.md)."""
     request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)
@@ -662,31 +643,25 @@ def _accepts(address: Path | tuple[str, int]) -> bool:
 
 def drop_privileges(settings: StackSettings) -> str:
     """As root, become SERVE_USER (and only its group) before starting anything, or refuse in
-    one line unless SERVE_AS_ROOT=on; then nginx's workers stay root too, by the global
-    directive returned (docs/serving.md says why)."""
+    one line unless SERVE_AS_ROOT=on: then the global directive returned keeps nginx's
+    workers root too (docs/serving.md)."""
     if os.geteuid() != 0:
         return ""
+    name = settings.serve_user
     try:
-        user = pwd.getpwnam(settings.serve_user)
-        if user.pw_uid == 0:
-            problem = f"SERVE_USER {settings.serve_user} is root"
-        else:
-            # Fail now, in plain words, rather than with a traceback after the switch.
+        user = pwd.getpwnam(name)
+        problem = f"SERVE_USER {name} is root" if user.pw_uid == 0 else ""
+        if not problem:  # fail now, in plain words, not with a traceback after the switch
             probe, uid, gid = [sys.executable, "-c", "import gunicorn"], user.pw_uid, user.pw_gid
             subprocess.run(
                 probe, user=uid, group=gid, extra_groups=[], check=True, capture_output=True
             )
-            problem = ""
     except KeyError:
-        problem = (
-            f"SERVE_USER {settings.serve_user} does not exist (create it: useradd --system"
-            f" {settings.serve_user}; or set SERVE_USER)"
-        )
+        create = f"create it: useradd --system {name}; or set SERVE_USER"
+        problem = f"SERVE_USER {name} does not exist ({create})"
     except (OSError, subprocess.CalledProcessError):
-        problem = (
-            f"SERVE_USER {settings.serve_user} cannot run {sys.executable} with gunicorn (a"
-            " private directory such as /root?)"
-        )
+        where = "a private directory such as /root?"
+        problem = f"SERVE_USER {name} cannot run {sys.executable} with gunicorn ({where})"
     if problem:
         if not settings.serve_as_root:
             raise ServeError(
@@ -722,7 +697,7 @@ def serve(settings: StackSettings) -> int:
         # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
         settings.status_socket.unlink(missing_ok=True)
         workers, workers_facts = nginx_workers(settings)
-        conf = write_nginx_conf(settings, settings.socket_path(0), workers)
+        conf = write_nginx_conf(settings, settings.upstream_socket, workers)
     except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
         where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
         log("error", f"cannot render {where}: {exc}")
@@ -769,7 +744,7 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve(settings)
         if command == "render":
-            print(write_nginx_conf(settings, settings.socket_path(0)))
+            print(write_nginx_conf(settings, settings.upstream_socket))
             return 0
         if command == "check":
             return check(settings)

@@ -75,11 +75,14 @@ def _safe_path(value: Path) -> Path:
     return path
 
 
-def _items(value: Any) -> Any:
-    """A comma- or space-separated list from the environment, as a tuple."""
-    if isinstance(value, str):
-        return tuple(item for item in re.split(r"[,\s]+", value) if item)
-    return value
+def _listed(check: Callable[[str], str]) -> BeforeValidator:
+    """A comma- or space-separated list from the environment, each item checked, as a tuple."""
+
+    def parse(value: Any) -> Any:
+        items = re.split(r"[,\s]+", value) if isinstance(value, str) else value
+        return tuple(check(item) for item in items if item)
+
+    return BeforeValidator(parse)
 
 
 def _network(value: str) -> str:
@@ -114,15 +117,9 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
-Networks = Annotated[
-    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_network, _items(v))))
-]
-Hosts = Annotated[
-    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_host, _items(v))))
-]
-Origins = Annotated[
-    tuple[str, ...], NoDecode, BeforeValidator(lambda v: tuple(map(_origin, _items(v))))
-]
+Networks = Annotated[tuple[str, ...], NoDecode, _listed(_network)]
+Hosts = Annotated[tuple[str, ...], NoDecode, _listed(_host)]
+Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 # Requests per second, or in a burst, per client address: nginx's limit_req takes integers.
 Rate = Annotated[int, Field(ge=0, le=1_000_000)]
 _WORD = r"^\S+$"
@@ -354,10 +351,10 @@ class StackSettings(BaseSettings):
         lives in a 0700 directory of its own."""
         return self.run_dir / "nginx-status" / "nginx-status.sock"
 
-    def socket_path(self, generation: int = 0) -> Path:
-        """gunicorn's socket; each reload starts generation N+1 on a new path."""
-        name = "gunicorn.sock" if generation == 0 else f"gunicorn-{generation}.sock"
-        return self.run_dir / name
+    @property
+    def upstream_socket(self) -> Path:
+        """nginx's upstream: the runner links each gunicorn generation's own socket here."""
+        return self.run_dir / "gunicorn.sock"
 
 
 @dataclass(frozen=True)

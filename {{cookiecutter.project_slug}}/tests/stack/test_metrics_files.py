@@ -73,7 +73,7 @@ def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> No
         line for line in exposition(MultiProcessCollector(None, path=str(tmp_path)))  # type: ignore[no-untyped-call]  # unannotated upstream
         if not line.startswith("busy")
     }  # fmt: skip
-    archive = Archive(tmp_path, lambda *_, **__: None)
+    archive = Archive(tmp_path)
     try:
         after = exposition(archive)
         files = {path.name.rpartition("_")[2] for path in tmp_path.glob("*.db")}

@@ -39,7 +39,7 @@ EDGE = {
 def render(run_dir: Path, **environ: str) -> str:
     """The nginx.conf the runner writes for this environment."""
     settings = load({"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
-    conf = runner.write_nginx_conf(settings, settings.socket_path(0))
+    conf = runner.write_nginx_conf(settings, settings.upstream_socket)
     return conf.read_text(encoding="utf-8")
 
 
@@ -149,7 +149,7 @@ def test_nginx_workers_follow_the_cpus_gunicorn_counts(
     quota = cgroup(tmp_path, {**V2, "cpu.max": f"{limit} 100000\n"}, ROOT)
 
     count, facts = runner.nginx_workers(settings, *quota)
-    conf = runner.write_nginx_conf(settings, settings.socket_path(0), count)
+    conf = runner.write_nginx_conf(settings, settings.upstream_socket, count)
 
     assert count == workers
     assert facts["source"] == ("cpus" if setting == "auto" else "NGINX_WORKER_PROCESSES")
