@@ -2,22 +2,17 @@
 never in the web workers; runs take turns (an advisory lock), then obey MIGRATION_LOCK_TIMEOUT
 and MIGRATION_STATEMENT_TIMEOUT (docs/database.md, Migrations)."""
 
-from __future__ import annotations
-
 import asyncio
 import os
 import re
 import sys
-from typing import TYPE_CHECKING
 
 from alembic import context
 from sqlalchemy import pool, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
 
 target_metadata = Base.metadata
 # Any constant shared by every run of these migrations: the advisory lock's key.

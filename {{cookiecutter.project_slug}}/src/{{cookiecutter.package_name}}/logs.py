@@ -3,8 +3,6 @@
 Depends on request_context.py, tracing.py and ``{{ cookiecutter.package_name }}_stack.jsonlog`` (the
 one JSON contract of the stack). Why the access record is built by hand: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
 
-from __future__ import annotations
-
 import logging
 import os
 import sys
@@ -79,17 +77,8 @@ class HumanFormatter(logging.Formatter):
 
 
 class _Handler(logging.StreamHandler[TextIO]):
-    """The one handler this module installs, recognisable so a second call replaces it."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # One write and one flush per line: lines from several workers never interleave.
-        try:
-            self.stream.write(self.format(record) + "\n")
-            self.stream.flush()
-        except RecursionError:
-            raise
-        except Exception:  # noqa: BLE001 (logging's own contract: report, never raise)
-            self.handleError(record)
+    """The one handler this module installs, recognisable so a second call replaces it. Its
+    emit writes a line in one write, then flushes: several workers' lines never interleave."""
 
 
 def configure_logging(level: str = "info", *, human: bool = False) -> None:

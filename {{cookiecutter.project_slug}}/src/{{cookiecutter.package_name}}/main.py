@@ -34,7 +34,6 @@ from .tracing import telemetry_config
 from .validation import validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
-DESCRIPTION = {{ cookiecutter.description | string_literal }}
 ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}
 
 logger = logging.getLogger(__name__)
@@ -74,9 +73,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Not at import: importing the module (tests, tools) must not reconfigure logging.
         configure_logging(settings.log_level, human=settings.environment == "development")
-        logger.info(
-            "application starting", extra={"environment": settings.environment, "title": app.title}
-        )
+        extra = {"environment": settings.environment, "title": app.title}
+        logger.info("application starting", extra=extra)
 {%- if cookiecutter.database == "postgresql" %}
         async with open_database(settings) as database:
             app.state.database = database
@@ -92,7 +90,7 @@ def create_app(
 
     application = FastAPI(
         title=TITLE,
-        description=DESCRIPTION,
+        description={{ cookiecutter.description | string_literal }},
         debug=settings.debug,
         lifespan=lifespan,
         middleware=middleware_stack(settings, metrics),

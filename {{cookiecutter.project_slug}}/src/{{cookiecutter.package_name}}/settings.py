@@ -2,8 +2,6 @@
 (the environment wins). Production refuses debug and any placeholder ``SecretStr`` (the ones
 you add too), naming the variable to fix. Depends on the stack's settings (the deadline)."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %}, urlunsplit{% endif %}

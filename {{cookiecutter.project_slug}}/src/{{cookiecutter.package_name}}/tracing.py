@@ -4,17 +4,11 @@ Read at each worker's start; no endpoint set: telemetry off outright, which save
 small request ({{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}). Depends on fastapi >= 0.165
 and, to export, ``fastapi[opentelemetry]``."""
 
-from __future__ import annotations
-
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from fastapi.telemetry import TelemetryConfig
 from opentelemetry import trace
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from fastapi.telemetry import TelemetryConfig
 
 # Any of these set (and the SDK not disabled) turns tracing on, exporting over OTLP/HTTP.
 ENDPOINT_VARIABLES = (

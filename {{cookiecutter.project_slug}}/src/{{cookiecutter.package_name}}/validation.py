@@ -4,18 +4,14 @@ FastAPI's own handler echoes every error's input (seconds of CPU, megabytes, eve
 answer is bounded whatever the input and never holds it (docs/app.md, Validation errors).
 main.py registers ``validation_error_handler`` for ``RequestValidationError``."""
 
-from __future__ import annotations
-
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fastapi.exceptions import RequestValidationError
+from starlette.requests import Request
 from starlette.responses import Response
 
 from .middleware.request_id import REQUEST_ID
-
-if TYPE_CHECKING:
-    from fastapi.exceptions import RequestValidationError
-    from starlette.requests import Request
 
 # 20 errors tell a client what to fix; the rest are counted, not listed.
 MAX_ERRORS = 20

@@ -2,8 +2,6 @@
 OpenAPI document, where clients see it; nginx enforces it with a ``location`` of that size
 (docs/settings.md, Body limits per route; tests/unit/test_body_limits.py checks they agree)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 BODY_LIMIT_KEY = "x-max-body-bytes"

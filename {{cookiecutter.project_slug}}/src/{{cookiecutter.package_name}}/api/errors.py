@@ -1,17 +1,11 @@
 """The app's own HTTP errors (404, 405, an endpoint's ``HTTPException``) as JSON with the
 request id, like every other error body; main.py registers ``http_error_handler``."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
-
-if TYPE_CHECKING:
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
 
 # Statuses whose answer must have no body (RFC 9110: 1xx, 204, 304).
 _NO_BODY = frozenset({204, 304})

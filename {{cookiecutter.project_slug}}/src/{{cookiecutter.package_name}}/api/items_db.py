@@ -2,8 +2,6 @@
 that knows how items are stored (docs/database.md). Depends on FastAPI, SQLAlchemy 2 (asyncio),
 api/items.py's model and db/ (the lifespan's ``app.state.database``)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status

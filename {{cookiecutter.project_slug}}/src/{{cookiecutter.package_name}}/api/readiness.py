@@ -3,8 +3,6 @@ where it is created (main.py's lifespan). A check returns True when ready; False
 or a timeout fails it. Only a required one makes /readyz 503 (docs/app.md, Readiness).
 Logged once per change of outcome; a repeated failure at debug, with its traceback."""
 
-from __future__ import annotations
-
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
@@ -40,7 +38,6 @@ class ReadinessChecks:
         self._checks[name] = (check, required)
 
     def remove(self, name: str) -> None:
-        """Forget the check ``name`` (on shutdown, say)."""
         del self._checks[name]
         self._last.pop(name, None)
 

@@ -2,13 +2,11 @@
 gunicorn forks); an unavailable database is a JSON 503, a database bug stays a 500
 (docs/database.md). Depends on SQLAlchemy, Starlette and request_context.py."""
 
-from __future__ import annotations
-
 import logging
 import socket
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -19,15 +17,11 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from starlette.requests import Request  # noqa: TC002 (FastAPI reads session()'s at runtime)
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
-    from {{ cookiecutter.package_name }}.settings import Settings
+from {{ cookiecutter.package_name }}.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,6 @@
 """The tables, as SQLAlchemy 2 typed models; migrations/ creates them, never the app. A change
 here needs a migration: `alembic revision --autogenerate -m "..."`, then review it."""
 
-from __future__ import annotations
-
 from sqlalchemy import BigInteger, Identity, Integer, String
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column

@@ -3,19 +3,15 @@
 Fields: ``method``, ``path`` (no query string: it often carries tokens), ``status``,
 ``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``."""
 
-from __future__ import annotations
-
 import logging
 import time
-from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.logs import access_record
 
 from .request_id import REQUEST_ID
 from .response import tracker
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class AccessLogMiddleware:

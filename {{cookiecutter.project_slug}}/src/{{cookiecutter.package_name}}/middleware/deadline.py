@@ -5,19 +5,15 @@ sweeper per event loop, not a timer per request, checks every ``tick``: a reques
 ``timeout_seconds`` and ``timeout_seconds + tick`` ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Deadline, also on threads
 and started responses). request_id.py must run outside this."""
 
-from __future__ import annotations
-
 import asyncio
 import logging
 from asyncio import CancelledError, current_task, get_running_loop
 from time import monotonic
-from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .request_id import REQUEST_ID
 from .response import send_json, tracker
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class DeadlineExceeded(Exception):  # noqa: N818 (names what happened, like TimeoutError)
@@ -37,10 +33,7 @@ class _Sweeper:
         self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
-    def start(self) -> None:
-        self.handle = self.loop.call_later(self.tick, self._sweep)
-
-    def _sweep(self) -> None:
+    def sweep(self) -> None:
         now = monotonic()
         for task, deadline in self.inflight.items():
             if deadline > now:
@@ -49,7 +42,7 @@ class _Sweeper:
             if task not in self.expired and not task.cancelling():
                 self.expired.add(task)
                 task.cancel()
-        self.handle = self.loop.call_later(self.tick, self._sweep) if self.inflight else None
+        self.handle = self.loop.call_later(self.tick, self.sweep) if self.inflight else None
 
 
 class DeadlineMiddleware:
@@ -79,7 +72,7 @@ class DeadlineMiddleware:
         inflight, expired = sweeper.inflight, sweeper.expired
         inflight[task] = monotonic() + self.timeout_seconds
         if sweeper.handle is None:
-            sweeper.start()
+            sweeper.handle = loop.call_later(self.tick, sweeper.sweep)
         try:
             await self.app(scope, receive, response.send)
         except CancelledError:

@@ -4,19 +4,14 @@ Starlette's own 500 comes from outside every user middleware, without our header
 guard answers itself. The traceback goes to the log and the span, never to the body unless
 ``debug`` (refused in production). request_id.py must run outside this."""
 
-from __future__ import annotations
-
 import logging
 import traceback
-from typing import TYPE_CHECKING
 
 from opentelemetry import trace
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .request_id import REQUEST_ID
 from .response import send_json, tracker
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class ErrorGuardMiddleware:
@@ -44,8 +39,7 @@ class ErrorGuardMiddleware:
             if response.status is not None:
                 # Too late for a 500: the server aborts, the client sees a truncated response.
                 raise
-            payload: dict[str, object] = {"detail": "Internal Server Error"}
-            payload["request_id"] = REQUEST_ID.get()
+            payload = {"detail": "Internal Server Error", "request_id": REQUEST_ID.get()}
             if self.debug:
                 payload["traceback"] = "".join(traceback.format_exception(exc))
             await send_json(response.send, 500, payload)

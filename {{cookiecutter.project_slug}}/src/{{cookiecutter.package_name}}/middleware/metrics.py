@@ -3,17 +3,12 @@
 The metrics, their labels, how gunicorn's workers add up and what it costs:
 {{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}. Values change through prometheus_client's public API only."""
 
-from __future__ import annotations
-
 from time import perf_counter
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .response import tracker
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 # The route of requests no route matched (no template starts without "/").
 UNMATCHED = "unmatched"

@@ -3,19 +3,15 @@
 Input: ``X-Request-ID`` (nginx sends ``$request_id``), kept only when well-formed, so a client
 cannot inject quotes, line breaks or megabytes into every log line; else a fresh id."""
 
-from __future__ import annotations
-
 import os
 import re
-from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Re-exported: the middleware inside read the id from here (it lives in request_context.py).
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
 
 from .response import tracker
-
-if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Letters, digits and "._-" only: covers nginx's hex ids, UUIDs and most tracing ids.
 _MAX_LENGTH = 128

@@ -2,15 +2,10 @@
 and ``send_json``, the whole-response answer of the error guard and the deadline. A wrapper
 per middleware cost ~4,000 instructions a request ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, One send wrapper)."""
 
-from __future__ import annotations
-
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Mapping
 
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-    from starlette.types import Message, Send
+from starlette.types import Message, Send
 
 
 class ResponseTracker:
@@ -44,7 +39,7 @@ def tracker(send: Send) -> ResponseTracker:
     return made
 
 
-async def send_json(send: Send, status: int, payload: dict[str, object]) -> None:
+async def send_json(send: Send, status: int, payload: Mapping[str, object]) -> None:
     """Answer with ``payload`` as the whole JSON response (the error guard's 500, the 504)."""
     body = json.dumps(payload).encode()
     length = str(len(body)).encode()
