@@ -131,10 +131,9 @@ class Settings(BaseSettings):
 
     @property
     def connect_timeout_seconds(self) -> float:
-        """The explicit connect (and pool wait) timeout, or 5 s (enough across a busy network; a
-        server that is down refuses at once) within the statement's 80 % of the deadline."""
-        share = self.request_timeout_seconds * 0.8
-        return self.database_connect_timeout_seconds or min(5.0, share)
+        """The explicit connect (and pool wait) timeout, or 5 s (a busy network's; a server that
+        is down refuses at once) within the statement's 80 % of the deadline."""
+        return self.database_connect_timeout_seconds or min(5.0, self.request_timeout_seconds * 0.8)
 
     @model_validator(mode="after")
     def _database_fits(self) -> Self:
@@ -180,11 +179,11 @@ class Settings(BaseSettings):
     @classmethod
     def env_var(cls, field: str) -> str:
         """Name the environment variable that sets ``field``."""
-        alias = cls.model_fields[field].validation_alias
 {%- if cookiecutter.database == "postgresql" %}
+        alias = cls.model_fields[field].validation_alias
         if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
             return alias.choices[0].upper()
-{%- endif %}
         if isinstance(alias, str):
             return alias.upper()
-        return f"{cls.model_config.get('env_prefix', '')}{field}".upper()
+{%- endif %}
+        return f"{ENV_PREFIX}{field}".upper()

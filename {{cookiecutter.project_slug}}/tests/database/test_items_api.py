@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy.exc import DBAPIError
 
+from {{ cookiecutter.package_name }}.api import items_db as queries
 from {{ cookiecutter.package_name }}.api.items import ItemIn
 from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Session
-from {{ cookiecutter.package_name }}.api import items_db as queries
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine, unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings

@@ -43,7 +43,6 @@ class ReadinessChecks:
 
     @property
     def names(self) -> list[str]:
-        """The registered checks' names, in registration order."""
         return list(self._checks)
 
     @property
