@@ -1,12 +1,10 @@
 """The edge: per-client limits and CORS in nginx.conf, and the count of what nginx refused.
 
-Renders the placeholders of deploy/nginx.conf that come from the RATE_LIMIT* variables,
-CONNECTIONS_PER_CLIENT and the app's CORS origins (settings.py); and counts nginx's refusals
-by a limit (429s, 503s), which never reach the app and its metrics: nginx writes one
-warning per refusal to its error log, the runner relays every error line through
-``LimitCounter.line`` and the count goes to a Prometheus multiprocess file the metrics
-listener already reads (nginx_limited_requests_total). Depends on prometheus-client
-(imported only when counting starts) and this package's settings, jsonlog and metrics_files.
+Renders deploy/nginx.conf's placeholders for the RATE_LIMIT* variables, CONNECTIONS_PER_CLIENT
+and the app's CORS origins; counts nginx's refusals by a limit (429s, 503s, which never reach
+the app) from the error lines the runner relays through ``LimitCounter.line``, into a
+multiprocess file the metrics listener reads (nginx_limited_requests_total). Depends on
+prometheus-client (imported only when counting starts), this package's jsonlog and metrics_files.
 """
 
 from __future__ import annotations
@@ -38,10 +36,8 @@ def nginx_values(settings: StackSettings) -> dict[str, str]:
     if settings.rate_limit:
         per_second = settings.rate_limit
         zone = f"limit_req_zone $client_key zone=client_rate:10m rate={per_second}r/s;"
-        # The burst is answered at once (delay=); past it, up to RATE_LIMIT_QUEUE_SECONDS of
-        # requests wait their turn: a client that answers every refusal with a new request
-        # would otherwise cost nginx a refusal per request, as fast as it can send (the peers
-        # experiment's flood: 0.14 x the normal clients' goodput refused, 0.99 x queued).
+        # The burst is answered at once (delay=); past it, RATE_LIMIT_QUEUE_SECONDS of requests
+        # wait their turn: a flood waits, it is not fed (docs/settings.md says why).
         queue = per_second * settings.rate_limit_queue_seconds
         burst = settings.rate_limit_burst + queue
         admitted = f" burst={burst}" if burst else ""
@@ -71,27 +67,18 @@ def nginx_values(settings: StackSettings) -> dict[str, str]:
 
 
 class LimitCounter:
-    """Counts nginx's refusals by a limit, from its error lines, into the metrics directory.
-
-    Uses prometheus-client's multiprocess mode, as the gunicorn workers do: this process's
-    own file in PROMETHEUS_MULTIPROC_DIR, added up by the metrics listener with the others.
-    """
+    """Counts nginx's refusals by a limit, from its error lines, into this process's own file
+    in the metrics directory (prometheus-client's multiprocess mode, as the workers')."""
 
     def __init__(self, metrics_dir: Path) -> None:
         self.counter: Counter | None = None
-        # The file's blocks are allocated before prometheus-client maps it, as for the
-        # workers (metrics_files.py): on a full RUN_DIR a first write into a sparse map would
-        # be SIGBUS in the runner, which would take the whole stack down. Refused: one line,
-        # and nginx's lines are relayed uncounted.
+        # Allocated first, as the workers' (metrics_files.py): SIGBUS on a full RUN_DIR would
+        # take the runner, and the whole stack, down. Refused: nginx's lines go uncounted.
         refused = prepare_worker(metrics_dir, os.getpid(), ("counter",))
         if refused is not None:
-            write_line(
-                "serve",
-                "error",
-                "nginx's refusals are not counted: no room for the metric file",
-                directory=str(metrics_dir),
-                error=str(refused),
-            )
+            said = {"directory": str(metrics_dir), "error": str(refused)}
+            problem = "nginx's refusals are not counted: no room for the metric file"
+            write_line("serve", "error", problem, **said)
             return
         # prometheus-client picks its multiprocess storage when first imported: set first.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)

@@ -104,12 +104,9 @@ class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logg
                 handler.addFilter(OperatorFilter())
 
 
-# --- hooks: the metrics directory (docs/observability.md) ---
-
-
 def on_starting(server: Any) -> None:
-    """Log the worker count once; ready the metrics directory (set here, before a worker
-    imports prometheus_client, not in gunicorn.conf.py, which tools import too)."""
+    """Log the worker count once; ready the metrics directory (docs/observability.md) here,
+    before a worker imports prometheus_client, not in gunicorn.conf.py, which tools import."""
     stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
@@ -123,10 +120,9 @@ def on_starting(server: Any) -> None:
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """In a new worker, before it imports the app: allocate its metric files; on a full
-    filesystem, one error line and it serves without recording metrics (in memory, unread),
-    never SIGBUS. That needs prometheus_client not imported yet: the master never imports
-    it, unless the app is preloaded there; then the worker exits instead."""
+    """In a new worker, before it imports the app: allocate its metric files. On a full
+    filesystem, one error line, and prometheus_client (not imported yet) keeps the worker's
+    metrics in memory, unread; a preloaded app imported it already: the worker exits instead."""
     del worker  # gunicorn's hook signature
     directory = settings().metrics_dir
     problem = prepare_worker(directory, os.getpid())

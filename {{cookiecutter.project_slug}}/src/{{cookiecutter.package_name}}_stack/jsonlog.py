@@ -3,9 +3,7 @@
 One printable-ASCII JSON object per line, keys in the order ``time`` (UTC, RFC 3339, ms,
 ``Z``), ``level``, ``logger``, ``message``, ``request_id``, ``trace_id`` and ``span_id``
 (inside a traced request), the extra fields, ``exception`` (docs/settings.md, "Logs").
-Standard library only; used by the runner (which relays nginx's lines through it),
-gunicorn_config.py, the metrics listener and the app's logs.py. The app writes a record per
-request, so an ``AccessRecord`` is one %-format, and a second's text is formatted once.
+Standard library only. A record per request: an ``AccessRecord`` is one %-format.
 """
 
 from __future__ import annotations
@@ -53,8 +51,8 @@ _ACCESS_LINE = (
 
 
 class AccessRecord(logging.LogRecord):
-    """A request's record (the app's logs.py): plus ``method``, ``path``, ``status``,
-    ``duration_ms``, ``request_id`` and ``client``; any handler can use it like any record."""
+    """A request's record (the app's logs.py): method, path, status, duration_ms, request_id
+    and client besides; any handler can use it like any record."""
 
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
@@ -244,13 +242,9 @@ def stderr_line(logger: str, raw: bytes) -> str:
 
 
 def access_lines(block: bytes) -> bytes:
-    """Lines of nginx's JSON access log (no final newline), made printable ASCII JSON lines.
-
-    nginx's ``escape=json`` copies DEL and bytes over 0x7f as they came (a User-Agent, a
-    ``/%ff`` path): such a block is re-encoded, text as ``\\uXXXX``, bytes that are not UTF-8
-    as ``\\xff``, never lone surrogates (strict JSON readers refuse them). Printable ASCII
-    blocks, nearly all, pass untouched.
-    """
+    """Lines of nginx's JSON access log (no final newline) as printable ASCII JSON lines:
+    ``escape=json`` passes DEL and bytes over 0x7f through (a User-Agent, a ``/%ff`` path),
+    re-encoded here, text as ``\\uXXXX``, other bytes as ``\\xff``, never lone surrogates."""
     if block.isascii() and b"\x7f" not in block:
         return block + b"\n"
     return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())

@@ -2,11 +2,10 @@
 
 prometheus_client maps each worker's files (``<kind>_<pid>.db`` in PROMETHEUS_MULTIPROC_DIR)
 sparse, 64 KiB then doubling: on a full filesystem the first write into a page is SIGBUS.
-Here the blocks are taken first: prepare_worker() in each new worker (gunicorn_config's
-post_fork) creates its files allocated, with their first doubling reserved past the end;
-reserve_growth() (the metrics listener, every few seconds) reserves every file's next one.
-Standard library only (fallocate(2) through ctypes where it exists): the gunicorn master
-imports this and must never import prometheus_client (gunicorn_config.post_fork says why).
+Here the blocks are taken first: prepare_worker() (gunicorn_config.post_fork) creates a new
+worker's files allocated, their first doubling reserved; reserve_growth() (the metrics
+listener, every few seconds) reserves each file's next one. Standard library only (fallocate
+through ctypes): the gunicorn master imports this and must never import prometheus_client.
 """
 
 from __future__ import annotations
@@ -71,9 +70,8 @@ def kinds(directory: Path) -> set[str]:
 def prepare_worker(
     directory: Path, pid: int, wanted: Iterable[str] | None = None
 ) -> OSError | None:
-    """Create and allocate a process's metric files, of the kinds wanted (by default those
-    kinds() finds); the error when the filesystem refuses (the files this call created are
-    removed again), else None. For any process that writes metrics, a worker or not."""
+    """Create and allocate a process's (a worker's, the runner's) metric files of the kinds
+    wanted (default: kinds()); the OSError if the filesystem refuses (its new files removed)."""
     created: list[Path] = []
     try:
         for kind in sorted(kinds(directory) if wanted is None else wanted):

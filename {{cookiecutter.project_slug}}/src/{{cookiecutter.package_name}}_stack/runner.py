@@ -144,12 +144,10 @@ def nginx_values(
         # 3-5 us a request instead of 15-22 (docs/serving.md); nginx flushes on stop.
         "ACCESS_LOG": "/dev/stdout json buffer=4k flush=1s" if settings.nginx_access_log else "off",
         "ALLOWED_HOSTS": allowed,
-        # The timeout chain (settings.TimeoutChain): derived from the app's deadline.
         "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
-        # Per-client limits and CORS (edge.py).
         **edge.nginx_values(settings),
     }
 
@@ -234,8 +232,6 @@ class Stack:
         os.set_blocking(self._wake_write, False)  # as set_wakeup_fd requires
         self.selector.register(self._wake_read, selectors.EVENT_READ, self._on_wakeup)
 
-    # -- the loop --
-
     def pump(self, timeout: float) -> None:
         """Wait up to timeout for a signal, a child's exit or log output, and handle them."""
         for key, _ in self.selector.select(timeout):
@@ -294,8 +290,6 @@ class Stack:
                 level = "info" if child.stopped_as_asked else "warning"
                 log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
 
-    # -- starting --
-
     def spawn(
         self,
         name: str,
@@ -313,6 +307,7 @@ class Stack:
 
         stderr = self.relayed_pipe(each_line)
         stdout = self.relayed_pipe(out) if out else None
+        arm = functools.partial(_die_with_parent, os.getpid())
         try:
             process = subprocess.Popen(
                 command,
@@ -320,7 +315,7 @@ class Stack:
                 stdout=stdout,
                 stderr=stderr,
                 process_group=0,
-                preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - one thread here
+                preexec_fn=arm,  # noqa: PLW1509 - one thread here
             )
         finally:  # the child holds the write ends now: the relay ends with the child
             for end in (stdout, stderr):
@@ -338,8 +333,8 @@ class Stack:
         return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
 
     def wait_accepting(self, child: Child, address: Path | tuple[str, int], timeout: float) -> bool:
-        """Pump until the child accepts connections at address; False if it exited first,
-        the timeout passed or a stop was asked."""
+        """Pump until the child accepts connections at address; False if it exited, the timeout
+        passed or a stop was asked."""
         accepting = self.wait_until(lambda: not child.running or _accepts(address), timeout)
         return accepting and child.running
 
@@ -411,8 +406,6 @@ class Stack:
                 log("error", "cannot start the metrics listener", error=str(exc))
                 self.metrics_due = now + delay
                 self.metrics_failures += 1
-
-    # -- stopping --
 
     def stop(self, child: Child | None, signum: signal.Signals, budget: float) -> bool:
         """Signal child, wait up to budget; kill it past that. True when it stopped cleanly."""
@@ -566,15 +559,11 @@ def _prctl(option: int, value: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    """A preexec_fn: SIGTERM this child when the runner dies (PR_SET_PDEATHSIG)."""
-
-    def arm() -> None:
-        _prctl(1, signal.SIGTERM)
-        if os.getppid() != parent:  # the runner died before the signal was armed
-            os._exit(1)
-
-    return arm
+def _die_with_parent(parent: int) -> None:
+    """In a new child, before exec: SIGTERM it when the runner dies (PR_SET_PDEATHSIG)."""
+    _prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:  # the runner died before the signal was armed
+        os._exit(1)
 
 
 def _check_port_free(settings: StackSettings) -> None:
@@ -721,7 +710,6 @@ def serve(settings: StackSettings) -> int:
         graceful_timeout=chain.graceful,
         stop_needs=chain.stop_budget,
     )
-    # Like gunicorn's "worker count decided": the count and its inputs, once per start.
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
     return Stack(settings, nginx_globals).run()
 

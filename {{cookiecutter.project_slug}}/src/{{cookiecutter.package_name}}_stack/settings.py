@@ -160,14 +160,12 @@ class StackSettings(BaseSettings):
     nginx_access_log: bool = Field(default=True, alias="NGINX_ACCESS_LOG")
     """nginx's JSON access line per request"""
     nginx_worker_processes: str = Field("auto", alias="NGINX_WORKER_PROCESSES", pattern=_WORKERS)
-    """nginx workers, 1-9999; auto: one per 4 CPUs this container may use, at least one
-    (cpus.py counts them as gunicorn does; nginx's own auto counts the machine's)"""
+    """nginx workers, 1-9999; auto: one per 4 CPUs this container may use, at least one"""
     nginx_bin: str | None = Field(None, alias="NGINX_BIN", pattern=_WORD)
     """the nginx executable; unset: nginx on PATH, else /usr/sbin/nginx"""
     nginx_temp_dir: SafePath | None = Field(None, alias="NGINX_TEMP_DIR")
-    """nginx's spool of request bodies over 16 KiB and of buffered responses; unset:
-    $RUN_DIR/nginx-temp. Keep it off RUN_DIR's mount (the image: /tmp/nginx), so spooled
-    bodies never fill the filesystem holding the sockets and metric files"""
+    """nginx's spool of request bodies over 16 KiB and of buffered responses, best off RUN_DIR's
+    filesystem (the image: /tmp/nginx); unset: $RUN_DIR/nginx-temp"""
     nginx_conf: SafePath = Field(Path("deploy/nginx.conf"), alias="NGINX_CONF")
     """the nginx.conf template"""
     gunicorn_conf: SafePath = Field(Path("deploy/gunicorn.conf.py"), alias="GUNICORN_CONF")
@@ -175,25 +173,20 @@ class StackSettings(BaseSettings):
     startup_timeout: Seconds = Field(60.0, alias="STARTUP_TIMEOUT")
     """seconds gunicorn may take to bind its socket and answer"""
     serve_user: str = Field("app", alias="SERVE_USER", pattern=_USER)
-    """started as root: the user running nginx and gunicorn; a dedicated one, never the
-    shared `nobody`, whose other processes could reach the socket"""
+    """started as root: the user running nginx and gunicorn, a dedicated one (never `nobody`)"""
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
     """started as root and SERVE_USER cannot run the stack: serve as root anyway (otherwise
     the runner refuses to start)"""
 
-    # Per-client limits at nginx (edge.py renders them): each pod counts its own clients.
-    # 100 r/s with a burst of 200: far above what a person or a well-behaved integration
-    # sends one pod, well below what one address needs to fill 2 workers (~1,000 r/s each).
+    # Per-client limits at nginx (edge.py renders them; docs/settings.md sizes them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
     """requests per second nginx lets each client address make, per pod (limit_req; over it:
-    JSON 429 with Retry-After); 0: off. Behind a load balancer not in TRUSTED_PROXIES every
-    client shares its address"""
+    JSON 429 with Retry-After); 0: off"""
     rate_limit_burst: Rate = Field(200, alias="RATE_LIMIT_BURST")
     """requests above the rate a client may send at once, answered without waiting"""
     rate_limit_queue_seconds: int = Field(4, ge=0, le=60, alias="RATE_LIMIT_QUEUE_SECONDS")
     """seconds a request over the rate and the burst may wait for its turn before nginx
-    answers 429 (RATE_LIMIT x this many wait); 0: refuse at once. A wait costs nginx a
-    connection, no CPU: a flooding client is slowed to its rate, not fed refusals"""
+    answers 429 (RATE_LIMIT x this many wait); 0: refuse at once"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
     # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one
@@ -224,7 +217,6 @@ class StackSettings(BaseSettings):
     terminationGracePeriodSeconds minus preStop); when set, one shorter than the stack's
     graceful stop is refused"""
 
-    # gunicorn.
     app_module: str = Field("{{ cookiecutter.app_module }}", alias="APP_MODULE", pattern=_APP)
     """the ASGI app gunicorn serves, module.path:attribute"""
     gunicorn_socket: SafePath = Field(
@@ -311,8 +303,6 @@ class StackSettings(BaseSettings):
             )
         return self
 
-    # -- derived values --
-
     @property
     def chain(self) -> TimeoutChain:
         return TimeoutChain(self.app_deadline, self.graceful_timeout, self.gunicorn_timeout)
@@ -347,8 +337,7 @@ class StackSettings(BaseSettings):
 
     @property
     def status_socket(self) -> Path:
-        """nginx's stub_status, for the metrics listener only: nginx 1.22 makes it 0666, so it
-        lives in a 0700 directory of its own."""
+        """nginx's stub_status, for the metrics listener: 0666 (nginx), in a 0700 directory."""
         return self.run_dir / "nginx-status" / "nginx-status.sock"
 
     @property

@@ -12,6 +12,5 @@ if TYPE_CHECKING:
 
 @pytest.fixture(autouse=True)
 def _no_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where no .env is: the settings read .env from the working directory, and a
-    developer's own .env must not change these results."""
+    """The settings read .env from the working directory: a developer's own must not count."""
     monkeypatch.chdir(tmp_path)

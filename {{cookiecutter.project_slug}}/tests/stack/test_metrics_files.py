@@ -20,14 +20,13 @@ from {{ cookiecutter.package_name }}_stack.metrics_listener import Archive
 if TYPE_CHECKING:
     from pathlib import Path
 
-# A worker's metrics: a counter, a histogram (two label sets) and a livesum gauge, as
-# prometheus_client writes them in multiprocess mode. argv: allocate first?, then wait?
+# A worker allocating its files, then writing a counter, a histogram (two label sets) and a
+# livesum gauge, as prometheus_client does in multiprocess mode; argv[1]: "wait" or "exit".
 WORKER = """
 import os, sys
 from pathlib import Path
 from {{ cookiecutter.package_name }}_stack.metrics_files import prepare_worker
-if sys.argv[1] == "allocate":
-    assert prepare_worker(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]), os.getpid()) is None
+assert prepare_worker(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]), os.getpid()) is None
 from prometheus_client import Counter, Gauge, Histogram
 Counter("jobs", "Jobs.", ["kind"]).labels("a").inc(3)
 duration = Histogram("took_seconds", "Time.", ["route"], buckets=(0.1, 1.0))
@@ -35,7 +34,7 @@ for value in (0.05, 0.5, 5.0):
     duration.labels("/a").observe(value)
 duration.labels("/b").observe(0.5)
 Gauge("busy", "Busy.", multiprocess_mode="livesum").set(1)
-if sys.argv[2] == "wait":
+if sys.argv[1] == "wait":
     print("written", flush=True)
     sys.stdin.read()
 """
@@ -46,7 +45,7 @@ def worker(directory: Path, wait: str = "exit") -> subprocess.Popen[str]:
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
     pipe = subprocess.PIPE if wait == "wait" else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, "-c", WORKER, "allocate", wait],
+        [sys.executable, "-c", WORKER, wait],
         env=env, stdin=pipe, stdout=pipe, text=True,
     )  # fmt: skip
 

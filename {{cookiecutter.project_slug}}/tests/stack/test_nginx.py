@@ -1,7 +1,6 @@
-"""deploy/nginx.conf as the runner renders it, checked by the real `nginx -t`; nginx's worker
-count from the CPUs cpus.py counts, with fake cgroup files.
-
-Needs nginx on PATH or in /usr/sbin for the `nginx -t` tests (skipped, saying so, without it).
+"""deploy/nginx.conf as the runner renders it, checked by the real `nginx -t` (skipped, saying
+so, without nginx on PATH or in /usr/sbin); the CPU count and nginx's `auto` from fake cgroups.
+The status socket's private directory is proven live: the template's battery/test_nginx_answers.py.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ BEHIND_A_LOAD_BALANCER = {
     APP_DEADLINE_NAME: "30.5",
     "RATE_LIMIT": "0",
     "CONNECTIONS_PER_CLIENT": "0",
+    "NGINX_WORKER_PROCESSES": "3",
 }
 EDGE = {
     "RATE_LIMIT": "5",
@@ -55,7 +55,7 @@ def render(run_dir: Path, **environ: str) -> str:
         (BEHIND_A_LOAD_BALANCER, ["proxy_read_timeout 35500ms;", "access_log off;",
               "worker_shutdown_timeout 40500ms;", "set_real_ip_from 2001:db8::/32;",
               "listen [::]:8080 backlog=4096;", '"~." 1;', "# RATE_LIMIT=0:",
-              "# CONNECTIONS_PER_CLIENT=0:"]),
+              "# CONNECTIONS_PER_CLIENT=0:", "\nworker_processes 3;"]),
         (EDGE, ["rate=5r/s;", "limit_req zone=client_rate burst=20;", "limit_req_dry_run on;",
               "limit_conn client_requests 2;", '":https://app.example.com" "https://app.example.com";',
               '":http://[::1]:5173" "http://[::1]:5173";']),
@@ -65,8 +65,8 @@ def render(run_dir: Path, **environ: str) -> str:
 def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     tmp_path: Path, environ: dict[str, str], expected: list[str]
 ) -> None:
-    """Proxies, access log, address, hosts (* lets any Host through) and the timeout chain (a
-    fractional deadline in milliseconds) come from the settings; `nginx -t` accepts the result."""
+    """Proxies, access log, address, hosts (* lets any Host through), workers and the timeout
+    chain (a fractional deadline in milliseconds) follow the settings; `nginx -t` accepts it."""
     text = render(tmp_path, **environ)
 
     assert [line for line in expected if line not in text] == []
@@ -74,7 +74,6 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     behind = environ is BEHIND_A_LOAD_BALANCER
     assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == behind
     assert bool(re.search(r"^\s*limit_req ", text, re.MULTILINE)) != behind
-    assert not re.search(r"@[A-Z_]+@", text)
     nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
     if nginx is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
@@ -83,16 +82,13 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     assert checked.returncode == 0, checked.stderr
 
 
-def test_the_spool_and_the_status_socket_have_private_directories(tmp_path: Path) -> None:
-    """NGINX_TEMP_DIR moves nginx's spool off RUN_DIR; the status socket (which nginx makes
-    0666) is in a 0700 directory of RUN_DIR, and so is the spool."""
+def test_nginx_temp_dir_moves_the_spool_into_a_private_directory(tmp_path: Path) -> None:
+    """NGINX_TEMP_DIR moves nginx's spool off RUN_DIR, into a 0700 directory."""
     spool = tmp_path / "tmp" / "nginx"
     text = render(tmp_path / "run", NGINX_TEMP_DIR=str(spool))
 
     assert f"client_body_temp_path {spool}/client_body;" in text
-    status = tmp_path / "run" / "nginx-status"
-    assert f"listen unix:{status}/nginx-status.sock;" in text
-    assert [oct(path.stat().st_mode & 0o777) for path in (spool, status)] == ["0o700"] * 2
+    assert spool.stat().st_mode & 0o777 == 0o700
 
 
 def test_render_refuses_an_unknown_placeholder() -> None:
@@ -115,43 +111,27 @@ ROOT, CHILD = "0::/\n", "0::/child\n"  # /proc/self/cgroup: the root's cgroup, o
 
 
 @pytest.mark.parametrize(
-    ("files", "membership", "limit"),
+    ("files", "membership", "limit", "workers"),
     [
-        ({**V2, "cpu.max": "max 100000\n"}, ROOT, None),
-        ({**V2, "cpu.max": "150000 100000\n"}, ROOT, 1.5),
+        ({**V2, "cpu.max": "max 100000\n"}, ROOT, None, 2),
+        ({**V2, "cpu.max": "150000 100000\n"}, ROOT, 1.5, 1),
         # The tightest of the process's cgroup and its ancestors, whichever it is.
-        ({**V2, "cpu.max": "300000 100000\n", "child/cpu.max": "50000 100000\n"}, CHILD, 0.5),
-        ({**V2, "cpu.max": "50000 100000\n", "child/cpu.max": "max 100000\n"}, CHILD, 0.5),
-        ({f"{V1}quota_us": "250000\n", f"{V1}period_us": "100000\n"}, "4:cpu,cpuacct:/\n", 2.5),
-        ({}, "4:cpu,cpuacct:/\n", None),
+        ({**V2, "cpu.max": "300000 100000\n", "child/cpu.max": "50000 100000\n"}, CHILD, 0.5, 1),
+        ({**V2, "cpu.max": "50000 100000\n", "child/cpu.max": "max 100000\n"}, CHILD, 0.5, 1),
+        ({**V2, "cpu.max": "900000 100000\n"}, ROOT, 9, 2),
+        ({f"{V1}quota_us": "250000\n", f"{V1}period_us": "100000\n"}, "4:cpu,cpuacct:/\n", 2.5, 1),
+        ({}, "4:cpu,cpuacct:/\n", None, 2),
     ],
-    ids=["v2 none", "v2", "v2 nested", "v2 parent", "v1", "no controller"],
+    ids=["v2 none", "v2", "v2 nested", "v2 parent", "v2 over affinity", "v1", "no controller"],
 )  # fmt: skip
-def test_cgroup_cpu_limit(
-    tmp_path: Path, files: dict[str, str], membership: str, limit: float | None
+def test_cgroup_cpu_limit_sizes_nginx_auto(
+    tmp_path: Path, files: dict[str, str], membership: str, limit: float | None, workers: int
 ) -> None:
-    """A v2 cpu.max or v1 cfs quota: the tightest wins; no controller means no limit."""
-    assert cpus.cgroup_cpu_limit(*cgroup(tmp_path, files, membership))[0] == limit
+    """A v2 cpu.max or v1 cfs quota: the tightest wins, no controller means no limit. nginx's
+    auto: a worker per 4 usable CPUs (of 8 here), rounded up; nginx's own auto would say 8."""
+    mount = cgroup(tmp_path, files, membership)
 
-
-@pytest.mark.parametrize(
-    ("setting", "limit", "workers"),
-    [("auto", "150000", 1), ("auto", "max", 2), ("auto", "900000", 2), ("3", "150000", 3)],
-)
-def test_nginx_workers_follow_the_cpus_gunicorn_counts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, limit: str, workers: int
-) -> None:
-    """auto: one worker per 4 usable CPUs, rounded up: 1.5 CPUs of quota is 1 worker, all 8
-    CPUs of affinity 2 (nginx's own auto: 8); a number is kept whatever the CPUs."""
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-    environ = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
-    settings = load({**environ, "NGINX_WORKER_PROCESSES": setting})
-    quota = cgroup(tmp_path, {**V2, "cpu.max": f"{limit} 100000\n"}, ROOT)
-
-    count, facts = runner.nginx_workers(settings, *quota)
-    conf = runner.write_nginx_conf(settings, settings.upstream_socket, count)
-
-    assert count == workers
-    assert facts["source"] == ("cpus" if setting == "auto" else "NGINX_WORKER_PROCESSES")
-    text = conf.read_text(encoding="utf-8")
-    assert re.findall(r"^worker_processes (\S+);$", text, re.MULTILINE) == [str(workers)]
+    assert cpus.cgroup_cpu_limit(*mount)[0] == limit
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+        assert runner.nginx_workers(load({}), *mount)[0] == workers

@@ -19,20 +19,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-@pytest.fixture
-def fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """gunicorn_config reads the settings once per process: read them again for this test."""
-    monkeypatch.setenv("RUN_DIR", str(tmp_path))
-    gunicorn_config.settings.cache_clear()
-    gunicorn_config.workers.cache_clear()
-
-
-@pytest.mark.usefixtures("fresh_settings")
 def test_worker_passes_graceful_timeout_and_concurrency_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker subclass hands uvicorn what UvicornWorker does not map."""
     monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
+    gunicorn_config.settings.cache_clear()  # read once per process: again for this test
     cfg = Config()
     cfg.set("graceful_timeout", 17)
     cfg.set("worker_tmp_dir", str(tmp_path))
