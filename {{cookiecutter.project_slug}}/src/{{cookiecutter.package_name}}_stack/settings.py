@@ -28,15 +28,11 @@ if TYPE_CHECKING:
 APP_CORS_NAME = "{{ cookiecutter.package_name | upper }}_CORS_ORIGINS"
 APP_DEADLINE_NAME = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
 DEADLINE_DEFAULT = 30.0
-Deadline = Annotated[
-    float,
-    Field(
-        gt=0,
-        le=3600,
-        description="the app's request deadline in seconds: past it the app answers 504 with the"
-        " request id; nginx's and gunicorn's timeouts follow it",
-    ),
-]
+_DEADLINE_MEANING = (
+    "the app's request deadline in seconds: past it the app answers 504 with the request id;"
+    " nginx's and gunicorn's timeouts follow it"
+)
+Deadline = Annotated[float, Field(gt=0, le=3600, description=_DEADLINE_MEANING)]
 {%- if cookiecutter.database == "postgresql" %}
 # Written, not read, by the stack: gunicorn exports the worker count it decided under this
 # name, and each worker sizes its database pool to its share (src/{{ cookiecutter.package_name }}/db/engine.py).
@@ -152,8 +148,7 @@ class StackSettings(BaseSettings):
     run_dir: SafePath = Field(Path("/run/app"), alias="RUN_DIR")
     """socket, pid, rendered nginx.conf, metric and nginx temp files"""
     trusted_proxies: Networks = Field((), alias="TRUSTED_PROXIES")
-    """CIDRs (commas or spaces) of load balancers allowed to set X-Forwarded-For and
-    X-Forwarded-Proto"""
+    """load balancers (CIDRs, commas or spaces) that may set X-Forwarded-For and -Proto"""
     allowed_hosts: Hosts = Field(("localhost", "127.0.0.1", "::1"), alias="ALLOWED_HOSTS")
     """Host names nginx lets through (others: 400; ".example.com": it and every name under
     it; "name.*"; IP addresses; * for any); /livez and /readyz answer any Host"""
@@ -175,8 +170,7 @@ class StackSettings(BaseSettings):
     serve_user: str = Field("app", alias="SERVE_USER", pattern=_USER)
     """started as root: the user running nginx and gunicorn, a dedicated one (never `nobody`)"""
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
-    """started as root and SERVE_USER cannot run the stack: serve as root anyway (otherwise
-    the runner refuses to start)"""
+    """started as root with a SERVE_USER that cannot serve: serve as root anyway, not refuse"""
 
     # Per-client limits at nginx (edge.py renders them; docs/settings.md sizes them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
@@ -195,8 +189,7 @@ class StackSettings(BaseSettings):
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
-    """the app's CORS origins: nginx's own errors (413, 429, 503...) carry the CORS headers
-    for them too"""
+    """the app's CORS origins: nginx's own errors (413, 429, 503...) carry their headers too"""
 
     # The timeout chain (TimeoutChain below derives nginx's).
     app_deadline: Deadline = Field(DEADLINE_DEFAULT, validation_alias=APP_DEADLINE_NAME)
@@ -225,8 +218,7 @@ class StackSettings(BaseSettings):
     )
     """gunicorn's socket; unset: $RUN_DIR/gunicorn.sock"""
     web_concurrency: Workers | None = Field(None, alias="WEB_CONCURRENCY")
-    """gunicorn workers; unset: usable CPUs x WORKERS_PER_CORE, within
-    MIN_WORKERS..MAX_WORKERS"""
+    """gunicorn workers; unset: usable CPUs x WORKERS_PER_CORE, within MIN_WORKERS..MAX_WORKERS"""
     workers_per_core: float = Field(1.0, gt=0, le=1024, alias="WORKERS_PER_CORE")
     """workers per usable CPU"""
     min_workers: Workers = Field(2, alias="MIN_WORKERS")
