@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from lab.side_faults import worst_items_body
+
 from .conftest import (
     app_access,
     get,
@@ -203,37 +205,6 @@ def test_a_client_over_its_requests_in_flight_gets_a_json_503(stacks: Stacks) ->
         30,
         "the per-client refusal's count",
     )
-
-
-ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def key(number: int) -> str:
-    """The number-th shortest key over ALPHABET: 62 of one character, then 62 x 62 of two..."""
-    width, first = 1, 0
-    while number >= first + len(ALPHABET) ** width:
-        first += len(ALPHABET) ** width
-        width += 1
-    number -= first
-    digits = ""
-    for _ in range(width):
-        number, digit = divmod(number, len(ALPHABET))
-        digits = ALPHABET[digit] + digits
-    return digits
-
-
-def worst_items_body(size: int) -> bytes:
-    """The body issue 19 measured as the costliest for POST /items under a size: as many
-    unique short unknown keys as fit, each with [] (every one a validation error)."""
-    parts, length, index = [], 2, 0
-    while True:
-        part = f'"{key(index)}":[]'
-        if length + len(part) + 1 > size:
-            break
-        parts.append(part)
-        length += len(part) + 1
-        index += 1
-    return ("{" + ",".join(parts) + "}").encode()
 
 
 @needs_the_example()

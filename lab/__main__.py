@@ -14,6 +14,11 @@ Experiments (all by default; lab/experiments.py):
 --peers instead: the stack beside uvicorn, granian and gunicorn serving the same app, raw and
 under attack (lab/peers.py); writes DIR/peers.json and DIR/peers.md.
 
+    python -m lab PROJECT_DIR --side-faults [--out DIR]
+
+--side-faults instead: issue 19's figures through the project's live stack (lab/side_faults.py);
+writes DIR/side-faults.md.
+
 Writes DIR/benchmark.json, DIR/benchmark.md, DIR/cost.json and, with matplotlib in the
 project's environment, DIR/benchmark.png; prints the tables and one line per check. Exits 1
 when a check FAILs (a budget in lab/budgets.toml) or a tool is missing, 2 on a usage error.
@@ -34,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import cost, peers
+from lab import cost, peers, side_faults
 from lab.attacks import AttackError
 from lab.budgets import check_budgets, load_budgets
 from lab.experiments import experiments, select
@@ -146,6 +151,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     os.chdir(project.root)
     if args.peers:
         return run_peers(project, args, argv)
+    if args.side_faults:
+        signal.signal(signal.SIGTERM, _stop_on_term)
+        return side_faults.run(project, args.out)
     only = set(args.only or (*THROUGHPUT, COST))
     unknown = only - {*THROUGHPUT, COST}
     if unknown:
@@ -222,6 +230,11 @@ def parser() -> argparse.ArgumentParser:
         help="instead: the stack beside uvicorn, granian and gunicorn, raw and under attack",
     )
     top.add_argument("--short", action="store_true", help="--peers in a few seconds per server")
+    top.add_argument(
+        "--side-faults",
+        action="store_true",
+        help="instead: issue 19's body CPU, metrics listener and metrics directory figures",
+    )
     top.add_argument(
         "--servers", nargs="+", metavar="SERVER", help="--peers: these servers and stack variants"
     )

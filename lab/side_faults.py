@@ -1,0 +1,380 @@
+"""Issue 19's figures through a project's live stack: what the worst POST /items body costs the
+workers, the metrics listener under idle connections, the metrics directory after worker
+deaths and reloads.
+
+    ./scripts/bench PROJECT_DIR --side-faults [--out DIR]
+
+Starts the project's own stack (`python -m <stack>`, as `make serve`) on 127.0.0.1 with 2
+workers and RATE_LIMIT=0, then, in order:
+
+- POST /items with the worst body under the route's limit (8 KiB) and under nginx's global
+  one (1 MiB), BODY_REPEATS times each: the status and the workers' CPU per request (/proc);
+- IDLE_CONNECTIONS connections to the metrics port that send nothing: the listener's threads
+  and resident memory before, while they are open, and after they close;
+- the metrics directory (files, bytes) and the median scrape time, at start, after
+  WORKER_KILLS SIGKILLs of a worker that has served (each replaced before the next) and after
+  RELOADS SIGHUPs to the runner, one GET /items/{item_id} after each; and how many of the
+  app's answers to those the scrape counts (none may be lost with a dead worker's file).
+
+A figure the stack cannot give (an older stack, a step that times out) is "n/a" with the
+reason. Prints one markdown table and writes it to DIR/side-faults.md. Runs in the project's
+Python; needs nginx, Linux.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lab.peers import cmdline, pid_cpu, proc_table
+from lab.servers import Processes, free_port, wait_ready
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lab.project import Project
+    from lab.servers import Process
+
+ROUTE_LIMIT = 8 * 1024  # POST /items's own client_max_body_size (api/items.py, nginx.conf)
+GLOBAL_LIMIT = 1024 * 1024 - 1  # the largest body under nginx's client_max_body_size 1m
+BODY_REPEATS = 10  # /proc counts CPU in ticks (10 ms): enough requests to see a few ms each
+IDLE_CONNECTIONS = 1500
+WORKER_KILLS = 50
+RELOADS = 20
+WORKERS = 2  # as issue 19 measured, whatever the machine's CPU count
+SCRAPES = 20
+# Longer than the listener's tend interval (5 s): dead workers' files are archived by then.
+SETTLE_S = 6.0
+STEP_TIMEOUT_S = 120.0  # one worker's replacement, one reload: far longer than either takes
+ITEM_ROUTE = "/items/{item_id}"
+COUNT = "http_server_request_duration_seconds_count"
+NO_ANSWER = 0  # the status of a request whose connection closed without one
+
+ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+Rows = list[tuple[str, str]]
+
+
+class UnavailableError(RuntimeError):
+    """What the stack could not do; its row says n/a and this message."""
+
+
+# What a part of the run may meet on an older stack or a busy machine: its row says n/a.
+FAILURES = (UnavailableError, OSError, http.client.HTTPException)
+
+
+def key(number: int) -> str:
+    """The number-th shortest key over ALPHABET: 62 of one character, then 62 x 62 of two..."""
+    width, first = 1, 0
+    while number >= first + len(ALPHABET) ** width:
+        first += len(ALPHABET) ** width
+        width += 1
+    number -= first
+    digits = ""
+    for _ in range(width):
+        number, digit = divmod(number, len(ALPHABET))
+        digits = ALPHABET[digit] + digits
+    return digits
+
+
+def worst_items_body(size: int) -> bytes:
+    """The body issue 19 measured as the costliest for POST /items under a size: as many
+    unique short unknown keys as fit, each with [] (every one a validation error)."""
+    parts, length, index = [], 2, 0
+    while True:
+        part = f'"{key(index)}":[]'
+        if length + len(part) + 1 > size:
+            break
+        parts.append(part)
+        length += len(part) + 1
+        index += 1
+    return ("{" + ",".join(parts) + "}").encode()
+
+
+def counted(exposition: str, route: str) -> float:
+    """The requests a Prometheus exposition counts for a route, over methods and statuses."""
+    total = 0.0
+    for line in exposition.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.startswith(f"{COUNT}{{") and f'route="{route}"' in head:
+            total += float(value)
+    return total
+
+
+def markdown(rows: Rows) -> str:
+    lines = ["| through the live stack | measured |", "|---|---|"]
+    lines += [f"| {what} | {result} |" for what, result in rows]
+    return "\n".join(lines)
+
+
+def children(parent: int, marker: str = "") -> list[int]:
+    """The pids whose parent is ``parent`` (with ``marker`` in their command line)."""
+    found = [pid for pid, (ppid, _, _) in proc_table().items() if ppid == parent]
+    return sorted(pid for pid in found if marker in cmdline(pid))
+
+
+def wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise UnavailableError(f"{what} did not happen within {STEP_TIMEOUT_S:g} s")
+        time.sleep(0.1)
+
+
+class Stack:
+    """The project's stack, started by ``processes`` (stopped with them) in ``run_dir``."""
+
+    def __init__(self, project: Project, processes: Processes, run_dir: Path) -> None:
+        self.port, self.metrics_port, self.run_dir = free_port(), free_port(), run_dir
+        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        env.update(
+            PORT=str(self.port),
+            METRICS_PORT=str(self.metrics_port),
+            RUN_DIR=str(run_dir),
+            LISTEN_ADDRESS="127.0.0.1",
+            WEB_CONCURRENCY=str(WORKERS),
+            RATE_LIMIT="0",  # the requests below are one client's, faster than its rate
+            PATH=env.get("PATH", os.defpath) + ":/usr/sbin",  # nginx, where Debian puts it
+        )
+        if os.geteuid() == 0:  # as lab/peers.py: root in CI containers serves as root
+            env.update(SERVE_USER="root", SERVE_AS_ROOT="on")
+        command = [sys.executable, "-m", project.stack]
+        self.process: Process = processes.start("stack", command, env, project.root)
+        wait_ready(self.process, ("127.0.0.1", self.port), "/livez")
+        wait_ready(self.process, ("127.0.0.1", self.metrics_port), "/metrics")
+
+    @property
+    def runner(self) -> int:
+        return self.process.popen.pid
+
+    def get(self, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
+        port = self.metrics_port if metrics else self.port
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def gunicorn(self) -> int:
+        """The serving gunicorn master (one outside a reload)."""
+        masters = children(self.runner, "-m gunicorn")
+        if len(masters) != 1:
+            raise UnavailableError(f"{len(masters)} gunicorn masters under the runner")
+        return masters[0]
+
+    def workers(self) -> list[int]:
+        return children(self.gunicorn())
+
+    def listener(self) -> int:
+        found = children(self.runner, "metrics_listener")
+        if len(found) != 1:
+            raise UnavailableError(f"{len(found)} metrics listeners under the runner")
+        return found[0]
+
+
+def post(port: int, body: bytes) -> str:
+    """POST /items on a connection of its own; the status, or why there is none. nginx may
+    answer 413 and close before it has the whole body: the answer is read all the same."""
+    head = (
+        f"POST /items HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        with contextlib.suppress(OSError):  # refused mid-body: the status is on its way
+            conn.sendall(head + body)
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):
+                answer += chunk
+    return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "no answer"
+
+
+def workers_cpu(stack: Stack) -> float:
+    """CPU seconds the serving workers have used, from /proc."""
+    return sum(pid_cpu(pid) for pid in stack.workers())
+
+
+def body_rows(stack: Stack) -> Rows:
+    rows = []
+    for limit, name in ((ROUTE_LIMIT, "8 KiB"), (GLOBAL_LIMIT, "1 MiB")):
+        body = worst_items_body(limit)
+        keys = len(json.loads(body))
+        before = workers_cpu(stack)
+        statuses = {post(stack.port, body) for _ in range(BODY_REPEATS)}
+        time.sleep(0.5)  # a refused body's worker CPU, if any, is counted by now
+        spent = (workers_cpu(stack) - before) / BODY_REPEATS
+        what = f"POST /items, the worst body under {name} ({len(body):,} B, {keys:,} unknown keys)"
+        status = "/".join(sorted(statuses))
+        rows.append(
+            (what, f"{status}; {spent:.3f} s of worker CPU per request ({BODY_REPEATS} sent)")
+        )
+    return rows
+
+
+def threads_and_rss(pid: int) -> str:
+    text = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+    rss = int(fields["VmRSS"].split()[0]) / 1024
+    return f"threads {int(fields['Threads'])}, RSS {rss:.0f} MiB"
+
+
+def listener_rows(stack: Stack) -> Rows:
+    pid = stack.listener()
+    rows = [("metrics listener, idle", threads_and_rss(pid))]
+    idle, refused = [], 0
+    try:
+        for _ in range(IDLE_CONNECTIONS):
+            try:
+                idle.append(socket.create_connection(("127.0.0.1", stack.metrics_port), 5))
+            except OSError:
+                refused += 1
+        time.sleep(2)  # the listener accepts what it will
+        opened = f"{IDLE_CONNECTIONS:,} idle connections open ({refused} not connected)"
+        rows.append((f"metrics listener, {opened}", threads_and_rss(pid)))
+    finally:
+        for conn in idle:
+            conn.close()
+    time.sleep(2)
+    status = stack.get("/metrics", metrics=True)[0]
+    rows.append(
+        ("metrics listener, 2 s after they closed", f"{threads_and_rss(pid)}; scrape {status}")
+    )
+    return rows
+
+
+def directory(stack: Stack, statuses: list[int]) -> str:
+    """Files and bytes in the metrics directory, the median scrape, and how many of the app's
+    answers to GET /items/{item_id} (``statuses``: 404) the scrape counts."""
+    stack.get("/metrics", metrics=True)
+    time.sleep(SETTLE_S)
+    files = [path for path in (stack.run_dir / "metrics").iterdir() if path.is_file()]
+    size = sum(path.stat().st_size for path in files)
+    times, exposition = [], b""
+    for _ in range(SCRAPES):
+        began = time.perf_counter()
+        status, exposition = stack.get("/metrics", metrics=True)
+        times.append((time.perf_counter() - began) * 1000)
+        if status != 200:
+            raise UnavailableError(f"a scrape answered {status}")
+    seen = counted(exposition.decode(), ITEM_ROUTE)
+    return (
+        f"{len(files)} files, {size / 1e6:.2f} MB; scrape {statistics.median(times):.1f} ms; "
+        f"{seen:.0f} of the app's {statuses.count(404)} answers counted{others(statuses)}"
+    )
+
+
+def others(statuses: list[int]) -> str:
+    """The answers that were not the app's 404, as " (besides: 502 x 2)"; empty when none."""
+    counts = collections.Counter(status for status in statuses if status != 404)
+    listed = ", ".join(f"{status or 'no answer'} x {n}" for status, n in sorted(counts.items()))
+    return f" (besides: {listed})" if listed else ""
+
+
+def kill_worker(stack: Stack) -> None:
+    """SIGKILL the oldest worker that has served (it has a histogram file, as a recycled or
+    crashed worker has) and wait until gunicorn has replaced (and reaped) it."""
+    time.sleep(0.5)  # the app counts a request after answering it: let the last be counted
+    before = stack.workers()
+    metrics = stack.run_dir / "metrics"
+    served = [pid for pid in before if (metrics / f"histogram_{pid}.db").exists()]
+    victim = min(served or before)
+    os.kill(victim, signal.SIGKILL)
+    wait(
+        lambda: victim not in (now := stack.workers()) and len(now) == len(before),
+        "a worker's replacement",
+    )
+
+
+def reload(stack: Stack) -> None:
+    """SIGHUP the runner and wait until a new gunicorn master alone serves, with its workers."""
+    old = stack.gunicorn()
+    stack.process.popen.send_signal(signal.SIGHUP)
+
+    def swapped() -> bool:
+        masters = children(stack.runner, "-m gunicorn")
+        return masters != [old] and len(masters) == 1 and len(children(masters[0])) == WORKERS
+
+    wait(swapped, "a reload")
+
+
+def metrics_rows(stack: Stack) -> Rows:
+    statuses: list[int] = []
+
+    def request() -> None:
+        # The app's 404, counted under /items/{item_id}; nginx's own 502 is counted nowhere.
+        try:
+            statuses.append(stack.get(f"/items/side-faults-{len(statuses)}")[0])
+        except FAILURES:
+            statuses.append(NO_ANSWER)
+
+    for _ in range(200):
+        request()
+    rows = [("metrics directory at start", directory(stack, statuses))]
+    for step, count, name in (
+        (kill_worker, WORKER_KILLS, "worker kills"),
+        (reload, RELOADS, "reloads"),
+    ):
+        try:
+            for _ in range(count):
+                step(stack)
+                request()
+            result = directory(stack, statuses)
+        except FAILURES as exc:
+            result = f"n/a: {type(exc).__name__}: {exc}"
+        rows.append((f"metrics directory after {count} {name}", result))
+    return rows
+
+
+def measure(project: Project) -> Rows:
+    """Every row, from one stack; a part the stack cannot do is n/a with the reason."""
+    processes = Processes()
+    with tempfile.TemporaryDirectory(prefix="side-faults-") as workdir:
+        try:
+            stack = Stack(project, processes, Path(workdir) / "run")
+            rows: Rows = []
+            for part, name in (
+                (body_rows, "POST /items"),
+                (listener_rows, "metrics listener"),
+                (metrics_rows, "metrics directory"),
+            ):
+                try:
+                    rows += part(stack)
+                except FAILURES as exc:
+                    rows.append((name, f"n/a: {type(exc).__name__}: {exc}"))
+        finally:
+            processes.stop_all()
+    return rows
+
+
+def run(project: Project, out: Path) -> int:
+    began = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    print(
+        f"side faults of {project.root.name}: its stack, {WORKERS} workers, RATE_LIMIT=0",
+        flush=True,
+    )
+    rows = measure(project)
+    facts = (
+        f"{project.root.name}, {began}, {len(os.sched_getaffinity(0))} CPUs, load average "
+        f"{load:.1f} at start, {os.getloadavg()[0]:.1f} at end"
+    )
+    report = f"{facts}\n\n{markdown(rows)}\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "side-faults.md").write_text(report, encoding="utf-8")
+    print(report)
+    print(f"results in {out}")
+    return 0
