@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ from experiments.package import package_module
 
 ACCESS_LOGGER = package_module("main").ACCESS_LOGGER
 _request_id = package_module("middleware.request_id")
-REQUEST_ID, new_request_id = _request_id.REQUEST_ID, _request_id.new_request_id
+REQUEST_ID = _request_id.REQUEST_ID
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -46,7 +47,8 @@ class RequestIdBaseHTTP(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         incoming = request.headers.get("x-request-id", "")
         well_formed = incoming and _WELL_FORMED.fullmatch(incoming)
-        request_id = incoming if well_formed else new_request_id()
+        # A new id as request_id.py makes one: nginx's $request_id format.
+        request_id = incoming if well_formed else os.urandom(16).hex()
         token = REQUEST_ID.set(request_id)
         try:
             response = await call_next(request)
