@@ -85,8 +85,12 @@ class Processes:
             except subprocess.TimeoutExpired:
                 _signal_group(group, signal.SIGKILL)
                 process.popen.wait()
-        # Workers whose master died first would linger in the group: make sure.
+        # Workers whose master died first would linger in the group: make sure, and wait
+        # (bounded) for them to go: a SIGKILL is delivered, not awaited.
         _signal_group(group, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.02)
         if process.drain is not None:
             process.drain.join(timeout=5)  # EOF once every holder of the pipe is gone
         if process.popen.stdout is not None:
@@ -103,6 +107,20 @@ class Processes:
 def _signal_group(group: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signum)
+
+
+def group_members(group: int) -> list[int]:
+    """The running processes of a process group (a zombie is not running)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
 
 
 def _drain(process: Process) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.servers import Processes, ServerError, free_port, wait_ready
+from lab.servers import Processes, ServerError, free_port, group_members, wait_ready
 
 # A parent that starts a child and both sleep: like gunicorn's master and its workers.
 FAMILY = """
@@ -17,19 +17,6 @@ import subprocess, sys, time
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 time.sleep(60)
 """
-
-
-def group_members(group: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
