@@ -18,8 +18,7 @@ from .api import health, index, items_db
 from .api import health, index, items
 {%- endif %}
 from .api.docs import add_api_docs
-from .api.errors import http_error_handler
-from .api.readiness import ReadinessChecks
+from .api.health import ReadinessChecks
 {%- if cookiecutter.database == "postgresql" %}
 from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- endif %}
@@ -31,7 +30,7 @@ from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
 from .tracing import telemetry_config
-from .validation import validation_error_handler
+from .validation import http_error_handler, validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
 ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}

@@ -1,17 +1,19 @@
-"""Bounded answers to requests that fail validation: 400 for a body that is not JSON, else 422.
+"""The app's error answers, JSON with the request id; main.py registers both handlers.
 
-FastAPI's own handler echoes every error's input (seconds of CPU, megabytes, even a 500): this
-answer is bounded whatever the input and never holds it (docs/app.md, Validation errors).
-main.py registers ``validation_error_handler`` for ``RequestValidationError``."""
+``validation_error_handler``: a bounded 400 for a body that is not JSON, else 422. FastAPI's own
+handler echoes every error's input (seconds of CPU, megabytes, even a 500): this answer is
+bounded whatever the input and never holds it (docs/app.md, Validation errors).
+``http_error_handler``: 404, 405 and an endpoint's ``HTTPException``."""
 
 import json
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from .middleware.request_id import REQUEST_ID
+from .request_context import REQUEST_ID
 
 # 20 errors tell a client what to fix; the rest are counted, not listed.
 MAX_ERRORS = 20
@@ -20,6 +22,8 @@ MAX_TEXT = 120
 # Parts per location: a body nested deeper than this is reported at this depth.
 MAX_LOC = 12
 _ELLIPSIS = "..."
+# Statuses whose answer must have no body (RFC 9110: 1xx, 204, 304).
+_NO_BODY = frozenset({204, 304})
 
 
 def _text(value: object) -> str:
@@ -56,3 +60,11 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
     # Every value is a short str or an int by now: this cannot raise, and ASCII is safe anywhere.
     body = json.dumps(payload, separators=(",", ":")).encode("ascii")
     return Response(body, status_code=status, media_type="application/json")
+
+
+async def http_error_handler(request: Request, exc: HTTPException) -> Response:  # noqa: ARG001 - Starlette's handler signature
+    """``{"detail": ..., "request_id": ...}`` with the exception's status and headers (Allow)."""
+    if exc.status_code < 200 or exc.status_code in _NO_BODY:
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    body = {"detail": exc.detail, "request_id": REQUEST_ID.get()}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

@@ -1,32 +1,28 @@
 """One live stack for the contract tests: `python -m {{ cookiecutter.package_name }}_stack`, started once.
 
 Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
-one slow route). Needs the project installed and nginx on PATH or in /usr/sbin (else the
+test routes). Needs the project installed and nginx on PATH or in /usr/sbin (else the
 tests skip, saying so). Started as root (a container's CI), the stack stays root only
 because SERVE_AS_ROOT=on says so (docs/settings.md).
 """
 
-from __future__ import annotations
-
 import contextlib
+import http.client
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pytest
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -54,28 +50,16 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def exchange(port: int, wire: bytes, timeout: float = 10) -> Answer:
-    """Send raw bytes (what urllib would refuse to send); status, headers (lower case), body."""
-    received = b""
+    """Send raw bytes (what an HTTP client would refuse to send); status, headers (lower case),
+    body. Reads the answer to its own end, not to the close: after refusing a body it has not
+    read, nginx lingers up to 5 s before closing (lingering_timeout)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
         with contextlib.suppress(OSError):  # nginx may answer and close before reading all
             client.sendall(wire)
-        with contextlib.suppress(OSError):
-            # Until the whole answer, not until nginx closes: after refusing a body it has
-            # not read, nginx lingers up to 5 s before closing (lingering_timeout).
-            while not _complete(received) and (chunk := client.recv(65536)):
-                received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.strip().lower(): value.strip() for name, _, value in
-               (line.partition(":") for line in lines)}  # fmt: skip
-    return int(status_line.split(" ", 2)[1]), headers, body
-
-
-def _complete(received: bytes) -> bool:
-    """Whether received holds a whole answer with a Content-Length (nginx's and the app's)."""
-    head, found, body = received.partition(b"\r\n\r\n")
-    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-    return bool(found) and length is not None and len(body) >= int(length[1])
+        answer = http.client.HTTPResponse(client)
+        answer.begin()
+        headers = {name.lower(): value for name, value in answer.getheaders()}
+        return answer.status, headers, answer.read()
 
 
 def request(
@@ -93,7 +77,7 @@ def answers(port: int, target: str) -> bool:
     """Whether GET target answers 200 (False while nothing listens yet)."""
     try:
         return request(port, "GET", target)[0] == 200
-    except (OSError, ValueError, IndexError):  # refused, or closed before a status line
+    except (OSError, http.client.HTTPException):  # refused, or closed before a status line
         return False
 
 
@@ -118,7 +102,7 @@ class LiveStack:
     metrics_port: int
     log_path: Path
 
-    def log_lines(self) -> list[dict[str, object]]:
+    def log_lines(self) -> list[dict[str, Any]]:
         """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
         lines = []
         for raw in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -127,22 +111,17 @@ class LiveStack:
                     lines.append(parsed)
         return lines
 
-    def app_request_ids(self) -> set[object]:
-        """The request ids of the app's access lines: the requests that reached the app."""
+    def access_lines(self) -> dict[str, dict[str, Any]]:
+        """The app's access lines by request id: the requests that reached the app."""
         access = f"{PACKAGE}.access"
-        return {line.get("request_id") for line in self.log_lines() if line["logger"] == access}
+        return {line["request_id"]: line for line in self.log_lines() if line["logger"] == access}
 
     def stop(self) -> None:
-        """TERM the runner; kill whatever of the stack is left (a test failed half-way)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=30)
-        for line in self.log_lines():
-            if str(line.get("message", "")).startswith("started ") and "pid" in line:
-                with contextlib.suppress(OSError):
-                    os.killpg(int(str(line["pid"])), signal.SIGKILL)
-        if self.process.poll() is None:
+        """TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG)."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
 

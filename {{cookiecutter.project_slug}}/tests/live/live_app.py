@@ -1,11 +1,7 @@
-"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus GET /slow.
-
-/slow?seconds=N answers after N seconds, inside the app's middleware (its deadline
-included), and logs one line when it starts so a test can wait for requests in flight.
-Test-only: gunicorn imports it from its working directory, tests/live/.
-"""
-
-from __future__ import annotations
+"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus two routes,
+inside the app's middleware. /slow?seconds=N answers after N seconds and logs one line when
+it starts, so a test can wait for requests in flight; /boom raises (the error guard's 500).
+Test-only: gunicorn imports it from its working directory, tests/live/."""
 
 import asyncio
 import logging
@@ -22,3 +18,8 @@ async def slow(seconds: float) -> dict[str, str]:
     logger.info("slow request started")
     await asyncio.sleep(seconds)
     return {"status": "done"}
+
+
+@app.get("/boom", include_in_schema=False)
+async def boom() -> None:
+    raise RuntimeError("boom")

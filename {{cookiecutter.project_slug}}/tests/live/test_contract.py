@@ -5,8 +5,6 @@ reloads, faults, hostile and slow clients) run against this project from the tem
 `./scripts/battery <this directory>` (docs/security.md says which test proves what).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess
@@ -42,10 +40,8 @@ def test_answers_carry_the_request_id_the_app_logged(stack: LiveStack, probe: st
     assert (headers["x-content-type-options"], headers["x-frame-options"]) == ("nosniff", "DENY")
     assert headers["referrer-policy"] == "no-referrer"
     request_id = headers["x-request-id"]
-    wait_for(lambda: request_id in stack.app_request_ids(), 10, "the app's access line")
-    (line,) = [line for line in stack.log_lines() if line.get("request_id") == request_id
-               and line["logger"] == f"{PACKAGE}.access"]  # fmt: skip
-    assert line["client"] == "127.0.0.1", line
+    wait_for(lambda: request_id in stack.access_lines(), 10, "the app's access line")
+    assert stack.access_lines()[request_id]["client"] == "127.0.0.1"
 
 
 def _wire(line: bytes, *headers: bytes) -> bytes:
@@ -56,6 +52,7 @@ HOST = b"Host: localhost"
 ERRORS = {
     "the app's 404": (_wire(b"GET /no-such-page HTTP/1.1", HOST), 404),
     "the app's 405": (_wire(b"DELETE /livez HTTP/1.1", HOST), 405),
+    "the app's 500": (_wire(b"GET /boom HTTP/1.1", HOST), 500),
     "body over 1 MiB": (_wire(b"POST /livez HTTP/1.1", HOST, b"Content-Length: 2097152"), 413),
     "9 KB URI": (_wire(b"GET /" + b"a" * 9000 + b" HTTP/1.1", HOST), 414),
     "9 KB header": (_wire(b"GET /livez HTTP/1.1", HOST, b"X-Big: " + b"a" * 9000), 400),
@@ -72,8 +69,9 @@ ERRORS = {
 
 @pytest.mark.parametrize("case", ERRORS)
 def test_errors_are_json_with_the_request_id(stack: LiveStack, case: str) -> None:
-    """The app's errors and nginx's refusals (oversized, ambiguous, odd or foreign-Host
-    requests, which the app never sees) are JSON with the request id, framing denied."""
+    """The app's errors (its error guard's 500 too, inside its request id and access log) and
+    nginx's refusals (oversized, ambiguous, odd or foreign-Host requests, which the app never
+    sees) are JSON with the request id, framing denied."""
     wire, expected = ERRORS[case]
 
     answer = exchange(stack.port, wire)
@@ -82,13 +80,15 @@ def test_errors_are_json_with_the_request_id(stack: LiveStack, case: str) -> Non
     assert answer[1]["x-frame-options"] == "DENY"
     request_id = answer[1]["x-request-id"]
     if case.startswith("the app's"):
-        wait_for(lambda: request_id in stack.app_request_ids(), 10, "the app's access line")
+        wait_for(lambda: request_id in stack.access_lines(), 10, "the app's access line")
+        assert stack.access_lines()[request_id]["status"] == expected
     else:
-        assert request_id not in stack.app_request_ids()
+        assert request_id not in stack.access_lines()
 
 
 def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
-    """A handler slower than the request deadline: the app's JSON 504, on time, not nginx's."""
+    """A handler slower than the request deadline: the app's JSON 504, on time, not nginx's;
+    its access line says 504 (the deadline sits inside the access log)."""
     started = time.monotonic()
 
     answer = request(stack.port, "GET", "/slow?seconds=30")
@@ -96,6 +96,9 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
     assert_json_error(answer, 504)
     assert "deadline" in json.loads(answer[2])["detail"]
     assert time.monotonic() - started < DEADLINE_SECONDS + 3
+    request_id = answer[1]["x-request-id"]
+    wait_for(lambda: request_id in stack.access_lines(), 10, "the app's access line")
+    assert stack.access_lines()[request_id]["status"] == 504
 
 
 def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:

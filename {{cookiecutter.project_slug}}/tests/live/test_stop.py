@@ -2,8 +2,6 @@
 stack conftest.py started for them all, and checks the stop. Needs nginx, as the others.
 """
 
-from __future__ import annotations
-
 import json
 import signal
 from concurrent.futures import ThreadPoolExecutor

@@ -1,4 +1,4 @@
-"""Health: /livez touches nothing; /readyz runs the registered checks (api/readiness.py)
+"""Health: /livez touches nothing; /readyz runs the registered checks (ReadinessChecks)
 concurrently, in a time limit, 503 naming the failing required ones, the others reported;
 one log line per change of outcome, a metric per check. Needs the app (conftest.py).
 """
@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
-from {{ cookiecutter.package_name }}.api.readiness import ReadinessChecks
+from {{ cookiecutter.package_name }}.api.health import ReadinessChecks
 from {{ cookiecutter.package_name }}.middleware.metrics import RequestMetrics
 
 from .asgi import JsonLines
@@ -105,7 +105,7 @@ def test_a_failing_check_logs_one_line_per_change_and_its_traceback_at_debug(
     for _ in range(8):
         asyncio.run(checks.run())
 
-    lines = json_lines.from_logger("{{ cookiecutter.package_name }}.api.readiness")
+    lines = json_lines.from_logger("{{ cookiecutter.package_name }}.api.health.readiness")
     above_debug = [line for line in lines if line["level"] != "debug"]
     assert [(line["level"], line["message"]) for line in above_debug] == [
         ("warning", "readiness check failing"),

@@ -1,8 +1,5 @@
-"""The application factory (main.py): settings, lifespan, and the middleware in their order.
-Needs the app and its settings; apps run in process (conftest.py's clients).
-"""
-
-import asyncio
+"""The application factory (main.py): settings, lifespan, request ids, CORS. Needs the app and
+its settings, run in process; the middleware order, live: tests/live/test_contract.py."""
 
 import pytest
 from fastapi import FastAPI
@@ -32,29 +29,6 @@ def test_main_app_is_built_from_the_environment(
     out = capsys.readouterr().out
     assert "application starting" in out
     assert not any(line.startswith("{") for line in out.splitlines())
-
-
-@pytest.mark.parametrize(("path", "status"), [("/boom", 500), ("/slow", 504)])
-def test_errors_carry_the_request_id_and_are_access_logged(
-    client_for: ClientFor, json_lines: JsonLines, path: str, status: int
-) -> None:
-    """The error guard and the deadline sit inside the request id and the access log."""
-    # 1 s, not less: on a loaded machine formatting /boom's traceback took 0.13 s, and a
-    # deadline hit after the 500 started cuts its body (nothing else can be sent then).
-    app = create_app(Settings(request_timeout_seconds=1, access_log=True))
-
-    @app.get("/boom")
-    async def boom() -> None:
-        raise RuntimeError("boom")
-
-    @app.get("/slow")
-    async def slow() -> None:
-        await asyncio.sleep(5)
-
-    response = client_for(app).get(path, headers={"x-request-id": "trace-1"})
-    assert (response.status_code, response.json()["request_id"]) == (status, "trace-1")
-    [access] = json_lines.from_logger(main.ACCESS_LOGGER)
-    assert (access["status"], access["request_id"]) == (status, "trace-1")
 
 
 def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLines) -> None:
