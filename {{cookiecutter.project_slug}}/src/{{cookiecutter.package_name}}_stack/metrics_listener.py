@@ -70,42 +70,39 @@ _STATUS = (
 _CLIENT_GONE = (ConnectionError, TimeoutError)
 
 
-def nginx_status(socket_path: str) -> dict[str, int]:
-    """GET /stub_status over nginx's unix socket, by metric name; OSError or ValueError."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-        connection.settimeout(STATUS_TIMEOUT)
-        connection.connect(socket_path)
-        # HTTP/1.0: nginx closes after the answer.
-        connection.sendall(b"GET /stub_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        chunks = []
-        while chunk := connection.recv(4096):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    numbers = re.findall(rb"\d+", body)
-    if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
-        raise ValueError(f"stub_status answered {head[:40]!r}")
-    if not body.startswith(b"Active connections:") or len(numbers) != len(_STATUS):
-        raise ValueError(f"not a stub_status page: {body[:200]!r}")
-    return {name: int(number) for (name, _, _), number in zip(_STATUS, numbers, strict=True)}
-
-
 class NginxCollector:
     """nginx's connection and request counters (_STATUS), read at each scrape."""
 
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
 
+    def status(self) -> list[bytes]:
+        """GET /stub_status over nginx's unix socket: its seven numbers; OSError or ValueError."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(STATUS_TIMEOUT)
+            connection.connect(self.socket_path)
+            # HTTP/1.0: nginx closes after the answer.
+            connection.sendall(b"GET /stub_status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            received = b"".join(iter(lambda: connection.recv(4096), b""))
+        head, _, body = received.partition(b"\r\n\r\n")
+        numbers = re.findall(rb"\d+", body)
+        if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+            raise ValueError(f"stub_status answered {head[:40]!r}")
+        if not body.startswith(b"Active connections:") or len(numbers) != len(_STATUS):
+            raise ValueError(f"not a stub_status page: {body[:200]!r}")
+        return numbers
+
     def collect(self) -> Iterator[Metric]:
         try:
-            status = nginx_status(self.socket_path)
+            numbers = self.status()
         except (OSError, ValueError) as exc:
             log("warning", "nginx stub_status unavailable", error=str(exc))
-            status = {}
-        up = int(bool(status))
+            numbers = []
+        up = int(bool(numbers))
         yield GaugeMetricFamily("nginx_up", "Whether nginx's stub_status answered.", up)
-        for name, meaning, counter in _STATUS if status else ():
+        for (name, meaning, counter), number in zip(_STATUS, numbers, strict=False):
             family = CounterMetricFamily if counter else GaugeMetricFamily
-            yield family(name, meaning, status[name])
+            yield family(name, meaning, int(number))
 
 
 def _alive(pid: int) -> bool:

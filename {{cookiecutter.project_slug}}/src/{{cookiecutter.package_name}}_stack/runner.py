@@ -1,10 +1,11 @@
 """Process runner: nginx (TCP) -> unix socket -> gunicorn, as one foreground program.
 
-The container's entrypoint and `make serve` alike; docs/serving.md ("How the runner works")
-says what it does on start, SIGTERM, SIGHUP and a child's death, and why. Needs nginx (on
-PATH or in /usr/sbin) and gunicorn importable by this Python; reads deploy/nginx.conf and
-deploy/gunicorn.conf.py; uses this package's settings, edge, jsonlog and cpus. Never imports
-the app: gunicorn gets APP_MODULE.
+The container's entrypoint and `make serve` alike: renders deploy/nginx.conf from the settings
+(limits and CORS included), runs nginx, gunicorn and the metrics listener, relays their logs
+and counts nginx's refusals by a limit. docs/serving.md ("How the runner works") says what it
+does on start, SIGTERM, SIGHUP and a child's death, and why. Needs nginx (on PATH or in
+/usr/sbin), gunicorn and prometheus-client; uses this package's settings, jsonlog, cpus and
+metrics_files. Never imports the app: gunicorn gets APP_MODULE.
 
     python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
     python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
@@ -32,20 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import edge
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from .jsonlog import access_lines, stderr_line, write_line
-from .settings import (
-    STOP_MARGIN,
-    UPSTREAM_KEEPALIVE_TIME,
-    SettingError,
-    StackSettings,
-    load,
-    nginx_time,
-)
+from .jsonlog import access_lines, nginx_error_line, stderr_line, write_line
+from .metrics_files import prepare_worker
+from .settings import STOP_MARGIN, UPSTREAM_KEEPALIVE_TIME, SettingError, StackSettings, load
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from prometheus_client import Counter
 
 # A dead metrics listener is restarted after 1 s, then 2, 4... up to this while it keeps
 # dying; one that served METRICS_HEALTHY seconds starts again from 1 s.
@@ -58,6 +54,11 @@ APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y ngi
 # (measured: docs/serving.md, "How the runner works").
 CPUS_PER_NGINX_WORKER = 4
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
+# What nginx 1.22 writes for a refusal: `limiting requests[, dry run], excess: 1.000 by zone
+# "client_rate"` and `limiting connections[, dry run] by zone "app_requests"`.
+_LIMITED = re.compile(
+    rb'\] \d+#\d+: \*\d+ limiting (requests|connections)(, dry run)?\b.*? by zone "(\w+)"'
+)
 
 log = functools.partial(write_line, "serve")
 
@@ -96,11 +97,16 @@ def render(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
+def nginx_time(seconds: float) -> str:
+    """A duration as nginx reads it: seconds, or milliseconds for a fraction (30.5 -> 30500ms)."""
+    millis = round(seconds * 1000)
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
 def nginx_workers(
     settings: StackSettings, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[int, dict[str, Any]]:
-    """nginx's worker count, and where it came from: NGINX_WORKER_PROCESSES, or for `auto`
-    the CPUs cpus.py counts as gunicorn does (nginx's own `auto` counts the host's)."""
+    """nginx's worker count and its source: NGINX_WORKER_PROCESSES, or the CPUs cpus.py counts."""
     if settings.nginx_worker_processes != "auto":
         return int(settings.nginx_worker_processes), {"source": "NGINX_WORKER_PROCESSES"}
     cpus, facts = usable_cpus(root, self_cgroup)
@@ -132,6 +138,24 @@ def nginx_values(
         allowed = '"~." 1;   # ALLOWED_HOSTS=*: any Host'
     else:  # nginx's $host keeps an IPv6 address in brackets
         allowed = "\n        ".join(f"{f'[{h}]' if ':' in h else h} 1;" for h in hosts)
+    if per_second := settings.rate_limit:
+        zone = f"limit_req_zone $client_key zone=client_rate:10m rate={per_second}r/s;"
+        # The burst is answered at once (delay=); past it, RATE_LIMIT_QUEUE_SECONDS of requests
+        # wait their turn: a flood waits, it is not fed (docs/settings.md says why).
+        queue, instant = per_second * settings.rate_limit_queue_seconds, settings.rate_limit_burst
+        admitted = f" burst={instant + queue}" if instant + queue else ""
+        waits = (f" delay={instant}" if instant else "") if queue else " nodelay"
+        rate = f"limit_req zone=client_rate{admitted}{waits};"
+        if settings.rate_limit_dry_run:
+            rate += "\n        limit_req_dry_run on;   # RATE_LIMIT_DRY_RUN: count and log only"
+    else:
+        zone = rate = "# RATE_LIMIT=0: no per-client rate limit."
+    if settings.connections_per_client:
+        connections = f"limit_conn client_requests {settings.connections_per_client};"
+    else:
+        connections = "# CONNECTIONS_PER_CLIENT=0: no per-client limit of requests in flight."
+    # Matched only when the app sent no Access-Control-Allow-Origin (the key starts ":").
+    origins = "\n        ".join(f'":{origin}" "{origin}";' for origin in settings.cors_origins)
     return {
         "WORKER_PROCESSES": str(workers),
         "PID_FILE": str(settings.run_dir / "nginx.pid"),
@@ -148,7 +172,10 @@ def nginx_values(
         "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
-        **edge.nginx_values(settings),
+        "CLIENT_RATE_ZONE": zone,
+        "CLIENT_RATE": rate,
+        "CLIENT_CONNECTIONS": connections,
+        "CORS_ORIGINS": origins or "# No CORS origins: nginx's errors carry no CORS headers.",
     }
 
 
@@ -177,6 +204,43 @@ def nginx_command(settings: StackSettings, *extra: str) -> list[str]:
         raise ServeError(APT_HINT)
     run_dir, conf = str(settings.run_dir), str(settings.rendered_conf)
     return [settings.nginx_bin, "-e", "stderr", "-p", run_dir, "-c", conf, *extra]
+
+
+class LimitCounter:
+    """Counts nginx's refusals by a limit (429s, 503s that never reach the app) from its error
+    lines, into this process's own multiprocess file (the metrics listener serves it)."""
+
+    def __init__(self, metrics_dir: Path) -> None:
+        self.counter: Counter | None = None
+        # Allocated first, as the workers' (metrics_files.py): SIGBUS on a full RUN_DIR would
+        # take the runner, and the whole stack, down. Refused: nginx's lines go uncounted.
+        if refused := prepare_worker(metrics_dir, os.getpid(), ("counter",)):
+            problem = "nginx's refusals are not counted: no room for the metric file"
+            log("error", problem, directory=str(metrics_dir), error=str(refused))
+            return
+        # prometheus-client picks its multiprocess storage when first imported: set first.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        from prometheus_client import Counter  # noqa: PLC0415 - after the variable above
+
+        self.counter = Counter(
+            "nginx_limited_requests",
+            "Requests nginx refused (or, in dry run, would have refused) by a limit: 429s by"
+            " the per-client rate, 503s by the per-client or the overload connection limit",
+            ["zone", "dry_run"],
+            registry=None,  # read from the file by the listener, never served from here
+        )
+        # Every series exists from the start (at 0), so a dashboard's rate() has a baseline.
+        for zone in ("client_rate", "client_requests", "app_requests"):
+            for dry_run in ("false", "true"):
+                self.counter.labels(zone=zone, dry_run=dry_run)
+
+    def line(self, raw: bytes) -> str:
+        """One nginx error line as the stack's JSON line, counted when it is a refusal."""
+        match = _LIMITED.search(raw)
+        if match is not None and self.counter is not None:
+            dry_run = "true" if match[2] else "false"
+            self.counter.labels(zone=match[3].decode("ascii"), dry_run=dry_run).inc()
+        return nginx_error_line(raw)
 
 
 @dataclass
@@ -209,8 +273,8 @@ class Child:
 
 
 class Stack:
-    """nginx and one gunicorn generation (two during a reload), driven by one select() loop:
-    signals through a wakeup fd, children (and orphans) reaped, their output relayed."""
+    """nginx, gunicorn (two generations during a reload) and the metrics listener, driven by one
+    select() loop: signals through a wakeup fd, children and orphans reaped, output relayed."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
@@ -261,8 +325,7 @@ class Stack:
                 self.reload_requested = True
 
     def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
-        """The write end of a pipe whose lines the loop converts and writes to stdout (the
-        caller gives it to one child and closes it: the relay ends with the last writer)."""
+        """A pipe's write end for one child; the loop writes its lines, converted, to stdout."""
         read_end, write_end = os.pipe()
         relay = LineRelay(convert)
 
@@ -298,8 +361,8 @@ class Stack:
         err: Callable[[bytes], str],
         out: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        """Start a child in its own process group, to die with the runner; each line of its
-        stderr is relayed as err(line), its stdout (given out) as out(lines): docs/serving.md."""
+        """A child leading its own process group, dying with the runner (docs/serving.md); each
+        line of its stderr relayed as err(line), its stdout (given out) as out(lines)."""
 
         def each_line(block: bytes) -> bytes:
             lines = (err(line) + "\n" for line in block.split(b"\n") if line.strip())
@@ -310,13 +373,9 @@ class Stack:
         arm = functools.partial(_die_with_parent, os.getpid())
         try:
             process = subprocess.Popen(
-                command,
-                env=dict(env),
-                stdout=stdout,
-                stderr=stderr,
-                process_group=0,
+                command, env=dict(env), stdout=stdout, stderr=stderr, process_group=0,
                 preexec_fn=arm,  # noqa: PLW1509 - one thread here
-            )
+            )  # fmt: skip
         finally:  # the child holds the write ends now: the relay ends with the child
             for end in (stdout, stderr):
                 if end is not None:
@@ -327,14 +386,12 @@ class Stack:
         return child
 
     def python_env(self) -> dict[str, str]:
-        """The environment of every gunicorn generation and of the metrics listener: they
-        share the metrics directory cleaned at start, so a reload keeps the counts."""
+        """Every gunicorn generation's and the metrics listener's: one metrics directory."""
         run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
         return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
 
     def wait_accepting(self, child: Child, address: Path | tuple[str, int], timeout: float) -> bool:
-        """Pump until the child accepts connections at address; False if it exited, the timeout
-        passed or a stop was asked."""
+        """Pump until child accepts connections; False if it exited, timed out or stopped."""
         accepting = self.wait_until(lambda: not child.running or _accepts(address), timeout)
         return accepting and child.running
 
@@ -364,16 +421,15 @@ class Stack:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout) is JSON already, made printable ASCII here; the error log
-        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted (edge.py).
-        err = edge.LimitCounter(self.settings.metrics_dir).line
+        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted.
+        err = LimitCounter(self.settings.metrics_dir).line
         child = self.spawn("nginx", command, env, err, out=access_lines)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")
         return child
 
     def start_metrics(self, *, wait: bool = True) -> Child:
-        """The metrics listener on METRICS_PORT (its own process: docs/observability.md);
-        with wait, until it accepts connections (at start; a restart holds up nothing)."""
+        """The metrics listener (docs/observability.md); wait: until it accepts (at start only)."""
         command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
         err = functools.partial(stderr_line, "metrics.stderr")
         child = self.spawn("metrics", command, self.python_env(), err)
@@ -384,8 +440,7 @@ class Stack:
         return child
 
     def tend_metrics(self) -> None:
-        """Restart a dead metrics listener alone, after a backoff (METRICS_BACKOFF_MAX): it
-        only answers scrapes, so its death must not take the public port down (issue 19)."""
+        """Restart a dead metrics listener alone, after a backoff: it must not stop the stack."""
         now, child = time.monotonic(), self.metrics
         if child is not None and child.running:
             if self.metrics_failures and now - self.metrics_started > METRICS_HEALTHY:
@@ -430,8 +485,7 @@ class Stack:
         return stopped
 
     def _stop_leftovers(self, child: Child, budget: float) -> None:
-        """TERM, then KILL past the budget, what a dead master left in its process group (a
-        killed gunicorn master's uvicorn workers would serve its socket forever)."""
+        """TERM, then KILL past the budget, what a dead master left in its group (its workers)."""
         if not _group_alive(child.pid):
             return
         log("warning", f"stopping the processes {child.name} left behind", pgid=child.pid)
@@ -453,8 +507,7 @@ class Stack:
         return all([nginx_ok, metrics_ok, *map(self.stop_gunicorn, generations)])
 
     def publish(self, generation: int) -> None:
-        """Make a generation's socket nginx's stable path, atomically: a hard link renamed
-        over it, so a connect() finds the old generation or the new one, never nothing."""
+        """Link a generation's socket over nginx's stable path, atomically (docs/serving.md)."""
         stable = self.settings.upstream_socket
         staged = stable.with_suffix(".sock.new")
         staged.unlink(missing_ok=True)
@@ -567,8 +620,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _check_port_free(settings: StackSettings) -> None:
-    """Refuse to start when something listens on PORT (an orphan would answer our readiness
-    check, and nginx would fail to bind after gunicorn started)."""
+    """Refuse a busy PORT: an orphan would answer our readiness check, and nginx fail to bind."""
     family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx: TIME_WAIT is free
@@ -698,18 +750,10 @@ def serve(settings: StackSettings) -> int:
         said = checked.stderr.strip()
         log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
         return 1
-    chain = settings.chain
-    log(
-        "info",
-        "rendered nginx config",
-        config=str(conf),
-        # The timeout chain derived from the app's deadline (docs/settings.md), in seconds.
-        app_deadline=chain.app_deadline,
-        nginx_proxy_timeout=chain.proxy,
-        nginx_drain=chain.nginx_drain,
-        graceful_timeout=chain.graceful,
-        stop_needs=chain.stop_budget,
-    )
+    chain = settings.chain  # the timeouts derived from the app's deadline, in seconds
+    log("info", "rendered nginx config", config=str(conf), app_deadline=chain.app_deadline,
+        nginx_proxy_timeout=chain.proxy, nginx_drain=chain.nginx_drain,
+        graceful_timeout=chain.graceful, stop_needs=chain.stop_budget)  # fmt: skip
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
     return Stack(settings, nginx_globals).run()
 

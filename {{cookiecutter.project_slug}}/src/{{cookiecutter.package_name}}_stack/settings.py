@@ -81,10 +81,6 @@ def _listed(check: Callable[[str], str]) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-def _network(value: str) -> str:
-    return str(ipaddress.ip_network(value, strict=False))
-
-
 def _origin(value: str) -> str:
     # Rendered into an nginx map as a quoted string: the app checks the shape itself.
     if not _ORIGIN.fullmatch(value):
@@ -113,7 +109,9 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
-Networks = Annotated[tuple[str, ...], NoDecode, _listed(_network)]
+Networks = Annotated[
+    tuple[str, ...], NoDecode, _listed(lambda value: str(ipaddress.ip_network(value, strict=False)))
+]
 Hosts = Annotated[tuple[str, ...], NoDecode, _listed(_host)]
 Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 # Requests per second, or in a burst, per client address: nginx's limit_req takes integers.
@@ -172,7 +170,7 @@ class StackSettings(BaseSettings):
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
     """started as root with a SERVE_USER that cannot serve: serve as root anyway, not refuse"""
 
-    # Per-client limits at nginx (edge.py renders them; docs/settings.md sizes them).
+    # Per-client limits at nginx (runner.py renders them; docs/settings.md sizes them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
     """requests per second nginx lets each client address make, per pod (limit_req; over it:
     JSON 429 with Retry-After); 0: off"""
@@ -363,12 +361,6 @@ class TimeoutChain:
         return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful + STOP_MARGIN
 
 
-def nginx_time(seconds: float) -> str:
-    """A duration as nginx reads it: seconds, or milliseconds for a fraction (30.5 -> 30500ms)."""
-    millis = round(seconds * 1000)
-    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
-
-
 def variable_names() -> dict[str, str]:
     """Each environment variable's field name."""
     fields = StackSettings.model_fields.items()
@@ -382,20 +374,14 @@ def load(environ: Mapping[str, str], env_file: Path | None = Path(".env")) -> St
     build: Callable[..., StackSettings] = StackSettings
     try:
         settings = build(_env_file=env_file, **{k: v for k, v in given.items() if v})
-    except ValidationError as exc:
-        raise SettingError(_one_line(exc)) from None
+    except ValidationError as exc:  # the first refusal: the variable, its value, what is allowed
+        error = exc.errors(include_url=False)[0]
+        if not error["loc"]:  # a check across variables: its message names them
+            raise SettingError(str(error.get("ctx", {}).get("error", error["msg"]))) from None
+        reason = error["msg"].removeprefix("Value error, ")
+        raise SettingError(f"{error['loc'][0]}={error['input']!r} is refused: {reason}") from None
     if settings.nginx_bin is None:  # on PATH, else Debian's /usr/sbin (often not on a user's PATH)
         path = environ.get("PATH", os.defpath)
         found = shutil.which("nginx", path=path) or shutil.which("nginx", path="/usr/sbin")
         return settings.model_copy(update={"nginx_bin": found})
     return settings
-
-
-def _one_line(exc: ValidationError) -> str:
-    """The first refusal as one line: the variable, its value and what is allowed."""
-    error = exc.errors(include_url=False)[0]
-    if not error["loc"]:  # a check across variables: its message names them
-        return str(error.get("ctx", {}).get("error", error["msg"]))
-    name = str(error["loc"][0])
-    reason = error["msg"].removeprefix("Value error, ")
-    return f"{name}={error['input']!r} is refused: {reason}"
