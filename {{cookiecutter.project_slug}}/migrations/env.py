@@ -46,13 +46,10 @@ def _migrate(connection: Connection) -> None:
 
 
 async def run_online() -> None:
-    """Connect once (no pool: a one-shot process) and migrate."""
+    """Connect once (no pool: a one-shot process, whose connection closes with its block)."""
     engine = create_async_engine(database_url(), poolclass=pool.NullPool)
-    try:
-        async with engine.connect() as connection:
-            await connection.run_sync(_migrate)
-    finally:
-        await engine.dispose()
+    async with engine.connect() as connection:
+        await connection.run_sync(_migrate)
 
 
 if context.is_offline_mode():  # `alembic upgrade head --sql`: print the SQL, for a DBA

@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server for the tests (initdb, pg_ctl) on a free loopback port with a
 random password (TCP, scram-sha-256, as in production); as root it runs as ``postgres`` or
-``nobody`` through setpriv. Standard library only: conftest.py starts it before collection."""
+``nobody``. Standard library only: conftest.py starts it before collection."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 USER = "tester"
+TOOLS = ("initdb", "pg_ctl", "createdb")
 # Durability off: a test cluster is thrown away, and fsync dominates its run time otherwise.
 FAST_SETTINGS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 
@@ -24,21 +25,20 @@ class ServerError(RuntimeError):
 
 def find_bindir() -> Path:
     """PG_BINDIR, else the newest Debian /usr/lib/postgresql/*/bin, else initdb's on PATH."""
+    debian = Path("/usr/lib/postgresql").glob("*/bin")
+    candidates = sorted(debian, key=lambda path: int(path.parent.name), reverse=True)
+    candidates += [Path(found).parent] if (found := shutil.which("initdb")) else []
     if explicit := os.environ.get("PG_BINDIR", "").strip():
         candidates = [Path(explicit)]
-    else:
-        debian = Path("/usr/lib/postgresql").glob("*/bin")
-        candidates = sorted(debian, key=lambda path: int(path.parent.name), reverse=True)
-        candidates += [Path(found).parent] if (found := shutil.which("initdb")) else []
     for candidate in candidates:
-        if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "createdb")):
+        if all((candidate / tool).is_file() for tool in TOOLS):
             return candidate
-    missing = "PostgreSQL's server binaries (initdb, pg_ctl, createdb) were not found"
+    missing = f"PostgreSQL's server binaries ({', '.join(TOOLS)}) were not found"
     raise ServerError(f"{missing}: apt-get install postgresql, or point PG_BINDIR at them")
 
 
 def server_ids() -> tuple[int, int] | None:
-    """The (uid, gid) to run the server as when root, else None (run as ourselves)."""
+    """As root, the (uid, gid) to run the server as (PostgreSQL refuses root), else None."""
     if os.geteuid() != 0:
         return None
     users = {entry.pw_name: entry for entry in pwd.getpwall()}
@@ -51,7 +51,7 @@ class PostgresServer:
     """One cluster in a temporary directory; ``start`` and ``stop`` may repeat (restarts)."""
 
     def __init__(self, bindir: Path) -> None:
-        self.bindir, self.password = bindir, secrets.token_urlsafe(16)
+        self.bindir, self.password, self.ids = bindir, secrets.token_urlsafe(16), server_ids()
         self.root = Path(tempfile.mkdtemp(prefix="pg-test-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
         with socket.socket() as probe:
@@ -68,15 +68,13 @@ class PostgresServer:
         return f"postgresql+asyncpg://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, program: str, *args: str) -> None:
-        command = [str(self.bindir / program), *args]
-        if ids := server_ids():
-            drop = [f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--inh-caps=-all"]
-            command[:0] = ["setpriv", *drop]
         env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C", "TZ": "UTC"}
         env["PGPASSWORD"] = self.password
+        uid, gid = self.ids or (None, None)  # as root: that user, none of root's groups
         done = subprocess.run(
-            command, capture_output=True, text=True, check=False, timeout=120, env=env
-        )
+            [str(self.bindir / program), *args], capture_output=True, text=True, check=False,
+            timeout=120, env=env, user=uid, group=gid, extra_groups=None if uid is None else [],
+        )  # fmt: skip
         if done.returncode != 0:
             log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise ServerError(f"{program} failed ({done.returncode}): {done.stderr.strip()} {log}")
@@ -86,9 +84,9 @@ class PostgresServer:
         self.root.chmod(0o755)  # the stack's user reaches nothing here but the TCP port
         password_file = self.root / "password"
         password_file.write_text(self.password, encoding="utf-8")
-        if ids := server_ids():
+        if self.ids:
             for path in (self.root, password_file):
-                os.chown(path, *ids)
+                os.chown(path, *self.ids)
         self._run(
             "initdb", "--pgdata", str(self.data), "--username", USER, f"--pwfile={password_file}",
             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync",
@@ -128,6 +126,6 @@ def start_server() -> PostgresServer:
         server.initialise()
         server.start()
     except Exception:
-        shutil.rmtree(server.root, ignore_errors=True)
+        server.remove()
         raise
     return server

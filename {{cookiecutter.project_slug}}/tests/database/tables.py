@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
+# The project's migrations/, as alembic reads them (``get_current_head()``: the head).
+MIGRATIONS = ScriptDirectory.from_config(Config(ALEMBIC_INI))
 # What a database at head holds: the models' tables and alembic's own.
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}
-Rows = list[tuple[object, ...]]
+Rows = list[tuple[Any, ...]]  # as the driver returns them
 
 
 def fetch(database: str | Callable[[], AsyncEngine], query: str, **params: object) -> Rows:
@@ -42,11 +44,9 @@ def fetch(database: str | Callable[[], AsyncEngine], query: str, **params: objec
 
 def state(url: str) -> tuple[set[str], str | None]:
     """The public schema's tables and the revision the database is at (None at base)."""
-    rows = fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    version = fetch(url, "SELECT version_num FROM alembic_version")
-    return {str(name) for (name,) in rows}, str(version[0][0]) if version else None
-
-
-def migrations() -> ScriptDirectory:
-    """The project's migrations/, as alembic reads them (``get_current_head()``: the head)."""
-    return ScriptDirectory.from_config(Config(ALEMBIC_INI))
+    [(names, version)] = fetch(
+        url,
+        "SELECT (SELECT array_agg(tablename) FROM pg_tables WHERE schemaname = 'public'),"
+        " (SELECT version_num FROM alembic_version)",
+    )
+    return set(names), version

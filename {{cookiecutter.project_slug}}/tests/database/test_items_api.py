@@ -104,10 +104,11 @@ def test_unstorable_bodies_are_422_and_store_nothing(
 
 
 def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(url: str) -> None:
-    """The pool holds the worker's share, PostgreSQL the statement timeout, cancelling past it
-    (SQLSTATE 57014: unavailable); a constraint violation is no unavailability."""
+    """The pool holds the worker's share (budget // workers: together within the budget),
+    PostgreSQL the statement timeout, cancelling past it (SQLSTATE 57014: unavailable); a
+    constraint violation is no unavailability."""
     settings = Settings(
-        database_url=SecretStr(url), workers=3, database_max_connections=12,
+        database_url=SecretStr(url), workers=3, database_max_connections=14,
         database_statement_timeout_seconds=0.2,
     )  # fmt: skip
     pool = create_engine(settings).sync_engine.pool
@@ -132,9 +133,9 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
     async def lose(step: str, db: Session) -> object:
         """The items API's own session, its connection lost after a query."""
         done = await (queries.add(db, ItemIn(name="kept", price_cents=1)) if step == "create"
-                      else queries.page(db, 0, 10))  # fmt: skip
+                      else queries.list_items(db))  # fmt: skip
         assert await asyncio.to_thread(fetch, url, terminate, name=APPLICATION_NAME) == [(True,)]
-        return await queries.page(db, 0, 10) if step == "then-read" else done
+        return await queries.list_items(db) if step == "then-read" else done
 
     app.add_api_route("/test/{step}", lose, methods=["POST"])
     # Server exceptions raised: one let out after the response started (nginx's 502) fails.

@@ -19,7 +19,7 @@ from alembic.config import main as alembic_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from .tables import ALEMBIC_INI, AT_HEAD, migrations, state
+from .tables import ALEMBIC_INI, AT_HEAD, MIGRATIONS, state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,7 +58,7 @@ def test_the_documented_commands_run(
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = [future.result() for future in [pool.submit(run), pool.submit(run)]]
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
-    head = migrations().get_current_head()
+    head = MIGRATIONS.get_current_head()
     assert head is not None
     assert state(url) == (AT_HEAD, head)
     monkeypatch.chdir(tmp_path)
@@ -73,7 +73,7 @@ def test_the_documented_commands_run(
     shipped = {path.name for path in (project_root / "migrations/versions").glob("*.py")}
     [new] = [path for path in tmp_path.glob("migrations/versions/*.py") if path.name not in shipped]
     assert "op." not in new.read_text(encoding="utf-8")
-    assert state(url)[1] == migrations().get_revision(head).down_revision
+    assert state(url)[1] == MIGRATIONS.get_revision(head).down_revision
 
 
 def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
@@ -86,7 +86,7 @@ def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
     alembic_cli(["-c", ALEMBIC_INI, "downgrade", "base"])
     assert state(url) == ({"alembic_version"}, None)
     alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
-    assert state(url) == (AT_HEAD, migrations().get_current_head())
+    assert state(url) == (AT_HEAD, MIGRATIONS.get_current_head())
     monkeypatch.setenv("DATABASE_URL", "")
     message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
     with pytest.raises(SystemExit, match=f"^{message}$"):

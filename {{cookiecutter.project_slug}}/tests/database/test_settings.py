@@ -1,10 +1,9 @@
-"""The database settings: DATABASE_URL and its checks, the connection budget and each worker's
-share of it (db/engine.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py."""
+"""The database settings: DATABASE_URL and its checks, the connection budget the workers share
+(db/engine.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py."""
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from {{ cookiecutter.package_name }}.db.engine import pool_size
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from {{ cookiecutter.package_name }}_stack import gunicorn_config
 
@@ -86,15 +85,3 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.M
     finally:
         gunicorn_config.settings.cache_clear()
     assert (Settings().workers, Settings().database_max_connections) == (5, 5)
-
-
-def test_each_worker_gets_its_whole_share_and_together_they_fit_the_budget() -> None:
-    """budget // workers each, so any worker count fits the budget; a budget below the worker
-    count (or no worker) is refused, naming the numbers."""
-    shares = {(20, 1): 20, (20, 2): 10, (20, 3): 6, (7, 2): 3, (3, 3): 1, (1, 1): 1}
-    assert {key: pool_size(*key) for key in shares} == shares
-    assert all(w * pool_size(b, w) <= b for b in (32, 50, 97, 100) for w in range(1, 33))
-    for budget, workers, refusal in [(3, 4, "a budget of 3 connections cannot give each of 4"),
-                                     (10, 0, "at least 1, not 0")]:  # fmt: skip
-        with pytest.raises(ValueError, match=refusal):
-            pool_size(budget, workers)

@@ -43,25 +43,14 @@ class Database:
         return True
 
 
-def pool_size(budget: int, workers: int) -> int:
-    """A worker's pool: ``budget // workers`` connections (ValueError if none), no overflow:
-    overflow connections close at each return (docs/database.md, Connections)."""
-    if workers < 1:
-        raise ValueError(f"the worker count must be at least 1, not {workers}")
-    share = budget // workers
-    if share < 1:
-        raise ValueError(
-            f"a budget of {budget} connections cannot give each of {workers} workers one"
-        )
-    return share
-
-
 def create_engine(settings: Settings) -> AsyncEngine:
-    """An engine whose pool is this worker's share of the connection budget."""
+    """An engine whose pool is this worker's share of the connection budget: at least one
+    (settings.py refuses a budget below the worker count), together never over it."""
     return create_async_engine(
         settings.database_url.get_secret_value(),
-        pool_size=pool_size(settings.database_max_connections, settings.workers),
-        max_overflow=0,  # the share is the whole pool: pool_size says why
+        pool_size=settings.database_max_connections // settings.workers,
+        # Overflow connections close at each return to the pool (docs/database.md, Connections).
+        max_overflow=0,
         pool_timeout=settings.connect_timeout_seconds,  # a pooled one as fast as a new one
         pool_pre_ping=True,  # replace a connection the server dropped before a request uses it
         connect_args={
