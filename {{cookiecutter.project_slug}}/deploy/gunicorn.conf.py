@@ -19,7 +19,7 @@ umask = 0o117
 backlog = settings.backlog
 # gunicorn >= 25.1 opens a control socket under $HOME: useless here, impossible read-only.
 control_socket_disable = True
-worker_tmp_dir = stack.heartbeat_dir(settings)
+worker_tmp_dir = settings.worker_tmp_dir or stack.SHM
 # Only nginx can reach the 0660 socket, and nginx overwrites X-Forwarded-For/-Proto, so the
 # headers are trusted from any socket peer (over a unix socket the peer has no address).
 forwarded_allow_ips = settings.forwarded_allow_ips

@@ -24,7 +24,8 @@ from .settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPO
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
 # 27 closing an already-closed listener on exit ("[Errno 9] Bad file descriptor").
 _NOISE = ("Using worker: %s", "Error while closing socket %s")
-_SHM = Path("/dev/shm")  # noqa: S108 - tmpfs on purpose: only gunicorn's heartbeat files go there
+# WORKER_TMP_DIR's default: tmpfs, so heartbeats cost no disk I/O and need no writable root.
+SHM = "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108 - heartbeat files only
 
 
 @functools.cache
@@ -34,11 +35,6 @@ def settings() -> StackSettings:
         return load(os.environ)
     except SettingError as exc:
         raise SystemExit(str(exc)) from None
-
-
-def heartbeat_dir(stack: StackSettings) -> str | None:
-    """WORKER_TMP_DIR, else tmpfs: heartbeats cost no disk I/O and need no writable root."""
-    return stack.worker_tmp_dir or (str(_SHM) if _SHM.is_dir() else None)
 
 
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:

@@ -19,7 +19,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable
     from contextvars import ContextVar
 
 _BLANK_RECORD = logging.LogRecord("", 0, "", 0, "", (), None)
@@ -164,27 +164,17 @@ LEVEL_NUMBERS = {name: number for number, name in LEVELS.items()}
 _FORMATTER = JsonFormatter()
 
 
-def make_record(
-    logger: str,
-    level: str,
-    message: str,
-    fields: Mapping[str, object] | None = None,
-    created: float | None = None,
-) -> logging.LogRecord:
-    """A record for ``JsonFormatter``; a field named like a LogRecord attribute is prefixed."""
-    record = logging.LogRecord(
-        logger, LEVEL_NUMBERS.get(level, logging.INFO), "", 0, message, None, None
-    )
+def json_line(
+    logger: str, level: str, message: str, created: float | None = None, /, **fields: object
+) -> str:
+    """One formatted line, no newline; a field named like a record attribute becomes extra_*."""
+    number = LEVEL_NUMBERS.get(level, logging.INFO)
+    record = logging.LogRecord(logger, number, "", 0, message, None, None)
     if created is not None:
         record.created, record.msecs = created, (created - int(created)) * 1000.0
-    for key, value in (fields or {}).items():
+    for key, value in fields.items():
         record.__dict__["extra_" + key if key in _STANDARD else key] = value
-    return record
-
-
-def json_line(logger: str, level: str, message: str, /, **fields: object) -> str:
-    """One formatted line, without the newline."""
-    return _FORMATTER.format(make_record(logger, level, message, fields))
+    return _FORMATTER.format(record)
 
 
 def write_line(logger: str, level: str, message: str, /, **fields: object) -> None:
@@ -227,18 +217,18 @@ def nginx_error_line(raw: bytes) -> str:
     else:
         match = _NGINX_EARLY.fullmatch(raw)
     if match is None:
-        return _FORMATTER.format(make_record("nginx.error", "error", _text(raw)))
+        return json_line("nginx.error", "error", _text(raw))
     message, *context = _NGINX_CONTEXT.split(_text(match["text"]))
     for item in context:
         key, _, value = item.partition(": ")
         fields[key] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
     level = _NGINX_LEVELS.get(match["level"].decode("ascii"), "error")
-    return _FORMATTER.format(make_record("nginx.error", level, message, fields, created))
+    return json_line("nginx.error", level, message, created, **fields)
 
 
 def stderr_line(logger: str, raw: bytes) -> str:
     """A line a process wrote to stderr outside its logging (a warning, a traceback) as JSON."""
-    return _FORMATTER.format(make_record(logger, "warning", _text(raw.rstrip(b"\r\n"))))
+    return json_line(logger, "warning", _text(raw.rstrip(b"\r\n")))
 
 
 def access_lines(block: bytes) -> bytes:
