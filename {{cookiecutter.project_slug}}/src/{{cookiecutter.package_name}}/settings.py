@@ -1,15 +1,21 @@
 """The service's settings: one typed object, read at start from the environment and ``.env``
 (the environment wins). Production refuses debug and any placeholder ``SecretStr`` (the ones
-you add too), naming the variable to fix. Depends on the stack's settings (the deadline)."""
+you add too), naming the variable to fix. Depends on the stack's settings (the deadline, the
+CORS origins: one definition each)."""
 
 import re
-from typing import Annotated, Any, Literal, Self
-from urllib.parse import urlsplit{% if cookiecutter.database == "postgresql" %}, urlunsplit{% endif %}
+from typing import Any, Literal, Self
+{%- if cookiecutter.database == "postgresql" %}
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import {% if cookiecutter.database == "postgresql" %}AliasChoices, {% endif %}Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+{%- else %}
 
-from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, LogLevel, variable_names
+from pydantic import Field, SecretStr, model_validator
+{%- endif %}
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, LogLevel, Origins, variable_names
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 # The serving stack's variables as .env's keys reach this model (lower case).
@@ -21,18 +27,6 @@ PLACEHOLDERS = frozenset({
     "example", "dummy", "todo", "fixme", "xxx", "none", "null",
 })  # fmt: skip
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
-
-
-def _origin(value: str, variable: str) -> str:
-    """Check one CORS origin as browsers send it: a path never matches, "*" trusts every site."""
-    parts = urlsplit(value)
-    extra = parts.path or parts.query or parts.fragment or "@" in parts.netloc  # user:password@
-    if parts.scheme not in {"http", "https"} or not parts.hostname or extra:
-        raise ValueError(
-            f"{variable}: {value!r} is not an origin; write scheme://host[:port], "
-            "for example https://app.example.com"
-        )
-    return value
 
 
 def is_placeholder(value: str) -> bool:
@@ -65,8 +59,9 @@ class Settings(BaseSettings):
     metrics: bool = True
     # /docs and /openapi.json; unset: on in development only (the schema maps the API).
     api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
-    # Comma-separated origins whose pages may call the API (CORS); empty: CORS is off.
-    cors_origins: Annotated[list[str], NoDecode] = []
+    # Origins whose pages may call the API (CORS), comma-separated; empty: CORS is off. The
+    # stack's type, as nginx's CORS map reads the same variable: "*" and paths are refused.
+    cors_origins: Origins = ()
 {%- if cookiecutter.database == "postgresql" %}
     # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
     database_url: SecretStr = Field(
@@ -94,16 +89,6 @@ class Settings(BaseSettings):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k in cls.model_fields or k not in STACK_KEYS}
         return data
-
-    @field_validator("cors_origins", mode="before")
-    @classmethod
-    def _split_origins(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [item.strip() for item in value.split(",") if item.strip()]
-        if isinstance(value, list):
-            variable = cls.env_var("cors_origins")
-            return [_origin(item, variable) if isinstance(item, str) else item for item in value]
-        return value
 {%- if cookiecutter.database == "postgresql" %}
 
     @field_validator("database_url", mode="after")

@@ -3,8 +3,7 @@
 Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
 test routes). Needs the project installed and nginx on PATH or in /usr/sbin (else the
 tests skip, saying so). Started as root (a container's CI), the stack stays root only
-because SERVE_AS_ROOT=on says so (docs/settings.md).
-"""
+because SERVE_AS_ROOT=on says so (docs/settings.md)."""
 
 import contextlib
 import http.client

@@ -2,8 +2,7 @@
 
 Needs the stack conftest.py starts (nginx installed). The heavier proofs (load, fuzzing,
 reloads, faults, hostile and slow clients) run against this project from the template:
-`./scripts/battery <this directory>` (docs/security.md says which test proves what).
-"""
+`./scripts/battery <this directory>` (docs/security.md says which test proves what)."""
 
 import json
 import os

@@ -1,6 +1,5 @@
 """Last of the live tests (pytest runs tests/live/'s modules in name order): it stops the
-stack conftest.py started for them all, and checks the stop. Needs nginx, as the others.
-"""
+stack conftest.py started for them all, and checks the stop. Needs nginx, as the others."""
 
 import json
 import signal

@@ -1,11 +1,9 @@
 {% if cookiecutter.layout == "serving-only" -%}
 """Unit-test fixtures: the root logger restored after each test, JSON log capture.
-No network and no server: apps run in process through Starlette's TestClient.
-"""
+No network and no server: apps run in process through Starlette's TestClient."""
 {%- else -%}
 """Unit-test fixtures: each test in an empty directory without the shell's ``<PACKAGE>_*`` and
-``OTEL_*`` variables, its root logger restored after; the app and its clients, in process.
-"""
+``OTEL_*`` variables, its root logger restored after; the app and its clients, in process."""
 {%- endif %}
 
 import logging

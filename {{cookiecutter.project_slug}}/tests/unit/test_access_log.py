@@ -1,6 +1,5 @@
 """Access log middleware: one record per request, with the contract's fields.
-Needs the middleware and logs.py's formatter (conftest.py's json_lines).
-"""
+Needs the middleware and logs.py's formatter (conftest.py's json_lines)."""
 
 import asyncio
 import json
@@ -30,11 +29,8 @@ def test_one_line_per_request_with_the_contracts_fields(json_lines: JsonLines) -
     assert list(line)[3:] == [
         "message", "request_id", "method", "path", "status", "duration_ms", "client",
     ]  # fmt: skip
-    assert (line["level"], line["message"], line["client"]) == (
-        "info",
-        "GET /items/7 200",
-        "203.0.113.7",
-    )
+    assert (line["level"], line["client"]) == ("info", "203.0.113.7")
+    assert line["message"] == "GET /items/7 200"
     assert str(line["request_id"]).encode() == header(sent[0], b"x-request-id")
     assert 50 <= line["duration_ms"] < 5000
     assert "s3cret" not in json.dumps(line)

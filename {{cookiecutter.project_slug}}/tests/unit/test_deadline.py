@@ -1,6 +1,5 @@
 """Deadline middleware: past the deadline the handler is cancelled and the client gets 504.
-Needs the middleware and FastAPI only; real sleeps of a few tenths of a second.
-"""
+Needs the middleware and FastAPI only; real sleeps of a few tenths of a second."""
 
 import asyncio
 import time

@@ -1,6 +1,5 @@
 """Error guard: an unhandled exception becomes a JSON 500 with the request id, and a log.
-Needs the middleware and FastAPI only: a small app of its own, run by TestClient.
-"""
+Needs the middleware and FastAPI only: a small app of its own, run by TestClient."""
 
 import asyncio
 

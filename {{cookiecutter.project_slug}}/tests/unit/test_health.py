@@ -1,7 +1,6 @@
 """Health: /livez touches nothing; /readyz runs the registered checks (ReadinessChecks)
 concurrently, in a time limit, 503 naming the failing required ones, the others reported;
-one log line per change of outcome, a metric per check. Needs the app (conftest.py).
-"""
+one log line per change of outcome, a metric per check. Needs the app (conftest.py)."""
 
 import asyncio
 import time
@@ -87,7 +86,7 @@ def test_each_outcome_is_told_apart_within_one_timeout_and_sets_the_metric() -> 
     with pytest.raises(ValueError, match="'a' is already registered"):
         checks.add("a", ready)
     checks.remove("a")
-    assert checks.names == ["b", "c", "d", "e"]
+    assert checks.required == ["b", "c", "d", "e"]
 
 
 def test_a_failing_check_logs_one_line_per_change_and_its_traceback_at_debug(
@@ -106,17 +105,11 @@ def test_a_failing_check_logs_one_line_per_change_and_its_traceback_at_debug(
         asyncio.run(checks.run())
 
     lines = json_lines.from_logger("{{ cookiecutter.package_name }}.api.health.readiness")
-    above_debug = [line for line in lines if line["level"] != "debug"]
-    assert [(line["level"], line["message"]) for line in above_debug] == [
-        ("warning", "readiness check failing"),
-        ("info", "readiness check recovered"),
-    ]
-    failing = above_debug[0]
-    assert failing["reason"] == "ConnectionError: refused by the server"
-    assert (failing["check"], failing["outcome"], failing["required"]) == (
-        "database",
-        "error",
-        False,
-    )
+    failing, recovered = [line for line in lines if line["level"] != "debug"]
+    assert (recovered["level"], recovered["message"]) == ("info", "readiness check recovered")
+    assert failing.items() >= {
+        "level": "warning", "message": "readiness check failing", "check": "database",
+        "outcome": "error", "required": False, "reason": "ConnectionError: refused by the server",
+    }.items()  # fmt: skip
     assert "exception" not in failing
     assert [line["level"] for line in lines if "exception" in line] == ["debug"] * 5

@@ -1,6 +1,5 @@
 """Logging (logs.py): the JSON line contract, the development format, configuring once, the
-access record's fast path. Needs logs.py and the stack's jsonlog (edge cases: the template's).
-"""
+access record's fast path. Needs logs.py and the stack's jsonlog (edge cases: the template's)."""
 
 import json
 import logging

@@ -54,7 +54,7 @@ def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: Clien
     """With CORS origins listed, an allowed origin's answers expose X-Request-ID and
     Retry-After (the database's 503 sends it), so browser code can read them."""
     origin = "https://app.example.com"
-    app = create_app(Settings(cors_origins=[origin]))
+    app = create_app(Settings(cors_origins=(origin,)))
     response = client_for(app).get("/livez", headers={"origin": origin})
     assert response.headers["access-control-allow-origin"] == origin
     exposed = response.headers["access-control-expose-headers"].lower().split(", ")

@@ -1,6 +1,5 @@
 """The package never uses Starlette's base-class HTTP middleware (CONTRIBUTING.md): ruff bans
-its import, this the decorator form too. Needs only the installed package's sources.
-"""
+its import, this the decorator form too. Needs only the installed package's sources."""
 
 import re
 from pathlib import Path

@@ -1,6 +1,5 @@
 """Request id middleware: keep well-formed ids, replace the others, echo, expose to logs.
-Needs the middleware only: it runs on plain ASGI scopes (asgi.py).
-"""
+Needs the middleware only: it runs on plain ASGI scopes (asgi.py)."""
 
 import asyncio
 import re

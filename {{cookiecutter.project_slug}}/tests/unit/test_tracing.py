@@ -1,6 +1,5 @@
 """Traces (tracing.py): on only with an OTLP endpoint, spans linked from log lines. Each app
-gets its own provider and the SDK's in-memory exporter: no global provider, no network.
-"""
+gets its own provider and the SDK's in-memory exporter: no global provider, no network."""
 
 from typing import TYPE_CHECKING
 

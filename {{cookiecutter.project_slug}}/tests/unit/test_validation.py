@@ -1,7 +1,6 @@
 """validation.py's 422 handler: thousands of errors give a small reply without the input.
 Needs the app (conftest.py). Hostile bodies and parameters for every operation are probed
-live by the template's battery (test_payloads.py, test_fuzz.py, docs/security.md).
-"""
+live by the template's battery (test_payloads.py, test_fuzz.py, docs/security.md)."""
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient

@@ -50,10 +50,6 @@ class ReadinessChecks:
         self._last.pop(name, None)
 
     @property
-    def names(self) -> list[str]:
-        return list(self._checks)
-
-    @property
     def required(self) -> list[str]:
         """The checks whose failure makes /readyz 503, in registration order."""
         return [name for name, (_, required) in self._checks.items() if required]
