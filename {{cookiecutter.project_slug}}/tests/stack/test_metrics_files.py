@@ -1,7 +1,6 @@
-"""The metrics directory: each worker's files allocated before it writes (metrics_files.py),
-and dead processes' values kept in one archive, their files removed (metrics_listener.Archive).
-Real prometheus_client processes write the files; no network. The live proofs (a full tmpfs,
-worker kills, reloads) are the template's battery/test_side_faults.py.
+"""The metrics directory: each worker's files allocated before it writes, dead processes' values
+kept in one archive (their files removed), written by real prometheus_client processes. The live
+proofs (a full tmpfs, worker kills, reloads): the template's battery/test_side_faults.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """deploy/nginx.conf as the runner renders it, checked by the real `nginx -t` (skipped, saying
-so, without nginx on PATH or in /usr/sbin); the CPU count and nginx's `auto` from fake cgroups.
-The status socket's private directory is proven live: the template's battery/test_nginx_answers.py.
+so, without nginx); the CPU count and nginx's `auto` from fake cgroups. The status socket's
+private directory is proven live: the template's battery/test_nginx_answers.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ BEHIND_A_LOAD_BALANCER = {
     "TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32",
     "NGINX_ACCESS_LOG": "off",
     "LISTEN_ADDRESS": "::",
+    "NGINX_TEMP_DIR": "spool",  # relative: in the working directory
     "ALLOWED_HOSTS": ".example.com *",
     APP_DEADLINE_NAME: "30.5",
     "RATE_LIMIT": "0",
@@ -40,6 +41,7 @@ def render(run_dir: Path, **environ: str) -> str:
     """The nginx.conf the runner writes for this environment."""
     settings = load({"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
     conf = runner.write_nginx_conf(settings, settings.upstream_socket)
+    assert settings.temp_dir.stat().st_mode & 0o777 == 0o700, "nginx's spool is private"
     return conf.read_text(encoding="utf-8")
 
 
@@ -65,13 +67,16 @@ def render(run_dir: Path, **environ: str) -> str:
 def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     tmp_path: Path, environ: dict[str, str], expected: list[str]
 ) -> None:
-    """Proxies, access log, address, hosts (* lets any Host through), workers and the timeout
-    chain (a fractional deadline in milliseconds) follow the settings; `nginx -t` accepts it."""
+    """Proxies, access log, address, hosts (* lets any Host through), workers, the spool
+    (NGINX_TEMP_DIR) and the timeout chain (a fractional deadline in milliseconds) follow the
+    settings; `nginx -t` accepts it."""
     text = render(tmp_path, **environ)
 
     assert [line for line in expected if line not in text] == []
     assert f"server unix:{tmp_path / 'gunicorn.sock'};" in text
     behind = environ is BEHIND_A_LOAD_BALANCER
+    spool = tmp_path / ("spool" if behind else "nginx-temp")
+    assert f"client_body_temp_path {spool}/client_body;" in text
     assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == behind
     assert bool(re.search(r"^\s*limit_req ", text, re.MULTILINE)) != behind
     nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
@@ -80,15 +85,6 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     test = [nginx, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", "nginx.conf"]
     checked = subprocess.run(test, capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stderr
-
-
-def test_nginx_temp_dir_moves_the_spool_into_a_private_directory(tmp_path: Path) -> None:
-    """NGINX_TEMP_DIR moves nginx's spool off RUN_DIR, into a 0700 directory."""
-    spool = tmp_path / "tmp" / "nginx"
-    text = render(tmp_path / "run", NGINX_TEMP_DIR=str(spool))
-
-    assert f"client_body_temp_path {spool}/client_body;" in text
-    assert spool.stat().st_mode & 0o777 == 0o700
 
 
 def test_render_refuses_an_unknown_placeholder() -> None:
