@@ -1,23 +1,17 @@
 """Read a test database over its own connection, and what it should hold (the models' tables,
 the migrations' head), derived, never written down: a new migration moves the expectations."""
 
-from __future__ import annotations
-
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from sqlalchemy.ext.asyncio import AsyncEngine
 
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
 # The project's migrations/, as alembic reads them (``get_current_head()``: the head).

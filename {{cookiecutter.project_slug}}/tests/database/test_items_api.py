@@ -1,14 +1,14 @@
 """The items API on a real PostgreSQL, in process, and the service when the database is slow,
 down or drops a connection. Needs the session's server (tests/conftest.py's fixtures)."""
 
-from __future__ import annotations
-
 import asyncio
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from httpx2 import Response
 from pydantic import SecretStr
 from sqlalchemy.exc import DBAPIError
 
@@ -18,16 +18,9 @@ from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Ses
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine, unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
+from unit.asgi import ClientFor
 
 from .tables import fetch
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from fastapi import FastAPI
-    from httpx2 import Response
-
-    from unit.asgi import ClientFor
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 UNAVAILABLE = {"detail": "the database is unavailable; retry shortly"}

@@ -1,8 +1,6 @@
 """Alembic migrations on a real PostgreSQL (conftest.py's ``new_database``, and make): the docs'
 commands, down to base and up, no URL refused; asserting "head" (tables.py), never a revision."""
 
-from __future__ import annotations
-
 import asyncio
 import os
 import re
@@ -10,9 +8,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 from alembic.config import main as alembic_cli
@@ -20,10 +19,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from .tables import ALEMBIC_INI, AT_HEAD, MIGRATIONS, state
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
 
 
 def doc_commands(project_root: Path) -> list[str]:
