@@ -61,21 +61,16 @@ def exchange(port: int, wire: bytes, timeout: float = 10) -> Answer:
         return answer.status, headers, answer.read()
 
 
-def request(
-    port: int, method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b""
-) -> Answer:
-    """One request on a fresh connection (Connection: close)."""
-    fields = {"Host": "localhost", "Connection": "close", **(headers or {})}
-    if body:
-        fields["Content-Length"] = str(len(body))
-    head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
-    return exchange(port, f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body)
+def get(port: int, target: str, *headers: str, host: str = "localhost") -> Answer:
+    """GET target on a fresh connection (Connection: close), with any more header lines."""
+    head = "".join(f"{line}\r\n" for line in [f"Host: {host}", "Connection: close", *headers])
+    return exchange(port, f"GET {target} HTTP/1.1\r\n{head}\r\n".encode("latin-1"))
 
 
 def answers(port: int, target: str) -> bool:
     """Whether GET target answers 200 (False while nothing listens yet)."""
     try:
-        return request(port, "GET", target)[0] == 200
+        return get(port, target)[0] == 200
     except (OSError, http.client.HTTPException):  # refused, or closed before a status line
         return False
 

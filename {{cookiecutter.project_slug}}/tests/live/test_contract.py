@@ -21,7 +21,7 @@ from .conftest import (
     assert_json_error,
     exchange,
     free_port,
-    request,
+    get,
     wait_for,
 )
 
@@ -32,8 +32,7 @@ pytestmark = pytest.mark.live
 def test_answers_carry_the_request_id_the_app_logged(stack: LiveStack, probe: str) -> None:
     """nginx's request id and security headers on the answer; the app logs that id with the
     real client address, not a spoofed one; the probes answer any Host."""
-    spoofed = {"X-Forwarded-For": "6.6.6.6", "Host": "10.1.2.3"}
-    status, headers, _ = request(stack.port, "GET", probe, spoofed)
+    status, headers, _ = get(stack.port, probe, "X-Forwarded-For: 6.6.6.6", host="10.1.2.3")
 
     assert status == 200
     assert (headers["x-content-type-options"], headers["x-frame-options"]) == ("nosniff", "DENY")
@@ -90,7 +89,7 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
     its access line says 504 (the deadline sits inside the access log)."""
     started = time.monotonic()
 
-    answer = request(stack.port, "GET", "/slow?seconds=30")
+    answer = get(stack.port, "/slow?seconds=30")
 
     assert_json_error(answer, 504)
     assert "deadline" in json.loads(answer[2])["detail"]
@@ -103,15 +102,15 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
 def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
     """The metrics port adds up every worker's and nginx's numbers; the public port has none."""
     for _ in range(3):
-        request(stack.port, "GET", "/livez")
+        get(stack.port, "/livez")
     # The listener starts once the stack is ready: give it its moment when this runs first.
     wait_for(lambda: answers(stack.metrics_port, "/metrics"), 10, "the metrics listener")
 
-    page = request(stack.metrics_port, "GET", "/metrics")[2].decode()
+    page = get(stack.metrics_port, "/metrics")[2].decode()
 
     assert "http_server_request_duration_seconds_count" in page
     assert "\nnginx_up 1.0\n" in page, page[:500]
-    assert request(stack.port, "GET", "/metrics")[0] == 404
+    assert get(stack.port, "/metrics")[0] == 404
 
 
 def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None:

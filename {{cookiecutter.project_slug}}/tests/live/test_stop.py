@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from .conftest import LiveStack, answers, request, wait_for
+from .conftest import LiveStack, answers, get, wait_for
 
 pytestmark = pytest.mark.live
 
@@ -22,7 +22,7 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(stack: LiveStack) -
 
     before = started()
     with ThreadPoolExecutor(max_workers=4) as pool:
-        replies = [pool.submit(request, stack.port, "GET", "/slow?seconds=1") for _ in range(4)]
+        replies = [pool.submit(get, stack.port, "/slow?seconds=1") for _ in range(4)]
         wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
         stack.process.send_signal(signal.SIGTERM)
         statuses = [reply.result(timeout=30)[0] for reply in replies]

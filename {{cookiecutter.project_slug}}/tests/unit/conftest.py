@@ -1,33 +1,90 @@
 {% if cookiecutter.layout == "serving-only" -%}
-"""Unit-test fixtures: the root logger restored after each test, JSON log capture.
-No network and no server: apps run in process through Starlette's TestClient."""
+"""Unit-test fixtures and helpers: the root logger restored after each test, JSON log capture,
+middleware called as plain ASGI. No network and no server: apps run in process."""
 {%- else -%}
-"""Unit-test fixtures: each test in an empty directory without the shell's ``<PACKAGE>_*`` and
-``OTEL_*`` variables, its root logger restored after; the app and its clients, in process."""
+"""Unit-test fixtures and helpers: each test in an empty directory without the shell's
+``<PACKAGE>_*`` and ``OTEL_*`` variables, its root logger restored after; JSON log capture; the
+app and its clients, and middleware called as plain ASGI. No network and no server."""
 {%- endif %}
 
+import json
 import logging
 {%- if cookiecutter.layout == "service" %}
 import os
 {%- endif %}
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 {%- if cookiecutter.layout == "service" %}
 from pathlib import Path
 {%- endif %}
+from typing import Any
 
 import pytest
 {%- if cookiecutter.layout == "service" %}
 from fastapi import FastAPI
+{%- endif %}
 from fastapi.testclient import TestClient
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from {{ cookiecutter.package_name }}.logs import JsonFormatter
+{%- if cookiecutter.layout == "service" %}
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
-
-from .asgi import ClientFor, JsonLines
-{%- else %}
-
-from .asgi import JsonLines
 {%- endif %}
+
+# tests/conftest.py's fixture: client_for(app) starts a client of app for this test.
+ClientFor = Callable[[ASGIApp], TestClient]
+
+
+def http_scope(path: str = "/", *, headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
+    """A GET scope as uvicorn builds it, from a TCP client."""
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": headers or [], "client": ("203.0.113.7", 50000),
+        "server": ("127.0.0.1", 8000), "state": {},
+    }  # fmt: skip
+
+
+async def call(app: ASGIApp, scope: Scope, sent: list[Message] | None = None) -> list[Message]:
+    """Run ``app`` on ``scope`` with an empty body and return what it sent (also into ``sent``)."""
+    sent = [] if sent is None else sent
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def ok_app(_scope: Scope, _receive: Receive, send: Send) -> None:
+    """A tiny endpoint: 200 with a JSON body."""
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def header(message: Message, name: bytes) -> bytes | None:
+    """The value of header ``name`` in a response-start message, or None."""
+    return next((value for key, value in message.get("headers", []) if key == name), None)
+
+
+class JsonLines(logging.Handler):
+    """Formats each record with the JSON formatter as it is emitted, inside the request."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(self.format(record)))
+
+    def from_logger(self, name: str) -> list[dict[str, Any]]:
+        """The lines one logger wrote."""
+        return [line for line in self.lines if line["logger"] == name]
 
 {%- if cookiecutter.layout == "service" %}
 

@@ -11,7 +11,7 @@ from starlette.types import Receive, Scope, Send
 from {{ cookiecutter.package_name }}.middleware.access_log import AccessLogMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import JsonLines, call, header, http_scope, ok_app
+from .conftest import JsonLines, call, header, http_scope, ok_app
 
 LOGGER = "tests.access"
 

@@ -12,7 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 from {{ cookiecutter.package_name }}.middleware.deadline import DeadlineExceeded, DeadlineMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import ClientFor, JsonLines, call, http_scope, ok_app
+from .conftest import ClientFor, JsonLines, call, http_scope, ok_app
 
 TIMEOUT = 0.2
 

@@ -10,7 +10,7 @@ from {{ cookiecutter.package_name }}.api.docs import DOCS_CSP, _swagger_page
 from {{ cookiecutter.package_name }}.main import TITLE, create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 
-from .asgi import ClientFor
+from .conftest import ClientFor
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from starlette.types import Receive, Scope, Send
 from {{ cookiecutter.package_name }}.middleware.error_guard import ErrorGuardMiddleware
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
-from .asgi import ClientFor, JsonLines, call, http_scope
+from .conftest import ClientFor, JsonLines, call, http_scope
 
 
 def failing_app(*, debug: bool = False) -> FastAPI:

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from {{ cookiecutter.package_name }}.api.health import ReadinessChecks
 from {{ cookiecutter.package_name }}.middleware.metrics import RequestMetrics
 
-from .asgi import JsonLines
+from .conftest import JsonLines
 
 {%- if cookiecutter.database == "postgresql" %}
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from {{ cookiecutter.package_name }}.api.items import MAX_ID_LENGTH, ItemIn, decode
 from {{ cookiecutter.package_name }}.main import create_app
 
-from .asgi import ClientFor
+from .conftest import ClientFor
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 

@@ -9,7 +9,7 @@ from {{ cookiecutter.package_name }} import main
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
-from .asgi import ClientFor, JsonLines
+from .conftest import ClientFor, JsonLines
 
 
 def test_main_app_is_built_from_the_environment(

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics, buckets_for
 from {{ cookiecutter.package_name }}.settings import Settings
 
-from .asgi import call, http_scope, ok_app
+from .conftest import call, http_scope, ok_app
 
 COUNT = "http_server_request_duration_seconds_count"
 

@@ -1,5 +1,5 @@
 """Request id middleware: keep well-formed ids, replace the others, echo, expose to logs.
-Needs the middleware only: it runs on plain ASGI scopes (asgi.py)."""
+Needs the middleware only: it runs on plain ASGI scopes (conftest.py)."""
 
 import asyncio
 import re
@@ -9,7 +9,7 @@ from starlette.types import Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID, RequestIdMiddleware
 
-from .asgi import call, header, http_scope, ok_app
+from .conftest import call, header, http_scope, ok_app
 
 
 @pytest.mark.parametrize(

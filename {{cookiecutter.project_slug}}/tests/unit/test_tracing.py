@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.main import ACCESS_LOGGER, create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 from {{ cookiecutter.package_name }}.tracing import telemetry_config
 
-from .asgi import ClientFor, JsonLines
+from .conftest import ClientFor, JsonLines
 
 if TYPE_CHECKING:
     from fastapi.telemetry import TelemetryConfig
