@@ -18,9 +18,7 @@ fail() {
   echo "error: $*" >&2
   exit 1
 }
-get() {
-  curl --fail --silent --show-error --max-time 5 "$@"
-}
+get() { curl --fail --silent --show-error --max-time 5 "$@"; }
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

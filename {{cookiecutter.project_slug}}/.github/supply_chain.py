@@ -52,9 +52,6 @@ def locked_versions() -> dict[str, str]:
     return {normalize(name): version for name, version in pins}
 
 
-# --- audit --------------------------------------------------------------------------------
-
-
 def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
     """What is wrong with one allow-list entry, if anything."""
     if set(entry) != {"id", "reason", "expires"}:
@@ -119,8 +116,6 @@ def audit() -> int:
                *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted)]  # fmt: skip
     return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
 
-
-# --- sbom ---------------------------------------------------------------------------------
 
 # Run inside the image by its own Python: the OS, dpkg's installed packages, the venv's dists.
 INSPECT = r"""
