@@ -2,8 +2,6 @@
 random password (TCP, scram-sha-256, as in production); as root it runs as ``postgres`` or
 ``nobody``. Standard library only: conftest.py starts it before collection."""
 
-from __future__ import annotations
-
 import os
 import pwd
 import secrets

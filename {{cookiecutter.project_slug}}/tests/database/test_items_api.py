@@ -18,10 +18,11 @@ from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Ses
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine, unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
-from unit.asgi import ClientFor
 
 from .tables import fetch
 
+# tests/conftest.py's fixture: client_for(app) starts a client of app for this test.
+ClientFor = Callable[[FastAPI], TestClient]
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 UNAVAILABLE = {"detail": "the database is unavailable; retry shortly"}
 

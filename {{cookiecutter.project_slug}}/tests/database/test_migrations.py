@@ -17,6 +17,7 @@ import pytest
 from alembic.config import main as alembic_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 from .tables import ALEMBIC_INI, AT_HEAD, MIGRATIONS, state
 
@@ -47,17 +48,16 @@ def test_the_documented_commands_run(
         shutil.copy2(project_root / name, tmp_path)
     (tmp_path / ".venv").symlink_to(sys.prefix)
     url = new_database(migrated=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATABASE_URL", url)
 
-    env = {**os.environ, "DATABASE_URL": url}
-    run = partial(subprocess.run, shlex.split(first), cwd=tmp_path, env=env, capture_output=True)
+    run = partial(subprocess.run, shlex.split(first), capture_output=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = [future.result() for future in [pool.submit(run), pool.submit(run)]]
     assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
     head = MIGRATIONS.get_current_head()
     assert head is not None
     assert state(url) == (AT_HEAD, head)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DATABASE_URL", url)
     for command in commands:  # through alembic's own command-line entry point, in process
         program, *arguments = shlex.split(command)
         assert program == ".venv/bin/alembic", command
@@ -98,16 +98,13 @@ def test_a_locked_table_makes_the_migration_give_up_after_its_lock_timeout(
     env = {**os.environ, "DATABASE_URL": url, "MIGRATION_LOCK_TIMEOUT": "1s"}
 
     async def upgrade_while_locked() -> subprocess.CompletedProcess[str]:
-        engine = create_async_engine(url)
-        try:
-            async with engine.connect() as holder:  # its transaction holds the lock until closed
-                await holder.execute(text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
-                # Without a lock timeout alembic would wait for ever: subprocess's timeout fails.
-                return await asyncio.to_thread(
-                    subprocess.run, upgrade, env=env, capture_output=True, text=True, timeout=60
-                )
-        finally:
-            await engine.dispose()
+        # No pool: the connection closes with its block, its transaction holding the lock till then.
+        async with create_async_engine(url, poolclass=NullPool).connect() as holder:
+            await holder.execute(text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
+            # Without a lock timeout alembic would wait for ever: subprocess's timeout fails.
+            return await asyncio.to_thread(
+                subprocess.run, upgrade, env=env, capture_output=True, text=True, timeout=60
+            )
 
     done = asyncio.run(upgrade_while_locked())
     assert done.returncode != 0

@@ -104,8 +104,7 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
 async def session(request: Request) -> AsyncIterator[AsyncSession]:
     """A request's session from the worker's pool, closed even if its connection was lost: a
     committed create's answer stands (docs/database.md, When the database is down)."""
-    database: Database = request.app.state.database
-    new_session = database.sessions()
+    new_session: AsyncSession = request.app.state.database.sessions()
     try:
         yield new_session
     finally:
