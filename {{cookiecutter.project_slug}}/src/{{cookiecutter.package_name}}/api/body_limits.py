@@ -10,13 +10,3 @@ BODY_LIMIT_KEY = "x-max-body-bytes"
 def max_body_bytes(limit: int) -> dict[str, Any]:
     """A route's ``openapi_extra`` declaring the largest body it accepts, in bytes."""
     return {BODY_LIMIT_KEY: limit}
-
-
-def declared_limits(openapi: dict[str, Any]) -> dict[str, int]:
-    """Each path of an OpenAPI document with a declared limit (the largest of its methods')."""
-    limits: dict[str, int] = {}
-    for path, operations in openapi.get("paths", {}).items():
-        for operation in operations.values():
-            if isinstance(operation, dict) and BODY_LIMIT_KEY in operation:
-                limits[path] = max(limits.get(path, 0), int(operation[BODY_LIMIT_KEY]))
-    return limits
