@@ -69,10 +69,16 @@ class Settings(BaseSettings):
     )
     # Connections this server's workers may open together (docs/database.md, the budget).
     database_max_connections: int = Field(default=20, ge=1, le=10_000)
-    # PostgreSQL cancels a longer statement; unset: 80 % of the deadline, always below it (504).
-    database_statement_timeout_seconds: float | None = Field(default=None, gt=0)
-    # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (< deadline).
-    database_connect_timeout_seconds: float | None = Field(default=None, gt=0)
+    # PostgreSQL cancels a longer statement; unset: 80 % of the deadline (the rest: pool,
+    # network), so the app answers 503 before its 504.
+    database_statement_timeout_seconds: float = Field(
+        default_factory=lambda data: data.get("request_timeout_seconds", 0) * 0.8, gt=0
+    )
+    # Connecting, or waiting for a pooled connection, past this is a 503; unset: 5 s (a busy
+    # network's; a server that is down refuses at once), within 80 % of a shorter deadline.
+    database_connect_timeout_seconds: float = Field(
+        default_factory=lambda data: min(5.0, data.get("request_timeout_seconds", 0) * 0.8), gt=0
+    )
     # /readyz 503 while the database is away; off, it only reports it (docs/database.md).
     readiness_requires_database: bool = False
     # gunicorn's worker count (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
@@ -109,23 +115,12 @@ class Settings(BaseSettings):
             raise ValueError(message) from None
         return SecretStr(urlunsplit(parts._replace(scheme="postgresql+asyncpg")))
 
-    @property
-    def statement_timeout_seconds(self) -> float:
-        """The explicit statement timeout, or 80 % of the deadline (the rest: pool, network)."""
-        return self.database_statement_timeout_seconds or self.request_timeout_seconds * 0.8
-
-    @property
-    def connect_timeout_seconds(self) -> float:
-        """The explicit connect (and pool wait) timeout, or 5 s (a busy network's; a server that
-        is down refuses at once) within the statement's 80 % of the deadline."""
-        return self.database_connect_timeout_seconds or min(5.0, self.request_timeout_seconds * 0.8)
-
     @model_validator(mode="after")
     def _database_fits(self) -> Self:
         deadline = f"{self.env_var('request_timeout_seconds')}={self.request_timeout_seconds:g}"
         for name in ("database_statement_timeout_seconds", "database_connect_timeout_seconds"):
             value = getattr(self, name)
-            if value is not None and value >= self.request_timeout_seconds:
+            if value >= self.request_timeout_seconds:
                 late = "the request would be cut at its deadline before the database gave up"
                 raise ValueError(f"{self.env_var(name)}={value:g} must be below {deadline}: {late}")
         if self.database_max_connections < self.workers:

@@ -65,11 +65,14 @@ def test_a_wrong_database_setting_is_refused_naming_it(
 
 def test_database_timeouts_follow_the_request_deadline() -> None:
     """Unset: statements get 80 % of the deadline, connects 5 s or 80 % of it; else as set."""
-    assert (Settings().statement_timeout_seconds, Settings().connect_timeout_seconds) == (24, 5)
-    short = Settings(request_timeout_seconds=2)
-    assert (short.statement_timeout_seconds, short.connect_timeout_seconds) == (1.6, 1.6)
+
+    def timeouts(chosen: Settings) -> tuple[float, float]:
+        return chosen.database_statement_timeout_seconds, chosen.database_connect_timeout_seconds
+
+    assert timeouts(Settings()) == (24, 5)
+    assert timeouts(Settings(request_timeout_seconds=2)) == (1.6, 1.6)
     explicit = Settings(database_statement_timeout_seconds=29.5, database_connect_timeout_seconds=1)
-    assert (explicit.statement_timeout_seconds, explicit.connect_timeout_seconds) == (29.5, 1)
+    assert timeouts(explicit) == (29.5, 1)
 
 
 def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:

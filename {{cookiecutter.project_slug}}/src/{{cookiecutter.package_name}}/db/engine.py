@@ -51,13 +51,13 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_size=settings.database_max_connections // settings.workers,
         # Overflow connections close at each return to the pool (docs/database.md, Connections).
         max_overflow=0,
-        pool_timeout=settings.connect_timeout_seconds,  # a pooled one as fast as a new one
+        pool_timeout=settings.database_connect_timeout_seconds,  # a pooled one as fast as a new one
         pool_pre_ping=True,  # replace a connection the server dropped before a request uses it
         connect_args={
-            "timeout": settings.connect_timeout_seconds,
+            "timeout": settings.database_connect_timeout_seconds,
             "server_settings": {
                 # Below the request deadline: the app answers 503 before the deadline's 504.
-                "statement_timeout": str(round(settings.statement_timeout_seconds * 1000)),
+                "statement_timeout": str(round(settings.database_statement_timeout_seconds * 1e3)),
                 "application_name": APPLICATION_NAME,
             },
         },
