@@ -25,10 +25,7 @@ free_port() {
 
 # Docker when its daemon answers, else podman: a `docker` command without a daemon (or
 # podman-docker's wrapper) may be first on PATH.
-engine=${SMOKE_ENGINE:-podman}
-if [ -z "${SMOKE_ENGINE:-}" ] && docker info >/dev/null 2>&1; then
-  engine=docker
-fi
+engine=${SMOKE_ENGINE:-$(docker info >/dev/null 2>&1 && echo docker || echo podman)}
 command -v "$engine" >/dev/null || fail "no container engine: no Docker daemon answers, no $engine"
 # Without systemd no timer runs podman's health checks: this script runs them itself.
 podman_engine=false
