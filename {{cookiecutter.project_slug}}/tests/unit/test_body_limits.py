@@ -16,15 +16,6 @@ SIZE = re.compile(r"\bclient_max_body_size\s+(\d+)([kKmM]?)\s*;")
 UNITS = {"": 1, "k": 1024, "m": 1024 * 1024}
 
 
-def nginx_limits() -> dict[str, int]:
-    """Each location's body limit in bytes, keyed as nginx_location() writes them."""
-    limits = {}
-    for kind, target, body in LOCATION.findall(NGINX_CONF.read_text(encoding="utf-8")):
-        if size := SIZE.search(body):
-            limits[f"{kind} {target}"] = int(size[1]) * UNITS[size[2].lower()]
-    return limits
-
-
 def nginx_location(path: str) -> str:
     """The location a route's path needs: exact, or a regex where it has parameters."""
     if "{" not in path:
@@ -39,7 +30,11 @@ def test_every_declared_body_limit_has_its_nginx_location(app: FastAPI) -> None:
         for path, operations in app.openapi()["paths"].items()
         if any(BODY_LIMIT_KEY in op for op in operations.values())
     }
-    enforced = nginx_limits()
+    enforced = {  # each location's limit in bytes, keyed as nginx_location() writes them
+        f"{kind} {target}": int(size[1]) * UNITS[size[2].lower()]
+        for kind, target, body in LOCATION.findall(NGINX_CONF.read_text(encoding="utf-8"))
+        if (size := SIZE.search(body))
+    }
 
     assert declared, "the example declares POST /items' limit (8 KiB; the battery proves it live)"
     wrong = {

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from {{ cookiecutter.package_name }} import settings as settings_module
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings, is_placeholder
 
 
@@ -18,7 +17,7 @@ class WithSecret(Settings):
 
 def test_the_defaults_are_a_safe_production() -> None:
     """Nothing set: production, no debug, docs, CORS or app access log; metrics on; 30 s."""
-    assert settings_module.__name__.split(".")[0].upper() + "_" == ENV_PREFIX
+    assert Settings.__module__.split(".")[0].upper() + "_" == ENV_PREFIX
     defaults = {
         "environment": "production", "debug": False, "log_level": "info",
         "request_timeout_seconds": 30.0, "access_log": False, "metrics": True,

@@ -1,8 +1,6 @@
 """Traces (tracing.py): on only with an OTLP endpoint, spans linked from log lines. Each app
 gets its own provider and the SDK's in-memory exporter: no global provider, no network."""
 
-from typing import TYPE_CHECKING
-
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,9 +13,6 @@ from {{ cookiecutter.package_name }}.settings import Settings
 from {{ cookiecutter.package_name }}.tracing import telemetry_config
 
 from .conftest import ClientFor, JsonLines
-
-if TYPE_CHECKING:
-    from fastapi.telemetry import TelemetryConfig
 
 
 @pytest.mark.parametrize(
@@ -42,8 +37,9 @@ def test_a_traced_request_links_its_span_and_its_log_lines(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry: TelemetryConfig = {"tracer_provider": provider, "tracing": True}
-    app = create_app(Settings(access_log=True), telemetry=telemetry)
+    app = create_app(
+        Settings(access_log=True), telemetry={"tracer_provider": provider, "tracing": True}
+    )
 
     @app.get("/boom")
     async def boom() -> None:
