@@ -22,7 +22,9 @@ from {{ cookiecutter.package_name }}_stack.settings import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
     SettingError,
+{%- if cookiecutter.layout == "service" %}
     StackSettings,
+{%- endif %}
     load,
     variable_names,
 )
