@@ -1,8 +1,7 @@
 """Fixtures every test directory may use. Each directory keeps its own in its conftest.py.
 {%- if cookiecutter.database == "postgresql" %}
 One PostgreSQL server (pg_server.py) per session; a test that asks gets a migrated database.
-{% endif -%}
-"""
+{%- endif %}"""
 
 {% if cookiecutter.database == "postgresql" -%}
 import os
