@@ -93,15 +93,6 @@ def test_render_refuses_an_unknown_placeholder() -> None:
         runner.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
 
 
-def cgroup(directory: Path, files: dict[str, str], membership: str) -> tuple[Path, Path]:
-    """A cgroup mount holding these files, and the process's /proc/self/cgroup."""
-    for name, text in files.items():
-        (directory / "cgroup" / name).parent.mkdir(parents=True, exist_ok=True)
-        (directory / "cgroup" / name).write_text(text, encoding="utf-8")
-    (directory / "self").write_text(membership, encoding="utf-8")
-    return directory / "cgroup", directory / "self"
-
-
 V2, V1 = {"cgroup.controllers": "cpu\n"}, "cpu,cpuacct/cpu.cfs_"
 ROOT, CHILD = "0::/\n", "0::/child\n"  # /proc/self/cgroup: the root's cgroup, or its child's
 
@@ -125,7 +116,11 @@ def test_cgroup_cpu_limit_sizes_nginx_auto(
 ) -> None:
     """A v2 cpu.max or v1 cfs quota: the tightest wins, no controller means no limit. nginx's
     auto: a worker per 4 usable CPUs (of 8 here), rounded up; nginx's own auto would say 8."""
-    mount = cgroup(tmp_path, files, membership)
+    mount = tmp_path / "cgroup", tmp_path / "self"  # the mount, and /proc/self/cgroup
+    for name, text in files.items():
+        (mount[0] / name).parent.mkdir(parents=True, exist_ok=True)
+        (mount[0] / name).write_text(text, encoding="utf-8")
+    mount[1].write_text(membership, encoding="utf-8")
 
     assert cpus.cgroup_cpu_limit(*mount)[0] == limit
     with pytest.MonkeyPatch.context() as patch:
