@@ -205,8 +205,7 @@ class StackSettings(BaseSettings):
     request deadline); unset: the larger of 60 and the app deadline (never below it)"""
     stop_grace_period: Seconds | None = Field(None, alias="STOP_GRACE_PERIOD")
     """seconds the platform grants before SIGKILL (compose stop_grace_period, Kubernetes
-    terminationGracePeriodSeconds minus preStop); when set, one shorter than the stack's
-    graceful stop is refused"""
+    terminationGracePeriodSeconds minus preStop); one below the stack's graceful stop is refused"""
 
     app_module: str = Field("{{ cookiecutter.app_module }}", alias="APP_MODULE", pattern=_APP)
     """the ASGI app gunicorn serves, module.path:attribute"""
@@ -241,7 +240,6 @@ class StackSettings(BaseSettings):
     """gunicorn's and uvicorn's log level"""
     gunicorn_access_log: bool = Field(default=False, alias="ACCESS_LOG")
     """gunicorn's own access line (nginx already logs each request)"""
-    # None: the runner did not set it, and gunicorn alone owns and cleans the directory.
     prometheus_multiproc_dir: SafePath | None = Field(None, alias="PROMETHEUS_MULTIPROC_DIR")
     """every worker's metric files; unset: $RUN_DIR/metrics (the runner sets and cleans it
     at start; gunicorn alone cleans it when it starts)"""
