@@ -2,7 +2,6 @@
 commands, down to base and up, no URL refused; asserting "head" (tables.py), never a revision."""
 
 import asyncio
-import os
 import re
 import shlex
 import shutil
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from alembic.config import main as alembic_cli
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -89,23 +89,20 @@ def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
 
 
 def test_a_locked_table_makes_the_migration_give_up_after_its_lock_timeout(
-    new_database: Callable[..., str],
+    new_database: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A transaction holding a table's lock (an old pod's, say) makes `alembic upgrade` fail
     after MIGRATION_LOCK_TIMEOUT, naming it, instead of queueing every query behind its own."""
     url = new_database()
-    upgrade = [sys.executable, "-m", "alembic", "-c", ALEMBIC_INI, "upgrade", "head"]
-    env = {**os.environ, "DATABASE_URL": url, "MIGRATION_LOCK_TIMEOUT": "1s"}
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("MIGRATION_LOCK_TIMEOUT", "1s")
 
-    async def upgrade_while_locked() -> subprocess.CompletedProcess[str]:
+    async def upgrade_while_locked() -> None:
         # No pool: the connection closes with its block, its transaction holding the lock till then.
         async with create_async_engine(url, poolclass=NullPool).connect() as holder:
             await holder.execute(text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
-            # Without a lock timeout alembic would wait for ever: subprocess's timeout fails.
-            return await asyncio.to_thread(
-                subprocess.run, upgrade, env=env, capture_output=True, text=True, timeout=60
-            )
+            upgrade = asyncio.to_thread(alembic_cli, ["-c", ALEMBIC_INI, "upgrade", "head"])
+            await asyncio.wait_for(upgrade, 60)  # with no lock timeout, alembic would wait for ever
 
-    done = asyncio.run(upgrade_while_locked())
-    assert done.returncode != 0
-    assert "canceling statement due to lock timeout" in done.stderr
+    with pytest.raises(DBAPIError, match="canceling statement due to lock timeout"):
+        asyncio.run(upgrade_while_locked())
