@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
 
-target_metadata = Base.metadata
 # Any constant shared by every run of these migrations: the advisory lock's key.
 LOCK_KEY = 0x6D696772617465  # "migrate"
 # A DDL statement queued behind the pods' transactions holds up every query on its table:
@@ -34,7 +33,7 @@ def database_url() -> str:
 
 
 def _migrate(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata)
+    context.configure(connection=connection, target_metadata=Base.metadata)  # autogenerate's
     with context.begin_transaction():
         # Held until the transaction ends: a second run waits, then finds nothing to do.
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
@@ -53,7 +52,7 @@ async def run_online() -> None:
 
 
 if context.is_offline_mode():  # `alembic upgrade head --sql`: print the SQL, for a DBA
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(url=database_url(), literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 else:
