@@ -5,8 +5,6 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
 
-from __future__ import annotations
-
 import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}

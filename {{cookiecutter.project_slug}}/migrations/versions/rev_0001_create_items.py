@@ -1,7 +1,5 @@
 """Revision 0001 (2026-11-22): create the items table (db/models.py's ItemRow)."""
 
-from __future__ import annotations
-
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
