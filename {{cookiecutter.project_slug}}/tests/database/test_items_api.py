@@ -21,8 +21,6 @@ from {{ cookiecutter.package_name }}.settings import Settings
 
 from .tables import fetch
 
-# tests/conftest.py's fixture: client_for(app) starts a client of app for this test.
-ClientFor = Callable[[FastAPI], TestClient]
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
 UNAVAILABLE = {"detail": "the database is unavailable; retry shortly"}
 
@@ -44,7 +42,7 @@ def app_on(url: str) -> FastAPI:
 
 
 @pytest.fixture
-def client(url: str, client_for: ClientFor) -> TestClient:
+def client(url: str, client_for: Callable[[FastAPI], TestClient]) -> TestClient:
     """The app on ``url``, its lifespan (engine, readiness check) running."""
     return client_for(app_on(url))
 
@@ -143,7 +141,7 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
 
 
 def test_an_unreachable_database_is_a_503_and_readiness_may_require_it(
-    url: str, client_for: ClientFor
+    url: str, client_for: Callable[[FastAPI], TestClient]
 ) -> None:
     """Unresolvable: items a JSON 503 with Retry-After and the request id, /readyz 200
     reporting it (the worker still answers), or 503 when <PREFIX>READINESS_REQUIRES_DATABASE
