@@ -82,7 +82,7 @@ def _listed(check: Callable[[str], str]) -> BeforeValidator:
 
 
 def _origin(value: str) -> str:
-    # Rendered into an nginx map as a quoted string: the app checks the shape itself.
+    # Quoted into nginx's CORS map; the app's cors_origins is this type too: no "*", path or @.
     if not _ORIGIN.fullmatch(value):
         raise ValueError("scheme://host[:port] origins, for example https://app.example.com")
     return value
