@@ -38,9 +38,6 @@ def fetch(database: str | Callable[[], AsyncEngine], query: str, **params: objec
 
 def state(url: str) -> tuple[set[str], str | None]:
     """The public schema's tables and the revision the database is at (None at base)."""
-    [(names, version)] = fetch(
-        url,
-        "SELECT (SELECT array_agg(tablename) FROM pg_tables WHERE schemaname = 'public'),"
-        " (SELECT version_num FROM alembic_version)",
-    )
-    return set(names), version
+    tables = fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    version = fetch(url, "SELECT version_num FROM alembic_version")
+    return {name for (name,) in tables}, version[0][0] if version else None
