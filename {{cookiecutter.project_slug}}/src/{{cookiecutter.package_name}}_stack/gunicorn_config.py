@@ -116,9 +116,8 @@ def on_starting(server: Any) -> None:
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """In a new worker, before it imports the app: allocate its metric files. On a full
-    filesystem, one error line, and prometheus_client (not imported yet) keeps the worker's
-    metrics in memory, unread; a preloaded app imported it already: the worker exits instead."""
+    """In a new worker, before it imports the app: allocate its metric files; refused, one error
+    line and no metrics (docs/observability.md), or an exit if preload_app imported them."""
     del worker  # gunicorn's hook signature
     directory = settings().metrics_dir
     problem = prepare_worker(directory, os.getpid())

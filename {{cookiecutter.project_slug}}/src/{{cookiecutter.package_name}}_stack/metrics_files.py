@@ -1,11 +1,9 @@
-"""Metric files a full filesystem cannot turn into a crash (issue 19; docs/observability.md).
+"""Metric files a full filesystem cannot turn into a crash (SIGBUS; docs/observability.md).
 
-prometheus_client maps each worker's files (``<kind>_<pid>.db`` in PROMETHEUS_MULTIPROC_DIR)
-sparse, 64 KiB then doubling: on a full filesystem the first write into a page is SIGBUS.
-Here the blocks are taken first: prepare_worker() (gunicorn_config.post_fork) creates a new
-worker's files allocated, their first doubling reserved; reserve_growth() (the metrics
-listener, every few seconds) reserves each file's next one. Standard library only (fallocate
-through ctypes): the gunicorn master imports this and must never import prometheus_client.
+prepare_worker() (gunicorn_config.post_fork, the runner) creates a process's files allocated,
+their first doubling reserved; reserve_growth() (the metrics listener) reserves each file's
+next one. Standard library only (fallocate through ctypes): the gunicorn master imports this
+and must never import prometheus_client.
 """
 
 from __future__ import annotations
