@@ -76,7 +76,7 @@ async def _create_item(package: str, settings: Any) -> int:
     queries = importlib.import_module(f"{package}.api.items_db")
     item = importlib.import_module(f"{package}.api.items").ItemIn(**BENCH_ITEM)
     async with open_database(settings) as database, database.sessions() as session:
-        return int((await queries.add(session, item)).id)
+        return int((await queries.create_item(item, session)).id)
 
 
 def prepare(package: str) -> int:

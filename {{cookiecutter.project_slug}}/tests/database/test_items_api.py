@@ -13,8 +13,7 @@ from pydantic import SecretStr
 from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api import items_db as queries
-from {{ cookiecutter.package_name }}.api.items import ItemIn
-from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, Session
+from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL, NewItem, Session
 from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_engine, unavailable
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
@@ -124,8 +123,8 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
 
     async def lose(step: str, db: Session) -> object:
         """The items API's own session, its connection lost after a query."""
-        done = await (queries.add(db, ItemIn(name="kept", price_cents=1)) if step == "create"
-                      else queries.list_items(db))  # fmt: skip
+        done = await (queries.create_item(NewItem(name="kept", price_cents=1), db)
+                      if step == "create" else queries.list_items(db))  # fmt: skip
         assert await asyncio.to_thread(fetch, url, terminate, name=APPLICATION_NAME) == [(True,)]
         return await queries.list_items(db) if step == "then-read" else done
 

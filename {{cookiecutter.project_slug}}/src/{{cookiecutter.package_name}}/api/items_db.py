@@ -43,14 +43,6 @@ class StoredItem(ItemIn):
 Session = Annotated[AsyncSession, Depends(session, scope="function")]
 
 
-async def add(db: AsyncSession, new: ItemIn) -> StoredItem:
-    """Insert ``new`` and return it with the id PostgreSQL gave it (committed)."""
-    row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
-    db.add(row)
-    await db.commit()
-    return StoredItem.model_validate(row)
-
-
 @router.get("")
 async def list_items(
     db: Session,
@@ -80,5 +72,8 @@ async def get_item(item_id: int, db: Session) -> StoredItem:
     openapi_extra=max_body_bytes(ITEM_BODY_BYTES),  # nginx enforces it (api/items.py)
 )
 async def create_item(new: NewItem, db: Session) -> StoredItem:
-    """Create an item from a JSON body and return it with its id."""
-    return await add(db, new)
+    """Create an item from a JSON body and return it, committed, with PostgreSQL's id."""
+    row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
+    db.add(row)
+    await db.commit()
+    return StoredItem.model_validate(row)
