@@ -1,54 +1,18 @@
 """The application's logging, configured in one place: JSON lines, or text for people.
 
 Depends on request_context.py, tracing.py and ``{{ cookiecutter.package_name }}_stack.jsonlog`` (the
-one JSON contract of the stack). Why the access record is built by hand: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
+one JSON contract of the stack). Why: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
 
 import logging
-import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
-from {{ cookiecutter.package_name }}_stack.jsonlog import AccessRecord, extra_fields
 from {{ cookiecutter.package_name }}_stack.jsonlog import JsonFormatter as StackJsonFormatter
+from {{ cookiecutter.package_name }}_stack.jsonlog import extra_fields
 
 from .request_context import REQUEST_ID
 from .tracing import current_trace_ids
-
-# Per logger name, the attributes no request changes; cleared in a forked child (a new pid).
-_access_templates: dict[str, dict[str, Any]] = {}
-os.register_at_fork(after_in_child=_access_templates.clear)
-
-
-def access_record(  # noqa: PLR0913, PLR0917 (six contract fields, positional: hot path)
-    logger: str,
-    method: str,
-    path: str,
-    status: int,
-    duration_ms: float,
-    request_id: str | None,
-    client: str | None,
-) -> AccessRecord:
-    """Make the access record for one request, at INFO, timestamped now."""
-    template = _access_templates.get(logger)
-    if template is None:
-        blank = logging.LogRecord(logger, logging.INFO, "", 0, "", (), None)
-        template = _access_templates[logger] = {**blank.__dict__, "taskName": None}
-    record = AccessRecord.__new__(AccessRecord)
-    fields = record.__dict__
-    fields.update(template)
-    now = time.time()
-    fields["created"] = now
-    fields["msecs"] = (now - int(now)) * 1000.0
-    fields["relativeCreated"] = template["relativeCreated"] + (now - template["created"]) * 1e3
-    fields["msg"] = f"{method} {path} {status}"
-    fields["request_id"] = request_id
-    fields["method"] = method
-    fields["path"] = path
-    fields["status"] = status
-    fields["duration_ms"] = duration_ms
-    fields["client"] = client
-    return record
 
 
 class JsonFormatter(StackJsonFormatter):

@@ -3,7 +3,7 @@
 One printable-ASCII JSON object per line, keys in the order ``time`` (UTC, RFC 3339, ms,
 ``Z``), ``level``, ``logger``, ``message``, ``request_id``, ``trace_id`` and ``span_id``
 (inside a traced request), the extra fields, ``exception`` (docs/settings.md, "Logs").
-Standard library only. A record per request: an ``AccessRecord`` is one %-format.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 import json
 import logging
+import math
 import re
 import sys
 import time
@@ -43,17 +44,6 @@ def _quote(text: str) -> str:
 # ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
 _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
-# One access line. Literal text between the %s is JSON already; each value is escaped in C.
-_ACCESS_LINE = (
-    '%s%s","level":"%s","logger":%s,"message":%s%s,'
-    '"method":%s,"path":%s,"status":%d,"duration_ms":%r,"client":%s}'
-)
-
-
-class AccessRecord(logging.LogRecord):
-    """A request's record (the app's logs.py): method, path, status, duration_ms, request_id
-    and client besides; any handler can use it like any record."""
-
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
     """The record's attributes, past those LogRecord.__init__ sets first when it can tell."""
@@ -74,6 +64,13 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).
 def render_value(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
     try:
+        # The common scalars (an access line's fields) as the encoder writes them, without it.
+        if value is None:
+            return "null"
+        if type(value) is str:
+            return _quote(value)
+        if type(value) is int or (type(value) is float and math.isfinite(value)):
+            return repr(value)
         # DEL can only be inside a string there: escaped as _quote does.
         return _encode(value).replace("\x7f", "\\u007f")
     except Exception:  # noqa: BLE001 - NaN, a cycle, a key JSON refuses, a broken __str__
@@ -105,33 +102,18 @@ class JsonFormatter(logging.Formatter):
         if second != cached:
             head = '{"time":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (head, second)
-        fields = record.__dict__
         level = LEVELS.get(record.levelno) or str(record.levelname).lower()
-        if type(record) is AccessRecord:
-            request_id = fields["request_id"]
-            client = fields["client"]
-            return _ACCESS_LINE % (
-                head,
-                _MILLIS[int(record.msecs)],
-                level,
-                _quote(record.name),
-                _quote(record.getMessage()),
-                ("" if request_id is None else ',"request_id":' + _quote(request_id))
-                + self._trace(),
-                _quote(fields["method"]),
-                _quote(fields["path"]),
-                fields["status"],
-                fields["duration_ms"],
-                "null" if client is None else _quote(client),
-            )
-        request_id = fields.get("request_id")
+        request_id = record.__dict__.get("request_id")
         if request_id is None and self._request_id is not None:
             request_id = self._request_id.get()
         parts = [head, _MILLIS[int(record.msecs)], '","level":', _quote(level), ',"logger":']
         parts += (_quote(str(record.name)), ',"message":', _quote(_message(record)))
         if request_id is not None:
             parts += (',"request_id":', render_value(request_id))
-        parts.append(self._trace())
+        # Run in the caller's context: inside a request, its span. Hex digits: no escaping.
+        ids = None if self._trace_ids is None else self._trace_ids()
+        if ids is not None:
+            parts.append(f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"')
         for key, value in _tail(record):
             if key in _STANDARD or key == "request_id":
                 continue
@@ -144,11 +126,6 @@ class JsonFormatter(logging.Formatter):
             parts += (',"exception":', _quote(str(record.exc_text)))
         parts.append("}")
         return "".join(parts)
-
-    def _trace(self) -> str:
-        # Run in the caller's context: inside a request, its span. Hex digits: no escaping.
-        ids = None if self._trace_ids is None else self._trace_ids()
-        return "" if ids is None else f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"'
 
 
 def _message(record: logging.LogRecord) -> str:

@@ -1,20 +1,16 @@
-"""Logging (logs.py): the JSON line contract, the development format, configuring once, the
-access record's fast path. Needs logs.py and the stack's jsonlog (edge cases: the template's)."""
+"""Logging (logs.py): the JSON line contract, the development format, configuring once.
+Needs logs.py and the stack's jsonlog (edge cases: the template's)."""
 
 import json
 import logging
-import os
 import re
 import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }} import logs
-from {{ cookiecutter.package_name }}.logs import HumanFormatter, JsonFormatter, access_record, configure_logging
+from {{ cookiecutter.package_name }}.logs import HumanFormatter, JsonFormatter, configure_logging
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 from {{ cookiecutter.package_name }}_stack.jsonlog import CONTRACT_KEYS
-
-ACCESS = ("GET", '/a "b"/é', 404, 1.25, "rid-1", "203.0.113.7")
 
 
 def record(message: str = "hello", **extra: object) -> logging.LogRecord:
@@ -67,19 +63,3 @@ def test_configure_writes_each_record_once_at_the_level(
         assert line.endswith(" WARNING tests.out: shown")
     else:
         assert json.loads(line)["message"] == "shown"
-
-
-def test_the_access_record_renders_like_any_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path writes what the generic path writes, its own time and pid after a fork."""
-    fast = access_record("t", *ACCESS)
-    keys = ("method", "path", "status", "duration_ms", "request_id", "client")
-    slow = record('GET /a "b"/é 404', **dict(zip(keys, ACCESS, strict=True)))
-    slow.created, slow.msecs = fast.created, fast.msecs
-    assert JsonFormatter().format(fast) == JsonFormatter().format(slow)
-    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(process)d %(message)s")
-    assert text.format(fast).endswith(f'INFO t {os.getpid()} GET /a "b"/é 404')
-    assert access_record("t", *ACCESS).created >= fast.created
-    monkeypatch.setattr(os, "getpid", lambda: -2)
-    logs._access_templates.clear()  # what the fork hook does in the child
-    assert fast.process != -2
-    assert access_record("t", *ACCESS).process == -2

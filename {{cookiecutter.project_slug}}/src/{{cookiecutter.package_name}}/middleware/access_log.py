@@ -8,8 +8,6 @@ import time
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from {{ cookiecutter.package_name }}.logs import access_record
-
 from .request_id import REQUEST_ID
 from .response import tracker
 
@@ -31,19 +29,15 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, response.send)
         finally:
-            logger = self.logger
-            # isEnabledFor is cached by the logging module: cheap when the level hides us.
-            if logger.isEnabledFor(logging.INFO):
-                client = scope.get("client")
-                logger.handle(
-                    access_record(
-                        logger.name,
-                        scope["method"],
-                        scope["path"],
-                        500 if response.status is None else response.status,
-                        round((time.perf_counter() - start) * 1000.0, 2),
-                        REQUEST_ID.get(),
-                        # None over a unix socket unless the server trusts X-Forwarded-For.
-                        client[0] if client else None,
-                    )
-                )
+            status = 500 if response.status is None else response.status
+            client = scope.get("client")
+            extra = {
+                "request_id": REQUEST_ID.get(),
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round((time.perf_counter() - start) * 1000.0, 2),
+                # None over a unix socket unless the server trusts X-Forwarded-For.
+                "client": client[0] if client else None,
+            }
+            self.logger.info("%s %s %d", scope["method"], scope["path"], status, extra=extra)
