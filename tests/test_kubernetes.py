@@ -447,7 +447,7 @@ def test_the_grace_period_covers_every_process_the_runner_stops(
     stack = next((project / "src").glob("*_stack")).name
     numbers = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-c",
-         f"import os, {stack}.settings as s\nc = s.load(os.environ).chain\n"
+         f"import os, {stack}.settings as s\nc = s.load(os.environ)\n"
          "print(c.nginx_drain, s.STOP_MARGIN, c.stop_budget)"],
         cwd=project, env=env, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip

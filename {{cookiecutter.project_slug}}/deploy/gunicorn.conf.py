@@ -31,7 +31,7 @@ worker_class = stack.Worker
 # Heartbeat watchdog, 60 s by default, NOT a request deadline: an async worker whose event
 # loop is blocked this long is killed. At least the app's deadline (a slower `await` is the
 # deadline's to cut); gunicorn takes whole seconds, rounded up so it never undercuts it.
-timeout = math.ceil(settings.chain.watchdog)
+timeout = math.ceil(settings.gunicorn_timeout)
 # After SIGTERM, workers finish what they hold for this long, then are killed: at least the
 # app's deadline. uvicorn gets the exact value (stack.Worker) and finishes first.
 graceful_timeout = math.ceil(settings.graceful_timeout)

@@ -48,6 +48,7 @@ METRICS_BACKOFF_MAX = 30.0
 METRICS_HEALTHY = 60.0
 # Asked of the app through nginx by `check`, and through the new socket before a reload.
 HEALTH = "/livez"
+_HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
 # NGINX_WORKER_PROCESSES=auto: one nginx worker per this many usable CPUs, at least one
 # (measured: docs/serving.md, "How the runner works").
@@ -167,8 +168,8 @@ def nginx_values(
         # 3-5 us a request instead of 15-22 (docs/serving.md); nginx flushes on stop.
         "ACCESS_LOG": "/dev/stdout json buffer=4k flush=1s" if settings.nginx_access_log else "off",
         "ALLOWED_HOSTS": allowed,
-        "PROXY_TIMEOUT": nginx_time(settings.chain.proxy),
-        "SHUTDOWN_TIMEOUT": nginx_time(settings.chain.nginx_drain),
+        "PROXY_TIMEOUT": nginx_time(settings.proxy_timeout),
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.nginx_drain),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
         "CLIENT_RATE_ZONE": zone,
@@ -495,8 +496,7 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
-        drain = self.settings.chain.nginx_drain
-        nginx_ok = self.stop(self.nginx, signal.SIGQUIT, drain + STOP_MARGIN)
+        nginx_ok = self.stop(self.nginx, signal.SIGQUIT, self.settings.nginx_drain + STOP_MARGIN)
         # Last scrapes may still come while nginx drains: the listener stops after it. One
         # that died before (its restart pending) was said then and spoils nothing now.
         metrics = self.metrics if self.metrics is not None and self.metrics.running else None
@@ -524,7 +524,8 @@ class Stack:
         try:
             new = self.start_gunicorn(generation)
             answered = self.wait_until(
-                lambda: not new.running or _answers_health(sock), self.settings.startup_timeout
+                lambda: not new.running or _accepts(sock, health=True),
+                self.settings.startup_timeout,
             )
             if self.requested is not None:
                 return  # stop_all() stops both generations
@@ -654,31 +655,24 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _answers_health(socket_path: Path) -> bool:
-    """Whether the app behind a gunicorn socket answers GET /livez in 0.2 s (docs/serving.md)."""
-    request = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.2)
+def _accepts(address: Path | tuple[str, int], *, health: bool = False) -> bool:
+    """Whether something accepts connections at a unix socket path or a TCP address; health:
+    whether the app behind a gunicorn socket answers GET /livez in 0.2 s (docs/serving.md)."""
+    target: str | tuple[str, int]
+    if isinstance(address, Path):
+        family, target = socket.AF_UNIX, str(address)
+    else:  # an IP address (settings)
+        family, target = socket.AF_INET6 if ":" in address[0] else socket.AF_INET, address
+    with socket.socket(family) as probe:
+        probe.settimeout(0.2 if health else 1.0)
         try:
-            probe.connect(str(socket_path))
-            probe.sendall(request.encode("ascii"))
+            probe.connect(target)
+            if not health:
+                return True
+            probe.sendall(_HEALTH_REQUEST.encode("ascii"))
             return probe.recv(64).startswith(b"HTTP/1.1 200 ")
         except OSError:
             return False
-
-
-def _accepts(address: Path | tuple[str, int]) -> bool:
-    """Whether something accepts connections at a unix socket path or a TCP address."""
-    try:
-        if isinstance(address, Path):
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                probe.settimeout(1.0)
-                probe.connect(str(address))
-        else:
-            socket.create_connection(address, timeout=1.0).close()
-    except OSError:
-        return False
-    return True
 
 
 def drop_privileges(settings: StackSettings) -> str:
@@ -749,10 +743,10 @@ def serve(settings: StackSettings) -> int:
         said = checked.stderr.strip()
         log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
         return 1
-    chain = settings.chain  # the timeouts derived from the app's deadline, in seconds
-    log("info", "rendered nginx config", config=str(conf), app_deadline=chain.app_deadline,
-        nginx_proxy_timeout=chain.proxy, nginx_drain=chain.nginx_drain,
-        graceful_timeout=chain.graceful, stop_needs=chain.stop_budget)  # fmt: skip
+    # With the timeouts derived from the app's deadline, in seconds.
+    log("info", "rendered nginx config", config=str(conf), app_deadline=settings.app_deadline,
+        nginx_proxy_timeout=settings.proxy_timeout, nginx_drain=settings.nginx_drain,
+        graceful_timeout=settings.graceful_timeout, stop_needs=settings.stop_budget)  # fmt: skip
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
     return Stack(settings, nginx_globals).run()
 

@@ -2,7 +2,7 @@
 
 Read from the environment, then ``.env``, as the app's settings (docs/settings.md, checked
 against this model by tests/stack). The app's request deadline is defined here (``Deadline``):
-the app's settings import it, and nginx's and gunicorn's timeouts follow it (``TimeoutChain``).
+the app's settings import it, and nginx's and gunicorn's timeouts follow it (the chain).
 ``load()`` refuses a wrong value with ``SettingError``, one line naming the variable. Depends
 on pydantic-settings; never on the app.
 """
@@ -13,7 +13,6 @@ import ipaddress
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
@@ -189,7 +188,7 @@ class StackSettings(BaseSettings):
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
     """the app's CORS origins: nginx's own errors (413, 429, 503...) carry their headers too"""
 
-    # The timeout chain (TimeoutChain below derives nginx's).
+    # The timeout chain (the properties after the fields derive nginx's and the stop's).
     app_deadline: Deadline = Field(DEADLINE_DEFAULT, validation_alias=APP_DEADLINE_NAME)
     graceful_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
         default_factory=lambda data: data.get("app_deadline", DEADLINE_DEFAULT),
@@ -272,13 +271,13 @@ class StackSettings(BaseSettings):
                 f"GUNICORN_TIMEOUT={self.gunicorn_timeout:g} is below {deadline}: the watchdog"
                 " would kill workers busy for less than a request may take; raise it, or unset it"
             )
-        grace, chain = self.stop_grace_period, self.chain
-        if grace is not None and grace < chain.stop_budget:
+        grace = self.stop_grace_period
+        if grace is not None and grace < self.stop_budget:
             raise ValueError(
                 f"STOP_GRACE_PERIOD={grace:g} is below the stack's graceful stop"
-                f" ({chain.stop_budget:g} s: nginx drains {chain.nginx_drain:g} s, the metrics"
-                f" listener stops, then gunicorn GRACEFUL_TIMEOUT={chain.graceful:g} s, each +"
-                f" {STOP_MARGIN:g} s): the platform would kill requests in flight"
+                f" ({self.stop_budget:g} s: nginx drains {self.nginx_drain:g} s, the metrics"
+                f" listener stops, then gunicorn GRACEFUL_TIMEOUT={self.graceful_timeout:g} s,"
+                f" each + {STOP_MARGIN:g} s): the platform would kill requests in flight"
             )
         if self.metrics_port == self.port:
             raise ValueError(
@@ -291,9 +290,22 @@ class StackSettings(BaseSettings):
             )
         return self
 
+    # The timeout chain: each derived from the app's deadline so their order always holds
+    # (docs/settings.md, "The timeout chain"); GRACEFUL_TIMEOUT and GUNICORN_TIMEOUT follow it.
     @property
-    def chain(self) -> TimeoutChain:
-        return TimeoutChain(self.app_deadline, self.graceful_timeout, self.gunicorn_timeout)
+    def proxy_timeout(self) -> float:
+        """nginx proxy_read_timeout / proxy_send_timeout: the app's 504 must arrive first."""
+        return self.app_deadline + PROXY_MARGIN
+
+    @property
+    def nginx_drain(self) -> float:
+        """nginx worker_shutdown_timeout: a graceful stop lets a proxied response finish."""
+        return self.proxy_timeout + DRAIN_MARGIN
+
+    @property
+    def stop_budget(self) -> float:
+        """The runner's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
+        return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful_timeout + STOP_MARGIN
 
     @property
     def upstream_keepalive(self) -> int:
@@ -332,31 +344,6 @@ class StackSettings(BaseSettings):
     def upstream_socket(self) -> Path:
         """nginx's upstream: the runner links each gunicorn generation's own socket here."""
         return self.run_dir / "gunicorn.sock"
-
-
-@dataclass(frozen=True)
-class TimeoutChain:
-    """The stack's timeouts, each derived from the app's deadline so their order always holds
-    (docs/settings.md, "The timeout chain")."""
-
-    app_deadline: float
-    graceful: float
-    watchdog: float
-
-    @property
-    def proxy(self) -> float:
-        """nginx proxy_read_timeout / proxy_send_timeout: the app's 504 must arrive first."""
-        return self.app_deadline + PROXY_MARGIN
-
-    @property
-    def nginx_drain(self) -> float:
-        """nginx worker_shutdown_timeout: a graceful stop lets a proxied response finish."""
-        return self.proxy + DRAIN_MARGIN
-
-    @property
-    def stop_budget(self) -> float:
-        """The runner's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
-        return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful + STOP_MARGIN
 
 
 def variable_names() -> dict[str, str]:

@@ -107,14 +107,13 @@ def test_derived_defaults_follow_their_inputs() -> None:
     """Unset, the drain and watchdog follow the deadline, the socket RUN_DIR, the jitter
     MAX_REQUESTS; nginx's timeouts follow the deadline."""
     settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv", "MAX_REQUESTS": "500"})
-    chain = settings.chain
-    assert (chain.app_deadline, chain.graceful, chain.watchdog) == (90, 90, 90)
+    assert (settings.graceful_timeout, settings.gunicorn_timeout) == (90, 90)
     # The stop: nginx 100 + 5, the metrics listener 5, gunicorn 90 + 5.
-    assert (chain.proxy, chain.nginx_drain, chain.stop_budget) == (95, 100, 205)
+    assert (settings.proxy_timeout, settings.nginx_drain, settings.stop_budget) == (95, 100, 205)
     assert settings.gunicorn_socket == Path("/srv/gunicorn.sock")
     assert settings.metrics_dir == Path("/srv/metrics")
     assert settings.max_requests_jitter == 50
-    assert (load({}).chain.watchdog, load({}).upstream_keepalive) == (60, 60)
+    assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
 
 
 @pytest.mark.parametrize(
