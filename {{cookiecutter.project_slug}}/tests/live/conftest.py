@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ PACKAGE = "{{ cookiecutter.package_name }}"
 # The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
 DEADLINE_SECONDS = 2
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
-REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 Answer = tuple[int, dict[str, str], bytes]
 
 
@@ -81,7 +79,7 @@ def assert_json_error(answer: Answer, expected: int) -> None:
     status, headers, body = answer
     assert status == expected, body[:300]
     assert headers["content-type"].startswith("application/json"), headers
-    assert REQUEST_ID.match(headers.get("x-request-id", "")), headers
+    assert re.fullmatch(r"[0-9a-f]{32}", headers.get("x-request-id", "")), headers
     error = json.loads(body)
     assert error["detail"], error
     assert error["request_id"] == headers["x-request-id"], error
@@ -100,9 +98,8 @@ class LiveStack:
         """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
         lines = []
         for raw in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                if isinstance(parsed := json.loads(raw), dict):
-                    lines.append(parsed)
+            with contextlib.suppress(ValueError):  # a line being written
+                lines.append(json.loads(raw))
         return lines
 
     def access_lines(self) -> dict[str, dict[str, Any]]:
@@ -110,23 +107,14 @@ class LiveStack:
         access = f"{PACKAGE}.access"
         return {line["request_id"]: line for line in self.log_lines() if line["logger"] == access}
 
-    def stop(self) -> None:
-        """TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG)."""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
 
 @pytest.fixture(scope="package")
-def stack() -> Iterator[LiveStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """The stack as the image starts it, serving live_app.py with a short deadline, shared by
     every module here; test_stop.py, the last, stops it."""
     if shutil.which("nginx", path=SYSTEM_PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    run_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
+    run_dir = tmp_path_factory.mktemp("live-stack")
     port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
         **os.environ,
@@ -155,15 +143,20 @@ def stack() -> Iterator[LiveStack]:
             [sys.executable, "-m", f"{PACKAGE}_stack"],
             cwd=HERE, env=environment, stdout=output, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    started = LiveStack(process, port, metrics_port, log_path)
     try:
+        # The metrics listener starts last: every process is up once it answers.
         wait_for(
-            lambda: process.poll() is not None or answers(port, "/livez"),
+            lambda: process.poll() is not None or answers(metrics_port, "/metrics"),
             60,
-            "the stack to answer GET /livez",
+            "the stack's metrics listener to answer",
         )
-        assert process.poll() is None, log_path.read_text(encoding="utf-8", errors="replace")
-        yield started
+        assert answers(port, "/livez"), log_path.read_text(encoding="utf-8", errors="replace")
+        yield LiveStack(process, port, metrics_port, log_path)
     finally:
-        started.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
+        # TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG).
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)

@@ -1,13 +1,8 @@
 """Fixtures of the stack's unit tests: each runs in its own empty working directory."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 @pytest.fixture(autouse=True)

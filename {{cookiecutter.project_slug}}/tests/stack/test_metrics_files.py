@@ -1,23 +1,17 @@
 """The metrics directory: each worker's files allocated before it writes, dead processes' values
 kept in one archive (their files removed), written by real prometheus_client processes. The live
-proofs (a full tmpfs, worker kills, reloads): the template's battery/test_side_faults.py.
-"""
-
-from __future__ import annotations
+proofs (a full tmpfs, worker kills, reloads): the template's battery/test_side_faults.py."""
 
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from {{ cookiecutter.package_name }}_stack.metrics_files import INITIAL_SIZE, prepare_worker
 from {{ cookiecutter.package_name }}_stack.metrics_listener import Archive
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 # A worker allocating its files, then writing a counter, a histogram (two label sets) and a
 # livesum gauge, as prometheus_client does in multiprocess mode; argv[1]: "wait" or "exit".
@@ -43,10 +37,8 @@ def worker(directory: Path, wait: str = "exit") -> subprocess.Popen[str]:
     """A worker that allocates its files, writes, and exits (or waits for its stdin to close)."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
     pipe = subprocess.PIPE if wait == "wait" else subprocess.DEVNULL
-    return subprocess.Popen(
-        [sys.executable, "-c", WORKER, wait],
-        env=env, stdin=pipe, stdout=pipe, text=True,
-    )  # fmt: skip
+    command = [sys.executable, "-c", WORKER, wait]
+    return subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, text=True)
 
 
 def exposition(collector: object) -> set[str]:
@@ -67,10 +59,8 @@ def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> No
     assert live.stdout.readline() == "written\n"
     # prometheus_client's own collector, before anything is archived; the dead workers'
     # live gauges would still count there.
-    before = {
-        line for line in exposition(MultiProcessCollector(None, path=str(tmp_path)))  # type: ignore[no-untyped-call]  # unannotated upstream
-        if not line.startswith("busy")
-    }  # fmt: skip
+    own = MultiProcessCollector(None, path=str(tmp_path))  # type: ignore[no-untyped-call]  # unannotated upstream
+    before = {line for line in exposition(own) if not line.startswith("busy")}
     archive = Archive(tmp_path)
     try:
         after = exposition(archive)

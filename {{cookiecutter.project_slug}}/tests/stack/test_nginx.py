@@ -1,9 +1,6 @@
 """deploy/nginx.conf as the runner renders it, checked by the real `nginx -t` (skipped, saying
 so, without nginx); the CPU count and nginx's `auto` from fake cgroups. The status socket's
-private directory is proven live: the template's battery/test_nginx_answers.py.
-"""
-
-from __future__ import annotations
+private directory is proven live: the template's battery/test_nginx_answers.py."""
 
 import os
 import re
@@ -37,14 +34,6 @@ EDGE = {
 }
 
 
-def render(run_dir: Path, **environ: str) -> str:
-    """The nginx.conf the runner writes for this environment."""
-    settings = load({"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
-    conf = runner.write_nginx_conf(settings, settings.upstream_socket)
-    assert settings.temp_dir.stat().st_mode & 0o777 == 0o700, "nginx's spool is private"
-    return conf.read_text(encoding="utf-8")
-
-
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
@@ -70,13 +59,15 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     """Proxies, access log, address, hosts (* lets any Host through), workers, the spool
     (NGINX_TEMP_DIR) and the timeout chain (a fractional deadline in milliseconds) follow the
     settings; `nginx -t` accepts it."""
-    text = render(tmp_path, **environ)
+    settings = load({"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
+    text = runner.write_nginx_conf(settings, settings.upstream_socket).read_text(encoding="utf-8")
 
     assert [line for line in expected if line not in text] == []
     assert f"server unix:{tmp_path / 'gunicorn.sock'};" in text
     behind = environ is BEHIND_A_LOAD_BALANCER
     spool = tmp_path / ("spool" if behind else "nginx-temp")
     assert f"client_body_temp_path {spool}/client_body;" in text
+    assert spool.stat().st_mode & 0o777 == 0o700, "nginx's spool is private"
     assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == behind
     assert bool(re.search(r"^\s*limit_req ", text, re.MULTILINE)) != behind
     nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")

@@ -1,22 +1,16 @@
 """gunicorn's worker class and count, the runner's line relay and its one-line refusals. In
 process, no network: gunicorn's classes are built, not started (gunicorn.conf.py's values:
-test_settings.py; the log formatter's edge cases: the template's tests/test_log_format.py).
-"""
-
-from __future__ import annotations
+test_settings.py; the log formatter's edge cases: the template's tests/test_log_format.py)."""
 
 import json
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 from gunicorn.config import Config
 
 from {{ cookiecutter.package_name }}_stack import gunicorn_config, runner
 from {{ cookiecutter.package_name }}_stack.settings import load
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_worker_passes_graceful_timeout_and_concurrency_cap(

@@ -4,7 +4,6 @@ it). Needs the app (conftest.py's clients); hostile input for every endpoint: te
 import base64
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }}.api.items import MAX_ID_LENGTH, ItemIn, decode
@@ -67,9 +66,6 @@ def test_ids_that_name_no_item_are_404_and_non_ids_422(
      {**NEW, "price_cents": False}, {**NEW, "price_cents": "12"}, {**NEW, "price_cents": 1.5},
      {**NEW, "tags": "home"}, {**NEW, "tags": ["x"] * 11}, {"name": "no price"}],
 )  # fmt: skip
-def test_invalid_items_are_422_and_a_non_json_body_a_documented_400(
-    app: FastAPI, client: TestClient, body: dict[str, object]
-) -> None:
+def test_invalid_items_are_422(client: TestClient, body: dict[str, object]) -> None:
     """Negative or fractional prices, empty names, unknown keys, loose types: refused."""
     assert client.post("/items", json=body).status_code == 422
-    assert "400" in app.openapi()["paths"]["/items"]["post"]["responses"]
