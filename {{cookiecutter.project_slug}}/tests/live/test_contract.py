@@ -50,16 +50,11 @@ ERRORS = {
     "the app's 404": (_wire(b"GET /no-such-page HTTP/1.1", HOST), 404),
     "the app's 405": (_wire(b"DELETE /livez HTTP/1.1", HOST), 405),
     "the app's 500": (_wire(b"GET /boom HTTP/1.1", HOST), 500),
-    "body over 1 MiB": (_wire(b"POST /livez HTTP/1.1", HOST, b"Content-Length: 2097152"), 413),
+    # Not /livez: the probes take 1 KB at most (nginx.conf), this is the 1 MiB of any route.
+    "body over 1 MiB": (_wire(b"POST / HTTP/1.1", HOST, b"Content-Length: 2097152"), 413),
     "9 KB URI": (_wire(b"GET /" + b"a" * 9000 + b" HTTP/1.1", HOST), 414),
     "9 KB header": (_wire(b"GET /livez HTTP/1.1", HOST, b"X-Big: " + b"a" * 9000), 400),
-    "no Host": (_wire(b"GET /livez HTTP/1.1"), 400),
     "Host outside ALLOWED_HOSTS": (_wire(b"GET / HTTP/1.1", b"Host: evil.example"), 400),
-    "Content-Length and chunked": (
-        _wire(b"POST /livez HTTP/1.1", HOST, b"Content-Length: 4", b"Transfer-Encoding: chunked")
-        + b"0\r\n\r\n",
-        400,
-    ),
     "unknown method": (_wire(b"TRACE /livez HTTP/1.1", HOST), 405),
 }
 
@@ -67,8 +62,8 @@ ERRORS = {
 @pytest.mark.parametrize("case", ERRORS)
 def test_errors_are_json_with_the_request_id(stack: LiveStack, case: str) -> None:
     """The app's errors (its error guard's 500 too, inside its request id and access log) and
-    nginx's refusals (oversized, ambiguous, odd or foreign-Host requests, which the app never
-    sees) are JSON with the request id, framing denied."""
+    nginx's refusals (oversized, foreign-Host or odd-method requests, which the app never sees)
+    are JSON with the request id, framing denied."""
     wire, expected = ERRORS[case]
 
     answer = exchange(stack.port, wire)

@@ -36,9 +36,8 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
         answers = [client.get(path) for path in ("/livez", "/nope", "/items/%00", "/hello")]
     assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 4
     lines = json_lines.from_logger(main.__name__)
-    assert [line["message"] for line in lines] == [
-        "application starting", "inside the handler", "application stopped",
-    ]  # fmt: skip
+    messages = [line["message"] for line in lines]
+    assert messages == ["application starting", "inside the handler", "application stopped"]
     assert lines[1]["request_id"] == answers[-1].headers["x-request-id"]
     assert json_lines.from_logger(main.ACCESS_LOGGER) == []
 
