@@ -78,10 +78,8 @@ def test_each_outcome_is_told_apart_within_one_timeout_and_sets_the_metric() -> 
     outcomes = asyncio.run(checks.run())
     assert time.monotonic() - started < 0.4
     assert outcomes == {"a": "ok", "b": "failed", "c": "error", "d": "timed out", "e": "timed out"}
-    passing = [
-        metrics.registry.get_sample_value("readiness_check_passing", {"check": name})
-        for name in "abcde"
-    ]
+    sample = metrics.registry.get_sample_value
+    passing = [sample("readiness_check_passing", {"check": name}) for name in "abcde"]
     assert passing == [1.0, 0.0, 0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="'a' is already registered"):
         checks.add("a", ready)
