@@ -4,10 +4,11 @@ under a Content-Security-Policy its own assets satisfy; no ReDoc, which cannot r
 
 from html import escape
 from pathlib import Path
+from string import Template
 
 import fastapi_offline
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS_URL = "/docs/assets"
@@ -19,39 +20,9 @@ DOCS_CSP = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
-# Swagger UI's start-up as FastAPI configures it, a file so the page has no inline script.
-SWAGGER_INIT_JS = """\
-"use strict";
-const target = document.getElementById("swagger-ui");
-window.ui = SwaggerUIBundle({
-  url: target.dataset.openapiUrl,
-  dom_id: "#swagger-ui",
-  layout: "BaseLayout",
-  deepLinking: true,
-  showExtensions: true,
-  showCommonExtensions: true,
-  presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset],
-});
-"""
-
-
-def _swagger_page(title: str, root: str, openapi_url: str) -> str:
-    assets = escape(root + ASSETS_URL)
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{escape(title)} - Swagger UI</title>
-<link rel="icon" href="{assets}/favicon.png">
-<link rel="stylesheet" href="{assets}/swagger-ui.css">
-</head>
-<body>
-<div id="swagger-ui" data-openapi-url="{escape(root + openapi_url)}"></div>
-<script src="{assets}/swagger-ui-bundle.js"></script>
-<script src="{escape(root)}/docs/swagger-init.js"></script>
-</body>
-</html>
-"""
+# The page (values HTML-escaped below) and Swagger UI's start-up: files, no inline script.
+SWAGGER_PAGE = Template(Path(__file__).with_name("swagger.html").read_text(encoding="utf-8"))
+SWAGGER_INIT = Path(__file__).with_name("swagger-init.js")
 
 
 def add_api_docs(app: FastAPI) -> None:
@@ -59,16 +30,17 @@ def add_api_docs(app: FastAPI) -> None:
     openapi_url = app.openapi_url
     if openapi_url is None:
         raise ValueError("the API docs need the OpenAPI schema: create the app with openapi_url")
-    title = app.title
+    title, openapi_url = escape(app.title), escape(openapi_url)
     app.mount(ASSETS_URL, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        return HTMLResponse(
-            _swagger_page(title, root, openapi_url), headers={"Content-Security-Policy": DOCS_CSP}
+        root = escape(request.scope.get("root_path", ""))
+        page = SWAGGER_PAGE.substitute(
+            title=title, root=root, assets=root + ASSETS_URL, openapi_url=root + openapi_url
         )
+        return HTMLResponse(page, headers={"Content-Security-Policy": DOCS_CSP})
 
     @app.get("/docs/swagger-init.js", include_in_schema=False)
-    async def swagger_init() -> Response:
-        return Response(SWAGGER_INIT_JS, media_type="text/javascript")
+    async def swagger_init() -> FileResponse:
+        return FileResponse(SWAGGER_INIT, media_type="text/javascript")
