@@ -111,7 +111,7 @@ class LiveStack:
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """The stack as the image starts it, serving live_app.py with a short deadline, shared by
-    every module here; test_stop.py, the last, stops it."""
+    every module here; test_contract.py's last test stops it."""
     if shutil.which("nginx", path=SYSTEM_PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     run_dir = tmp_path_factory.mktemp("live-stack")

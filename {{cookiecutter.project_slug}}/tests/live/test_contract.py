@@ -6,9 +6,11 @@ reloads, faults, hostile and slow clients) run against this project from the tem
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -117,3 +119,23 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
         ).returncode
 
     assert (check(stack.port), check(free_port())) == (0, 1)
+
+
+# Last: it stops the stack every test here shares (pytest runs a module's tests in order).
+def test_sigterm_lets_requests_in_flight_finish_then_exits_0(stack: LiveStack) -> None:
+    """SIGTERM with requests in flight: each answers 200, the runner exits 0, every line is JSON."""
+
+    def started() -> int:
+        return sum(line.get("message") == "slow request started" for line in stack.log_lines())
+
+    before = started()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = [pool.submit(get, stack.port, "/slow?seconds=1") for _ in range(4)]
+        wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
+        stack.process.send_signal(signal.SIGTERM)
+        statuses = [reply.result(timeout=30)[0] for reply in replies]
+
+    assert statuses == [200] * 4
+    assert stack.process.wait(timeout=30) == 0
+    for raw in stack.log_path.read_bytes().splitlines():
+        assert list(json.loads(raw))[:4] == ["time", "level", "logger", "message"], raw
