@@ -82,6 +82,38 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
     assert_renders_cleanly(default_bake)
 
 
+# What a team inherits must stay small enough to own in a day (issue 18): the code, config
+# and tests of a fresh bake, in the file kinds below, .venv excluded.
+COUNTED_NAMES = ("Makefile", "Dockerfile")
+COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml")
+
+
+def counted_lines(project: Path) -> int:
+    """Lines of code, config and tests in a project, as issue 18 counts them."""
+    return sum(
+        len(path.read_bytes().splitlines())
+        for path in project.rglob("*")
+        if path.is_file()
+        and ".venv" not in path.relative_to(project).parts
+        and (path.name in COUNTED_NAMES or path.suffix in COUNTED_SUFFIXES)
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "most"),
+    [({}, 6_500), ({"database": "postgresql"}, 7_500)],
+    ids=["default", "postgresql"],
+)
+def test_a_bake_stays_small_enough_to_own(
+    tmp_path: Path, answers: dict[str, str], most: int
+) -> None:
+    """A fresh bake's code, config and tests stay within the line budget of issue 18."""
+    result = bake(tmp_path, **answers)
+    assert result.exit_code == 0, result.stderr
+    lines = counted_lines(result.project)
+    assert lines <= most, f"{lines} lines of code, config and tests; at most {most}"
+
+
 # Where a change reaches every test without being named: the code and the tests' shared
 # fixtures. pyproject.toml is compared apart (pytest_config).
 CODE_DIRS = ("src", "deploy")

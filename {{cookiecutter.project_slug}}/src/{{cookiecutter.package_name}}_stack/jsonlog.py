@@ -11,7 +11,6 @@ from __future__ import annotations
 import calendar
 import json
 import logging
-import math
 import re
 import sys
 import time
@@ -64,13 +63,6 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).
 def render_value(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
     try:
-        # The common scalars (an access line's fields) as the encoder writes them, without it.
-        if value is None:
-            return "null"
-        if type(value) is str:
-            return _quote(value)
-        if type(value) is int or (type(value) is float and math.isfinite(value)):
-            return repr(value)
         # DEL can only be inside a string there: escaped as _quote does.
         return _encode(value).replace("\x7f", "\\u007f")
     except Exception:  # noqa: BLE001 - NaN, a cycle, a key JSON refuses, a broken __str__
