@@ -29,15 +29,17 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, response.send)
         finally:
-            status = 500 if response.status is None else response.status
-            client = scope.get("client")
-            extra = {
-                "request_id": REQUEST_ID.get(),
-                "method": scope["method"],
-                "path": scope["path"],
-                "status": status,
-                "duration_ms": round((time.perf_counter() - start) * 1000.0, 2),
-                # None over a unix socket unless the server trusts X-Forwarded-For.
-                "client": client[0] if client else None,
-            }
-            self.logger.info("%s %s %d", scope["method"], scope["path"], status, extra=extra)
+            # isEnabledFor is cached by logging: no fields are built when the level hides us.
+            if self.logger.isEnabledFor(logging.INFO):
+                status = 500 if response.status is None else response.status
+                client = scope.get("client")
+                extra = {
+                    "request_id": REQUEST_ID.get(),
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - start) * 1000.0, 2),
+                    # None over a unix socket unless the server trusts X-Forwarded-For.
+                    "client": client[0] if client else None,
+                }
+                self.logger.info("%s %s %d", scope["method"], scope["path"], status, extra=extra)
