@@ -138,6 +138,47 @@ def test_past_its_burst_a_client_waits_its_turn_before_a_429(stacks: Stacks) -> 
     )
 
 
+def test_bodies_over_the_limit_wait_their_turn_then_get_429(stacks: Stacks) -> None:
+    """A body over the limit costs nginx a read to answer its 413, so one address gets 5 413s
+    at once, then one a second while 28 more wait, and a JSON 429 past them (counted, zone
+    oversized); another address's 413 is answered at once meanwhile. Any RATE_LIMIT."""
+    stack = stacks.start(RATE_LIMIT="100", **TRUSTED)
+    answers: list[int] = []
+    bodies: dict[int, bytes] = {}
+
+    def send(client: str) -> int:
+        # A probe's location takes 1 KiB: 2 KiB is over its limit, at little cost to send.
+        status, _, body = request(
+            stack.port, "POST", "/livez", b"x" * 2048, headers=as_client(client), timeout=5
+        )
+        bodies[status] = body
+        return status
+
+    def attack() -> None:
+        answers.append(send("192.0.2.1"))
+
+    senders = [threading.Thread(target=attack) for _ in range(40)]
+    for thread in senders:
+        thread.start()
+    wait_for(lambda: answers.count(429) >= 1, 30, "a 429 past the oversized queue")
+    other = send("192.0.2.2")
+    for thread in senders:
+        thread.join(timeout=60)
+
+    assert other == 413
+    assert parse_json(bodies[429])["detail"] == "Too Many Requests"  # JSON, as every refusal
+    # 5 at once and a few more at one a second within the senders' 5 s; 7 past the 33 admitted
+    # (fewer when the rate refilled while the 40 were sent); the rest still waiting (0).
+    assert 5 <= answers.count(413) <= 12, answers
+    assert 1 <= answers.count(429) <= 7, answers
+    assert answers.count(0) == 40 - answers.count(413) - answers.count(429), answers
+    wait_for(
+        lambda: limited_count(stack, "oversized", dry_run=False) == answers.count(429),
+        30,
+        "nginx_limited_requests_total to count the oversized 429s",
+    )
+
+
 def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
     """RATE_LIMIT_DRY_RUN=on: every request is served; nginx logs and the metrics count the
     ones the limit would have refused."""

@@ -163,6 +163,8 @@ VARIANTS = {
         Server("stack-lingering-off", "stack, lingering_close off", "stack",
                nginx_edits=((r"reset_timedout_connection on;",
                              "reset_timedout_connection on; lingering_close off;"),)),
+        Server("stack-oversized-unqueued", "stack, 413s not queued (as before this change)",
+               "stack", nginx_edits=((r"413 /\.too-large;", "413 /.nginx-error;"),)),
         Server("stack-header-timeout-60", "stack, client_header_timeout 60s", "stack",
                nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),)),
     )

@@ -148,8 +148,13 @@ def nginx_values(
         rate = f"limit_req zone=client_rate{admitted}{waits};"
         if settings.rate_limit_dry_run:
             rate += "\n        limit_req_dry_run on;   # RATE_LIMIT_DRY_RUN: count and log only"
+        # 413s: 5 at once, then one a second; 28 wait (a connection each, no CPU), then 429s.
+        # A client sending 2 MiB bodies on 16 connections cost the others 0.53 x without it,
+        # 0.92 x with it (docs/performance.md).
+        zone += "\n    limit_req_zone $binary_remote_addr zone=oversized:1m rate=1r/s;"
+        oversized = "limit_req zone=oversized burst=32 delay=4;"
     else:
-        zone = rate = "# RATE_LIMIT=0: no per-client rate limit."
+        zone = rate = oversized = "# RATE_LIMIT=0: no per-client rate limit."
     if settings.connections_per_client:
         connections = f"limit_conn client_requests {settings.connections_per_client};"
     else:
@@ -175,6 +180,7 @@ def nginx_values(
         "CLIENT_RATE_ZONE": zone,
         "CLIENT_RATE": rate,
         "CLIENT_CONNECTIONS": connections,
+        "OVERSIZED_RATE": oversized,
         "CORS_ORIGINS": origins or "# No CORS origins: nginx's errors carry no CORS headers.",
     }
 
@@ -225,12 +231,13 @@ class LimitCounter:
         self.counter = Counter(
             "nginx_limited_requests",
             "Requests nginx refused (or, in dry run, would have refused) by a limit: 429s by"
-            " the per-client rate, 503s by the per-client or the overload connection limit",
+            " the per-client rate or oversized bodies' queue, 503s by the per-client or the"
+            " overload connection limit",
             ["zone", "dry_run"],
             registry=None,  # read from the file by the listener, never served from here
         )
         # Every series exists from the start (at 0), so a dashboard's rate() has a baseline.
-        for zone in ("client_rate", "client_requests", "app_requests"):
+        for zone in ("client_rate", "oversized", "client_requests", "app_requests"):
             for dry_run in ("false", "true"):
                 self.counter.labels(zone=zone, dry_run=dry_run)
 
