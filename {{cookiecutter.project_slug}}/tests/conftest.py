@@ -63,6 +63,12 @@ def new_database() -> Callable[..., str]:
 {%- endif %}
 
 
+@pytest.fixture(autouse=True)
+def _in_an_empty_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings read .env from the working directory: a developer's own must not count."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def client_for() -> Iterator[Callable[[ASGIApp], TestClient]]:
     """Start a client of an app, its lifespan running until the test ends; server errors

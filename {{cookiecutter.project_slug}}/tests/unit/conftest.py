@@ -2,9 +2,9 @@
 """Unit-test fixtures and helpers: the root logger restored after each test, JSON log capture,
 middleware called as plain ASGI. No network and no server: apps run in process."""
 {%- else -%}
-"""Unit-test fixtures and helpers: each test in an empty directory without the shell's
-``<PACKAGE>_*`` and ``OTEL_*`` variables, its root logger restored after; JSON log capture; the
-app and its clients, and middleware called as plain ASGI. No network and no server."""
+"""Unit-test fixtures and helpers: each test without the shell's ``<PACKAGE>_*`` and ``OTEL_*``
+variables (and in an empty directory: tests/conftest.py), its root logger restored after; JSON
+log capture; the app and its clients, middleware called as plain ASGI. No network, no server."""
 {%- endif %}
 
 import json
@@ -13,9 +13,6 @@ import logging
 import os
 {%- endif %}
 from collections.abc import Callable, Iterator
-{%- if cookiecutter.layout == "service" %}
-from pathlib import Path
-{%- endif %}
 from typing import Any
 
 import pytest
@@ -90,9 +87,7 @@ class JsonLines(logging.Handler):
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # Settings also read .env from the working directory: a developer's own must not count.
-    monkeypatch.chdir(tmp_path)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         # OTEL_*: an exporter endpoint in the shell would make every test app export spans.
         if name.upper().startswith((ENV_PREFIX, "OTEL_")):
