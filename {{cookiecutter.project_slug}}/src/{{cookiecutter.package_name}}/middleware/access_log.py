@@ -13,8 +13,6 @@ from .response import tracker
 
 
 class AccessLogMiddleware:
-    """Log method, path, status, duration, request id and client of each request."""
-
     def __init__(self, app: ASGIApp, *, logger: str = "access") -> None:
         self.app = app
         self.logger = logging.getLogger(logger)

@@ -46,8 +46,6 @@ class _Sweeper:
 
 
 class DeadlineMiddleware:
-    """Cancel a request that runs longer than ``timeout_seconds`` and answer 504 in JSON."""
-
     def __init__(self, app: ASGIApp, *, timeout_seconds: float, logger: str = __name__) -> None:
         if timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be positive, not {timeout_seconds}")

@@ -15,8 +15,6 @@ from .response import send_json, tracker
 
 
 class ErrorGuardMiddleware:
-    """Answer 500 in JSON for any exception the application lets escape."""
-
     def __init__(self, app: ASGIApp, *, debug: bool = False, logger: str = __name__) -> None:
         self.app = app
         self.debug = debug

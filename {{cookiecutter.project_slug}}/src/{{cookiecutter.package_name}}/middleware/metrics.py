@@ -64,8 +64,6 @@ class RequestMetrics:
 
 
 class MetricsMiddleware:
-    """Observe each request's duration under its route template, and count it in flight."""
-
     def __init__(self, app: ASGIApp, *, metrics: RequestMetrics) -> None:
         self.app = app
         self.metrics = metrics

@@ -19,8 +19,6 @@ _WELL_FORMED = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 
 
 class RequestIdMiddleware:
-    """Set ``REQUEST_ID`` for each request and add it to the response headers."""
-
     def __init__(self, app: ASGIApp, *, header: str = "x-request-id") -> None:
         self.app = app
         # ASGI header names arrive lowercased as bytes: compare with what we precompute here.
