@@ -91,6 +91,7 @@ class LiveStack:
 
     process: subprocess.Popen[bytes]
     port: int
+    metrics_port: int
     log_path: Path
 
     def log_lines(self) -> list[dict[str, Any]]:
@@ -150,7 +151,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
             "the stack's metrics listener to answer",
         )
         assert answers(port, "/livez"), log_path.read_text(encoding="utf-8", errors="replace")
-        yield LiveStack(process, port, log_path)
+        yield LiveStack(process, port, metrics_port, log_path)
     finally:
         # TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG).
         process.terminate()

@@ -97,6 +97,18 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
     assert stack.access_lines()[request_id]["status"] == 504
 
 
+def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
+    """The metrics port adds up every worker's and nginx's numbers; the public port has none."""
+    for _ in range(3):
+        get(stack.port, "/livez")
+
+    page = get(stack.metrics_port, "/metrics")[2].decode()
+
+    assert "http_server_request_duration_seconds_count" in page
+    assert "\nnginx_up 1.0\n" in page, page[:500]
+    assert get(stack.port, "/metrics")[0] == 404
+
+
 def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None:
     """`python -m <package>_stack check` (the image's HEALTHCHECK) passes here, fails elsewhere."""
 
