@@ -148,9 +148,7 @@ def nginx_values(
         rate = f"limit_req zone=client_rate{admitted}{waits};"
         if settings.rate_limit_dry_run:
             rate += "\n        limit_req_dry_run on;   # RATE_LIMIT_DRY_RUN: count and log only"
-        # 413s: 5 at once, then one a second; 28 wait (a connection each, no CPU), then 429s.
-        # A client sending 2 MiB bodies on 16 connections cost the others 0.53 x without it,
-        # 0.92 x with it (docs/performance.md).
+        # 413s: 5 at once, then one a second, 28 waiting, then 429s (docs/settings.md: why).
         zone += "\n    limit_req_zone $binary_remote_addr zone=oversized:1m rate=1r/s;"
         oversized = "limit_req zone=oversized burst=32 delay=4;"
     else:
