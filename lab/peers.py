@@ -127,6 +127,8 @@ VARIANTS = {
     for server in (
         Server("stack-nginx-1", "stack, NGINX_WORKER_PROCESSES=1", "stack",
                env=(("NGINX_WORKER_PROCESSES", "1"),)),
+        Server("stack-nginx-2", "stack, NGINX_WORKER_PROCESSES=2", "stack",
+               env=(("NGINX_WORKER_PROCESSES", "2"),)),
         Server("stack-web-3", "stack, WEB_CONCURRENCY=3", "stack", env=(("WEB_CONCURRENCY", "3"),)),
         Server("stack-nginx-1-web-3", "stack, NGINX_WORKER_PROCESSES=1 WEB_CONCURRENCY=3", "stack",
                env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3"))),
