@@ -164,15 +164,17 @@ async def _client(index: int, kind: str, crowd: Crowd) -> None:
                     await loop.sock_sendall(sock, trickle[position : position + 1])
         except OSError:
             pass
+        finally:  # also when the run's end cancels the task
+            sock.close()
         if not stop.is_set():
             counts.closed_by_server += 1
-        sock.close()
 
 
 async def _closed_or_stopped(sock: socket.socket, stop: asyncio.Event, kind: str) -> bool:
     """Wait one interval; True when the run stopped or the server closed the connection."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), SLOW_INTERVAL_S)
+    # A plain sleep: the run's end cancels the clients. wait_for(stop.wait()) cost a task and
+    # a timer a client a wake-up, 6 % of a 2-CPU machine for 2,000 clients.
+    await asyncio.sleep(SLOW_INTERVAL_S)
     if stop.is_set():
         return True
     if kind == "unread":
@@ -211,6 +213,8 @@ async def slow(  # noqa: PLR0913 - the command's options, one call site
         remaining = max(0.0, seconds - (time.monotonic() - started))
         await asyncio.wait_for(crowd.stop.wait(), remaining)
     crowd.stop.set()
+    for task in tasks:
+        task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     return crowd.counts
 
