@@ -93,20 +93,30 @@ def engine_env() -> dict[str, str]:
     nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 65536)
     nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
     conf = PODMAN_DIR / "containers.conf"
-    conf.write_text(
+    _write_whole(
+        conf,
         f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
         '[engine]\nruntime = "runc"\n',
-        encoding="utf-8",
     )
     storage = PODMAN_DIR / "storage.conf"
-    storage.write_text(
+    _write_whole(
+        storage,
         f'[storage]\ndriver = "overlay"\ngraphroot = "{PODMAN_DIR / "store"}"\n'
         f'runroot = "{PODMAN_DIR / "run"}"\n',
-        encoding="utf-8",
     )
     env = dict(os.environ, CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
     env["PATH"] = f"{env.get('PATH', os.defpath)}:/usr/sbin:/sbin"
     return env
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Replace path's text at once: suites run side by side, and another's podman reading a
+    half-written storage.conf failed a CI run ("runroot must be set")."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    staged = path.with_name(f"{path.name}.{os.getpid()}")
+    staged.write_text(text, encoding="utf-8")
+    staged.replace(path)
 
 
 def podman(*args: str, check: bool = True, **kwargs: object) -> subprocess.CompletedProcess[str]:
