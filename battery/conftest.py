@@ -3,7 +3,7 @@
 Run by `./scripts/battery <project-dir>` (or `pytest battery --project=DIR [--python=PY]`:
 in one word each, or pytest takes DIR for a test path before it knows the option).
 The service directory is a generated project, or a user's own service of the same shape:
-`src/<package>/main.py` with `create_app()`, `src/<package>_stack/` (the runner), `deploy/`
+`src/<package>/main.py` with `create_app()`, `stack/serving_stack/` (the runner), `deploy/`
 (nginx.conf, gunicorn.conf.py). Its interpreter (`--python`, by default DIR/.venv/bin/python,
 what `make install` creates) runs the stack; this process only sends requests, signals and
 reads logs, so the battery needs none of the service's packages itself.
@@ -77,14 +77,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--project DIR: the service directory the battery proves")
     PROJECT = Path(project).resolve()
     PYTHON = config.getoption("--python") or str(PROJECT / ".venv" / "bin" / "python")
-    stacks = [path.name for path in (PROJECT / "src").glob("*_stack") if path.is_dir()]
-    if len(stacks) != 1:
-        raise pytest.UsageError(f"{PROJECT}/src must hold one <package>_stack, found {stacks}")
-    PACKAGE = stacks[0].removesuffix("_stack")
+    packages = [path.parent.name for path in (PROJECT / "src").glob("*/__init__.py")]
+    if len(packages) != 1 or not (PROJECT / "stack" / "serving_stack").is_dir():
+        found = f"packages {packages} in src/"
+        raise pytest.UsageError(f"{PROJECT} must hold one app in src/ and stack/, found {found}")
+    PACKAGE = packages[0]
     REAL_APP = f"{PACKAGE}.main:app"
     APP_ACCESS_LOGGER = f"{PACKAGE}.access"
-    # The app's request deadline variable: the package name, upper case, prefixed.
-    DEADLINE_VARIABLE = f"{PACKAGE.upper()}_REQUEST_TIMEOUT_SECONDS"
+    # The request deadline: the stack's variable, which the app reads too.
+    DEADLINE_VARIABLE = "REQUEST_TIMEOUT_SECONDS"
     config.addinivalue_line("markers", "live: starts the service's stack")
     # Before collection: modules build the service's app (its OpenAPI document) at import.
     DATABASE = start_database(PROJECT, PYTHON)
@@ -111,14 +112,14 @@ def run_python(
 
 
 def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m <package>_stack` run to its end with only env, the project's deploy/ and
+    """`python -m serving_stack` run to its end with only env, the project's deploy/ and
     how its interpreter finds the project (PYTHONPATH, where the project is not installed)."""
     given = {
         "NGINX_CONF": str(PROJECT / "deploy" / "nginx.conf"),
         "GUNICORN_CONF": str(PROJECT / "deploy" / "gunicorn.conf.py"),
         **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
     }
-    return run_python("-m", f"{PACKAGE}_stack", *args, env={**given, **env})
+    return run_python("-m", "serving_stack", *args, env={**given, **env})
 
 
 def free_port() -> int:
@@ -191,7 +192,7 @@ def identity() -> Identity:
         "print(f'{sys.version_info[0]}.{sys.version_info[1]}', p['purelib'], p['platlib'])",
     ).stdout.split()
     version, *site = facts
-    pythonpath = [str(PROJECT / "src"), *dict.fromkeys(site)]
+    pythonpath = [str(PROJECT / "src"), str(PROJECT / "stack"), *dict.fromkeys(site)]
     env = {"PATH": SYSTEM_PATH, "PYTHONPATH": os.pathsep.join(pythonpath), "HOME": "/"}
     if "DATABASE_URL" in os.environ:  # importing main.py builds the app, which may need it
         env["DATABASE_URL"] = os.environ["DATABASE_URL"]
@@ -221,7 +222,7 @@ def identity() -> Identity:
 
 @dataclass
 class LiveStack:
-    """`python -m <package>_stack` running on this host, started as the container starts it."""
+    """`python -m serving_stack` running on this host, started as the container starts it."""
 
     process: subprocess.Popen[bytes]
     port: int
@@ -366,7 +367,7 @@ def launch_stack(
     log_path = staging / "stack.log"
     with log_path.open("wb") as output:
         process = subprocess.Popen(
-            identity.command(identity.python, "-m", f"{PACKAGE}_stack"),
+            identity.command(identity.python, "-m", "serving_stack"),
             env=environment,
             # gunicorn imports APP_MODULE from here; the app reads .env here (there is none).
             cwd=staging,

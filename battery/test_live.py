@@ -1,6 +1,6 @@
 """Live tests: client -> nginx (TCP) -> unix socket -> gunicorn -> app, started by the runner.
 
-Each starts the runner (`python -m <package>_stack`) as the container does, on this host,
+Each starts the runner (`python -m serving_stack`) as the container does, on this host,
 as a non-root user, with real nginx and gunicorn processes. Skipped, with the reason,
 where nginx is missing.
 """

@@ -3,9 +3,8 @@
 cookiecutter renders this file with Jinja first and runs it inside the new project. The
 answers arrive as one JSON document and are read as data (see pre_gen_project.py for why).
 Whole directories are removed here because cookiecutter cannot skip a directory by name
-without leaving an empty one behind; so are the files that only one layout has. In
-layout=serving-only the stack package moves into deploy/, beside its own pyproject.toml, so
-the one directory a repository copies is the whole stack (`pip install ./deploy`).
+without leaving an empty one behind; so are the files that only one layout has. The serving
+stack, stack/, is the same in every layout (copied, never rendered: cookiecutter.json).
 """
 
 from __future__ import annotations
@@ -28,10 +27,6 @@ SERVICE_ONLY = (
     "tests/unit/test_settings.py", "tests/unit/test_docs.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
 )  # fmt: skip
-# The serving stack's own distribution, for a repository that is not this project.
-SERVING_ONLY = ("deploy/pyproject.toml",)
-# layout=serving-only: (from, to), the stack package into that distribution's directory.
-SERVING_ONLY_MOVES = (("src/{package}_stack", "deploy/{package}_stack"),)
 # database=postgresql only: whole files and directories (lines inside shared files are
 # switched by Jinja conditions where they are).
 DATABASE_ONLY = (
@@ -49,9 +44,8 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
     package = context["package_name"]
     if context["layout"] == "serving-only":
         return [Path(path.format(package=package)) for path in (*SERVICE_ONLY, *DATABASE_ONLY)]
-    paths = [Path(path) for path in SERVING_ONLY]
     database_paths = NO_DATABASE_ONLY if context["database"] != "none" else DATABASE_ONLY
-    paths += [Path(path.format(package=package)) for path in database_paths]
+    paths = [Path(path.format(package=package)) for path in database_paths]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:
@@ -66,10 +60,6 @@ def main() -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    if CONTEXT["layout"] == "serving-only":
-        for source, target in SERVING_ONLY_MOVES:
-            package = CONTEXT["package_name"]
-            shutil.move(source.format(package=package), target.format(package=package))
 
 
 if __name__ == "__main__":

@@ -331,7 +331,7 @@ class PeerLauncher:
         self.processes = Processes()
         template = str(Path(__file__).resolve().parent.parent)
         self.env = dict(os.environ)
-        paths = [template, str(project.root / "src"), self.env.get("PYTHONPATH", "")]
+        paths = [template, str(project.root / "src"), str(project.root / "stack"), self.env.get("PYTHONPATH", "")]
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         self.env["PATH"] = self.env.get("PATH", os.defpath) + ":/usr/sbin"
         if project.factory is not None:

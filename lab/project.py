@@ -3,16 +3,15 @@
 The lab measures any project generated from this template, a user's own service included, so
 it assumes none of the template's default names. It reads them from the directory:
 
-- the stack package: the one package under src/ with a ``runner`` and a ``settings`` module
-  (``<package>_stack`` in a bake, whatever it was renamed to);
-- what gunicorn serves: ``APP_MODULE`` as the stack's own settings read it (the caller's
-  environment wins, as in production);
+- the stack package: ``serving_stack`` in stack/ (the same in every bake);
+- what gunicorn serves: ``APP_MODULE`` from the caller's environment, else the one package in
+  src/ with ``main:app`` (the Makefile's default);
 - the app factory the cost gate and the bare variant need: ``create_app`` beside the app in
   APP_MODULE's module, or ``LAB_FACTORY`` (``module:function``) when the app is built
   otherwise;
 - whether the app has the example's database: ``<package>.db`` exists (database=postgresql).
 
-Runs in the project's Python (it imports the stack's settings). Depends on nothing else.
+Runs in the project's Python (it finds the app's module). Depends on nothing else.
 """
 
 from __future__ import annotations
@@ -59,18 +58,11 @@ class Project:
         return self.factory
 
 
-def _stack_package(src: Path) -> str:
-    found = sorted(
-        child.name
-        for child in src.iterdir()
-        if (child / "__init__.py").is_file()
-        and (child / "runner.py").is_file()
-        and (child / "settings.py").is_file()
-    )
+def _app_package(src: Path) -> str:
+    found = sorted(path.parent.name for path in src.glob("*/__init__.py"))
     if len(found) != 1:
         raise ProjectError(
-            f"expected one stack package (runner.py and settings.py) under {src}, found "
-            f"{found or 'none'}: is this a project generated from the template?"
+            f"expected one app package under {src}, found {found or 'none'}: set APP_MODULE"
         )
     return found[0]
 
@@ -97,13 +89,11 @@ def discover(root: Path) -> Project:
     for needed in (src, root / "deploy" / "nginx.conf", root / "deploy" / "gunicorn.conf.py"):
         if not needed.exists():
             raise ProjectError(f"{root} is no generated project: {needed.name} is missing")
-    stack = _stack_package(src)
-    settings = importlib.import_module(f"{stack}.settings")
-    # APP_MODULE as production reads it: the caller's environment first, then the default.
-    environ = {"PATH": os.environ.get("PATH", os.defpath)}
-    if "APP_MODULE" in os.environ:
-        environ["APP_MODULE"] = os.environ["APP_MODULE"]
-    app_module = str(settings.load(environ).app_module)
+    stack = "serving_stack"
+    if not (root / "stack" / stack / "settings.py").is_file():
+        raise ProjectError(f"{root} is no generated project: stack/{stack} is missing")
+    # APP_MODULE as production reads it: the caller's environment, else the Makefile's default.
+    app_module = os.environ.get("APP_MODULE") or f"{_app_package(src)}.main:app"
     package = app_module.partition(":")[0].split(".")[0]
     database = importlib.util.find_spec(f"{package}.db") is not None
     return Project(root, package, stack, app_module, _factory(app_module), database)

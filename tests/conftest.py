@@ -44,11 +44,8 @@ class Bake:
 
     @property
     def package_name(self) -> str:
-        """The app's import name: src/ holds it and the serving stack's package, <name>_stack."""
-        (package,) = [
-            p.name for p in (self.project / "src").iterdir()
-            if p.is_dir() and not p.name.endswith("_stack")
-        ]  # fmt: skip
+        """The app's import name: src/ holds it alone (the serving stack is stack/)."""
+        (package,) = [path.parent.name for path in (self.project / "src").glob("*/__init__.py")]
         return package
 
 
@@ -101,7 +98,7 @@ class ProjectEnv:
 
     Bakes with the same pyproject.toml share it: the project's own code is not installed
     there but put first on PYTHONPATH, so one environment serves every bake. Its packages
-    are in src/, and with layout=serving-only the stack package is deploy/'s.
+    are in src/, the serving stack's in stack/.
     """
 
     venv: Path
@@ -109,9 +106,7 @@ class ProjectEnv:
 
     def environ(self, project: Path) -> dict[str, str]:
         env = dict(os.environ)
-        paths = [project / "src"]
-        if (project / "deploy" / "pyproject.toml").is_file():
-            paths.append(project / "deploy")
+        paths = [project / "src", project / "stack"]
         env["PYTHONPATH"] = os.pathsep.join(map(str, paths))
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env['PATH']}{os.pathsep}/usr/sbin"
         env["VIRTUAL_ENV"] = str(self.venv)
@@ -131,14 +126,17 @@ class ProjectEnv:
         )
 
 
-def _dependencies(pyproject: Path) -> list[str]:
-    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    return [*data["project"]["dependencies"], *data["dependency-groups"]["dev"]]
+def _dependencies(project: Path) -> list[str]:
+    """The project's and its serving stack's (stack/, on PYTHONPATH instead of installed)."""
+    data = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    stack = tomllib.loads((project / "stack" / "pyproject.toml").read_text(encoding="utf-8"))
+    own = [r for r in data["project"]["dependencies"] if not r.startswith("serving-stack")]
+    return [*own, *stack["project"]["dependencies"], *data["dependency-groups"]["dev"]]
 
 
 def install_env(project: Path) -> Path:
     """A venv with ``project``'s dependencies, cached by their hash (bakes with the same share)."""
-    requirements = _dependencies(project / "pyproject.toml")
+    requirements = _dependencies(project)
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
     venv = CACHE_DIR / f"project-env-{digest}"
     if not (venv / "ok").exists():

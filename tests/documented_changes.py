@@ -93,7 +93,7 @@ def add_migration(project: Path, package: str) -> None:
 
 
 def main(project: Path) -> None:
-    (stack,) = (project / "src").glob("*_stack")
+    stack = project / "stack" / "serving_stack"
     package = stack.name.removesuffix("_stack")
     add_endpoint(project, package)
     add_migration(project, package)

@@ -41,7 +41,7 @@ def test_every_template_variant_loads_under_gunicorn(
     renamed variant fails here rather than minutes into a run."""
     project = default_bake.project
     python = str(project_env.venv / "bin" / "python")
-    layout = [TEMPLATE_DIR, project / "src"]  # as scripts/experiments
+    layout = [TEMPLATE_DIR, project / "src", project / "stack"]  # as scripts/experiments
     env = dict(
         project_env.environ(project),
         PYTHONPATH=os.pathsep.join(map(str, layout)),

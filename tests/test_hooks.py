@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import tomllib
 from pathlib import Path
@@ -44,12 +43,11 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
     if "app_module" in answers:
-        # The stack's settings hold the default: APP_MODULE's field, read as Python source.
-        package = f"{result.package_name}_stack"
-        source = (result.project / "deploy" / package / "settings.py").read_text("utf-8")
-        field = re.search(r"app_module: str = Field\(\s*(\"[^\"]*\")", source)
-        assert field is not None
-        assert ast.literal_eval(field.group(1)) == answers["app_module"]
+        # The Makefile and the image name it to the stack (which has no default).
+        makefile = (result.project / "Makefile").read_text(encoding="utf-8")
+        dockerfile = (result.project / "Dockerfile").read_text(encoding="utf-8")
+        assert f"\nexport APP_MODULE ?= {answers['app_module']}\n" in makefile
+        assert f"    APP_MODULE={answers['app_module']}\n" in dockerfile
     for source in result.project.rglob("*.py"):
         compile(source.read_text(encoding="utf-8"), str(source), "exec")
 

@@ -142,7 +142,7 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     target = one(found, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
-    stack_settings = next((default_bake.project / "src").glob("*_stack")) / "settings.py"
+    stack_settings = (default_bake.project / "stack" / "serving_stack") / "settings.py"
     default_port = re.search(r'Field\((\d+), alias="PORT"\)', stack_settings.read_text())
     assert default_port is not None, "the stack's settings.py no longer defines PORT's default"
     ports = {port["name"]: port for port in app_container(found)["ports"]}
@@ -372,7 +372,7 @@ def test_probes_answer_the_right_question(default_bake: Bake) -> None:
     assert checks_timeout is not None
     assert ready["timeoutSeconds"] > float(checks_timeout.group(1))
     assert live["timeoutSeconds"] <= live["periodSeconds"]
-    stack_settings = next((project / "src").glob("*_stack")) / "settings.py"
+    stack_settings = (project / "stack" / "serving_stack") / "settings.py"
     startup = re.search(r"Field\(([\d.]+), alias=\"STARTUP_TIMEOUT\"\)", stack_settings.read_text())
     assert startup is not None
     assert start["periodSeconds"] * start["failureThreshold"] >= float(startup.group(1))
@@ -444,7 +444,7 @@ def test_the_grace_period_covers_every_process_the_runner_stops(
         check=True,
     ).stdout  # fmt: skip
     graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
-    stack = next((project / "src").glob("*_stack")).name
+    stack = (project / "stack" / "serving_stack").name
     numbers = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-c",
          f"import os, {stack}.settings as s\nc = s.load(os.environ)\n"

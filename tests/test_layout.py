@@ -3,7 +3,7 @@
 The app is FastAPI's own tutorial ("First Steps" plus its path-parameter route), written by
 the test as a one-file repository. The bake's files are copied next to it with the command
 the rendered README gives, the copied deploy/ is installed as the README says (a package with
-its own pyproject.toml), then `python -m <package>_stack` runs the stack as the container
+its own pyproject.toml), then `python -m serving_stack` runs the stack as the container
 would (working directory = the repository, APP_MODULE from the answer, not from the
 environment) and real requests go through nginx.
 """
@@ -73,7 +73,7 @@ KEPT = [
     "src/{package}/middleware/deadline.py", "src/{package}/middleware/error_guard.py",
     "tests/unit/test_request_id.py", "tests/unit/test_access_log.py",
     "tests/unit/test_deadline.py", "tests/unit/test_error_guard.py", "tests/unit/test_logs.py",
-    "tests/stack/test_settings.py", "tests/stack/test_nginx.py", "tests/stack/test_processes.py",
+    "stack/tests/test_settings.py", "stack/tests/test_nginx.py", "stack/tests/test_processes.py",
     "src/{package}/middleware/metrics.py", "src/{package}/tracing.py",
 ]  # fmt: skip
 DROPPED = [
@@ -139,7 +139,7 @@ def test_stack_requirements_match_the_service(serving_bake: Bake, default_bake: 
     stack = tomllib.loads((serving_bake.project / "deploy" / "pyproject.toml").read_text("utf-8"))
     requirements = stack["project"]["dependencies"]
     pyproject = tomllib.loads((default_bake.project / "pyproject.toml").read_text("utf-8"))
-    package = f"{serving_bake.package_name}_stack"
+    package = "serving_stack"
 
     assert {r.split(">")[0].split("[")[0] for r in requirements} == {
         "gunicorn", "uvicorn", "uvicorn-worker",
@@ -157,7 +157,7 @@ def test_dockerfile_installs_the_stack_then_the_app(serving_bake: Bake) -> None:
     the repository, and runs the installed package's runner."""
     dockerfile = (serving_bake.project / "Dockerfile").read_text(encoding="utf-8")
     ignored = (serving_bake.project / ".dockerignore").read_text(encoding="utf-8").splitlines()
-    module = f"{serving_bake.package_name}_stack"
+    module = "serving_stack"
     assert "pip install --no-cache-dir ./deploy\n" in dockerfile
     assert dockerfile.index("./deploy\n") < dockerfile.index("--requirement requirements.txt")
     assert f'\nENTRYPOINT ["python", "-m", "{module}"]\n' in dockerfile
@@ -180,7 +180,7 @@ def test_rerender_from_recorded_answers_keeps_the_layout(tmp_path: Path) -> None
 
     assert tree(rendered) == tree(original.project)
     assert (rendered / "deploy" / "pyproject.toml").is_file()
-    assert (rendered / "deploy" / f"{original.package_name}_stack").is_dir()
+    assert (rendered / "deploy" / "serving_stack").is_dir()
 
 
 @pytest.mark.slow
@@ -292,7 +292,7 @@ def test_tutorial_app_served_through_the_stack(serving_bake: Bake, project_env: 
             check=True, capture_output=True,
         )  # fmt: skip
         pythonpath = [str(site), *pythonpath]
-        module = f"{serving_bake.package_name}_stack"
+        module = "serving_stack"
         run_dir = repo / ".run"
         run_dir.mkdir(mode=0o755)
         if drop:
@@ -393,7 +393,7 @@ def test_middleware_snippet_works_on_the_tutorial_app(
         "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
     )
     # deploy/ too, as if installed (`pip install ./deploy`): logs.py formats with the stack's
-    # one formatter, <package>_stack.jsonlog.
+    # one formatter, serving_stack.jsonlog.
     deploy = serving_bake.project / "deploy"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(deploy)])}
     result = subprocess.run(

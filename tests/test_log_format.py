@@ -3,7 +3,7 @@
 The bake's own tests (tests/unit/test_logs.py) keep the contract a service relies on; the
 formatter's exhaustive edge cases belong here, with the template that maintains it: every
 value type, values JSON cannot hold, odd names, the time cache, and the runner's rewrites of
-nginx's error and access lines. The bake's ``<package>_stack/jsonlog.py`` is standard library
+nginx's error and access lines. The bake's ``serving_stack/jsonlog.py`` is standard library
 only, so it is loaded from the bake by path: no environment of the project's is needed.
 """
 
@@ -22,8 +22,8 @@ from .conftest import Bake
 
 @pytest.fixture(scope="module")
 def jsonlog(default_bake: Bake) -> ModuleType:
-    """The bake's ``<package>_stack.jsonlog`` module."""
-    [stack] = (default_bake.project / "src").glob("*_stack")
+    """The bake's ``serving_stack.jsonlog`` module."""
+    stack = default_bake.project / "stack" / "serving_stack"
     path = stack / "jsonlog.py"
     spec = importlib.util.spec_from_file_location("bake_jsonlog", path)
     assert spec is not None

@@ -21,13 +21,8 @@ BEHIND_A_LOAD_BALANCER = {"TRUSTED_PROXIES": "10.0.0.0/8 2001:db8::/32", "NGINX_
 
 
 def _stack(bake: Bake) -> Path:
-    """src/<package>_stack, beside the app's package."""
-    (stack,) = (bake.project / "src").glob("*_stack")
-    return stack
-
-
-def _package(bake: Bake) -> str:
-    return _stack(bake).name.removesuffix("_stack")
+    """stack/serving_stack, the serving stack's package."""
+    return bake.project / "stack" / "serving_stack"
 
 
 @pytest.mark.parametrize("extra", [{}, BEHIND_A_LOAD_BALANCER], ids=["defaults", "behind"])
@@ -36,7 +31,7 @@ def test_gixy_finds_nothing_in_the_rendered_config(
 ) -> None:
     """gixy (the maintained fork) reports no issue in nginx.conf as the runner renders it."""
     env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path), **extra}
-    render = [str(project_env.venv / "bin" / "python"), "-m", f"{_package(default_bake)}_stack"]
+    render = [str(project_env.venv / "bin" / "python"), "-m", "serving_stack"]
 
     rendered = subprocess.run(
         [*render, "render"], cwd=default_bake.project, env=env, capture_output=True, text=True,
@@ -70,7 +65,7 @@ def test_the_image_runs_the_installed_stack_as_a_fixed_non_root_user(default_bak
     """The image's user is numeric and not root; the entrypoint and the health check run the
     installed package in exec form; no curl in the image."""
     dockerfile = (default_bake.project / "Dockerfile").read_text(encoding="utf-8")
-    module = f"{_package(default_bake)}_stack"
+    module = "serving_stack"
 
     assert "\nUSER 10001:10001\n" in dockerfile
     assert f'\nENTRYPOINT ["python", "-m", "{module}"]\n' in dockerfile
@@ -80,7 +75,7 @@ def test_the_image_runs_the_installed_stack_as_a_fixed_non_root_user(default_bak
 
 def test_the_stack_never_imports_the_app(default_bake: Bake) -> None:
     """The stack gets the app as APP_MODULE only: no module of the package imports it."""
-    app = re.compile(rf"^\s*(?:from|import)\s+{_package(default_bake)}\b(?!_stack)", re.M)
+    app = re.compile(rf"^\s*(?:from|import)\s+{default_bake.package_name}\b", re.M)
 
     importing = [p.name for p in _stack(default_bake).glob("*.py") if app.search(p.read_text())]
 

@@ -1,6 +1,6 @@
 """A test-only ASGI app: the real app plus routes that misbehave on purpose.
 
-The battery serves it through the service's real stack (`python -m <package>_stack` with
+The battery serves it through the service's real stack (`python -m serving_stack` with
 APP_MODULE=fault_app:app) so every fault crosses nginx, the socket and gunicorn. Routes live
 inside the real app, behind its middleware (request id, access log, deadline, error guard):
 

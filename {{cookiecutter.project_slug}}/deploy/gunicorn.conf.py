@@ -1,15 +1,15 @@
 # gunicorn's configuration: uvicorn workers serving the ASGI app on a unix socket only nginx
 # may reach; the runner starts `python -m gunicorn -c deploy/gunicorn.conf.py`. Each value
 # comes from the stack's settings (docs/settings.md; a wrong value stops gunicorn with one
-# line naming it); classes and hooks are {{ cookiecutter.package_name }}_stack.gunicorn_config. Needs gunicorn >= 25.1.
+# line naming it); classes and hooks are serving_stack.gunicorn_config. Needs gunicorn >= 25.1.
 
 import math
 
-from {{ cookiecutter.package_name }}_stack import gunicorn_config as stack
+from serving_stack import gunicorn_config as stack
 
 settings = stack.settings()
 
-wsgi_app = settings.app_module
+wsgi_app = stack.app_module()
 bind = [f"unix:{settings.gunicorn_socket}"]
 # 0660: the app's user and nginx (same user, or in the app's group) may connect; nobody else.
 # Always an 0o literal: "717" as decimal is 0o1315 (socket 0462), 0o717 gives 0060.

@@ -1,31 +1,51 @@
 """The service's settings: one typed object, read at start from the environment and ``.env``
 (the environment wins). Production refuses debug and any placeholder ``SecretStr`` (the ones
-you add too), naming the variable to fix. Depends on the stack's settings (the deadline, the
-CORS origins: one definition each)."""
+you add too), naming the variable to fix. Two variables are the serving stack's, read by its
+names (REQUEST_TIMEOUT_SECONDS, CORS_ORIGINS: one definition each, in serving_stack)."""
 
 import re
 from typing import Any, Literal, Self
 {%- if cookiecutter.database == "postgresql" %}
 from urllib.parse import urlsplit, urlunsplit
-
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-{%- else %}
-
-from pydantic import Field, SecretStr, model_validator
 {%- endif %}
+
+from pydantic import AliasChoices, Field, SecretStr, {% if cookiecutter.database == "postgresql" %}field_validator, {% endif %}model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from {{ cookiecutter.package_name }}_stack.settings import DEADLINE_DEFAULT, Deadline, LogLevel, Origins, variable_names
+from serving_stack.settings import (
+    APP_CORS_NAME,
+    APP_DEADLINE_NAME,
+    DEADLINE_DEFAULT,
+    Deadline,
+    LogLevel,
+    Origins,
+    variable_names,
+)
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 # The serving stack's variables as .env's keys reach this model (lower case).
 STACK_KEYS = frozenset(name.lower() for name in variable_names())
 
 # Stand-ins people leave in .env files; compared lowercased, letters and digits only.
-PLACEHOLDERS = frozenset({
-    "", "changeme", "changethis", "replaceme", "placeholder", "secret", "password", "default",
-    "example", "dummy", "todo", "fixme", "xxx", "none", "null",
-})  # fmt: skip
+PLACEHOLDERS = frozenset(
+    {
+        "",
+        "changeme",
+        "changethis",
+        "replaceme",
+        "placeholder",
+        "secret",
+        "password",
+        "default",
+        "example",
+        "dummy",
+        "todo",
+        "fixme",
+        "xxx",
+        "none",
+        "null",
+    }
+)
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
 
@@ -41,9 +61,7 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX,
         extra="forbid",
         hide_input_in_errors=True,  # an error must never print a secret into the logs
-{%- if cookiecutter.database == "postgresql" %}
-        validate_by_name=True,  # tests pass database_url=...; the environment, DATABASE_URL
-{%- endif %}
+        validate_by_name=True,  # tests pass fields by name; the environment, by their variable
         env_file=".env",  # for development (copy .env.example); the environment wins
         env_file_encoding="utf-8",
     )
@@ -51,8 +69,10 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "production"
     debug: bool = False
     log_level: LogLevel = "info"  # LOG_LEVEL=INFO is what people type: lowercased
-    # Defined once in the stack's settings, which derive nginx's and gunicorn's timeouts from it.
-    request_timeout_seconds: Deadline = DEADLINE_DEFAULT
+    # The stack's variable (it derives nginx's and gunicorn's timeouts from it), by its name.
+    request_timeout_seconds: Deadline = Field(
+        default=DEADLINE_DEFAULT, validation_alias=AliasChoices(APP_DEADLINE_NAME)
+    )
     # Off: nginx's access line has the request id and timings already (docs/app.md, Logs).
     access_log: bool = False
     # Prometheus request metrics (docs/observability.md); off only to measure their cost.
@@ -60,8 +80,8 @@ class Settings(BaseSettings):
     # /docs and /openapi.json; unset: on in development only (the schema maps the API).
     api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
     # Origins whose pages may call the API (CORS), comma-separated; empty: CORS is off. The
-    # stack's type, as nginx's CORS map reads the same variable: "*" and paths are refused.
-    cors_origins: Origins = ()
+    # stack's variable and type, as nginx's CORS map reads it too: "*" and paths are refused.
+    cors_origins: Origins = Field(default=(), validation_alias=AliasChoices(APP_CORS_NAME))
 {%- if cookiecutter.database == "postgresql" %}
     # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
     database_url: SecretStr = Field(
@@ -83,9 +103,11 @@ class Settings(BaseSettings):
     readiness_requires_database: bool = False
     # gunicorn's worker count (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(
-        default=1, ge=1, le=1024,
+        default=1,
+        ge=1,
+        le=1024,
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
-    )  # fmt: skip
+    )
 {%- endif %}
 
     @model_validator(mode="before")
@@ -159,11 +181,9 @@ class Settings(BaseSettings):
     @classmethod
     def env_var(cls, field: str) -> str:
         """Name the environment variable that sets ``field``."""
-{%- if cookiecutter.database == "postgresql" %}
         alias = cls.model_fields[field].validation_alias
         if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
             return alias.choices[0].upper()
         if isinstance(alias, str):
             return alias.upper()
-{%- endif %}
         return f"{ENV_PREFIX}{field}".upper()

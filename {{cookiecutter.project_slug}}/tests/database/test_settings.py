@@ -5,7 +5,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
-from {{ cookiecutter.package_name }}_stack import gunicorn_config
+from serving_stack import gunicorn_config
 
 REAL = "postgresql+asyncpg://svc:Zt8-kq2V93xLm0@db.internal:5432/items"
 DEADLINE = f"{ENV_PREFIX}REQUEST_TIMEOUT_SECONDS=30"

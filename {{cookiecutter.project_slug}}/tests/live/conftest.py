@@ -1,4 +1,4 @@
-"""One live stack for the contract tests: `python -m {{ cookiecutter.package_name }}_stack`, started once.
+"""One live stack for the contract tests: `python -m serving_stack`, started once.
 
 Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
 test routes). Needs the project installed and nginx on PATH or in /usr/sbin (else the
@@ -132,7 +132,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         "NGINX_WORKER_PROCESSES": "1",
         # The app's access line says which requests (and ids) reached it (off by default).
         f"{prefix}_ACCESS_LOG": "true",
-        f"{prefix}_REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+        "REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
     log_path = run_dir / "stack.log"
@@ -140,7 +140,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         # cwd: gunicorn imports APP_MODULE from its working directory, and the app and the
         # stack read .env there; there is none, so a developer's own changes nothing here.
         process = subprocess.Popen(
-            [sys.executable, "-m", f"{PACKAGE}_stack"],
+            [sys.executable, "-m", "serving_stack"],
             cwd=HERE, env=environment, stdout=output, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

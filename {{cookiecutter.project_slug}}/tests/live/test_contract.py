@@ -17,7 +17,6 @@ import pytest
 from .conftest import (
     DEADLINE_SECONDS,
     HERE,
-    PACKAGE,
     LiveStack,
     assert_json_error,
     exchange,
@@ -110,11 +109,11 @@ def test_metrics_are_served_on_the_metrics_port_only(stack: LiveStack) -> None:
 
 
 def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None:
-    """`python -m <package>_stack check` (the image's HEALTHCHECK) passes here, fails elsewhere."""
+    """`python -m serving_stack check` (the image's HEALTHCHECK) passes here, fails elsewhere."""
 
     def check(port: int) -> int:
         env = {**os.environ, "PORT": str(port), "LISTEN_ADDRESS": "127.0.0.1"}
-        command = [sys.executable, "-m", f"{PACKAGE}_stack", "check"]
+        command = [sys.executable, "-m", "serving_stack", "check"]
         # From tests/live/, as the stack: no .env there.
         return subprocess.run(
             command, env=env, cwd=HERE, capture_output=True, check=False

@@ -10,7 +10,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.logs import HumanFormatter, JsonFormatter, configure_logging
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
-from {{ cookiecutter.package_name }}_stack.jsonlog import CONTRACT_KEYS
+from serving_stack.jsonlog import CONTRACT_KEYS
 
 
 def record(message: str = "hello", **extra: object) -> logging.LogRecord:

@@ -1,6 +1,6 @@
 """Metrics middleware: each request observed once, under its route template, method and status.
 Needs the middleware and the app (conftest.py). Counts across forked workers: the stack's
-tests/stack/test_metrics_files.py and the template's battery (test_observability.py)."""
+stack/tests/test_metrics_files.py and the template's battery (test_observability.py)."""
 
 import asyncio
 

@@ -52,7 +52,8 @@ def test_each_variable_sets_its_field(
 ) -> None:
     """``<PREFIX><FIELD>`` sets the field, as people type it (upper-case levels, lists)."""
     monkeypatch.setenv(Settings.env_var(field), value)
-    monkeypatch.setenv(field.upper(), "bare names are someone else's")
+    if Settings.env_var(field) != field.upper():  # the stack's variables are the bare names
+        monkeypatch.setenv(field.upper(), "bare names are someone else's")
     assert getattr(Settings(), field) == expected
 
 

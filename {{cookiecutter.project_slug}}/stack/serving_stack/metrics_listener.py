@@ -1,6 +1,6 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
 
-``python -m {{ cookiecutter.package_name }}_stack.metrics_listener`` serves GET /metrics until SIGTERM (the runner
+``python -m serving_stack.metrics_listener`` serves GET /metrics until SIGTERM (the runner
 starts it, and restarts it alone if it dies) and tends PROMETHEUS_MULTIPROC_DIR (``Archive``).
 Why a process of its own, its client limits and the archive's rules: docs/observability.md.
 Needs prometheus_client (public API), this package's settings, metrics_files and jsonlog,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from gunicorn.config import Config
 
-from {{ cookiecutter.package_name }}_stack import gunicorn_config, runner
-from {{ cookiecutter.package_name }}_stack.settings import load
+from serving_stack import gunicorn_config, runner
+from serving_stack.settings import load
 
 
 def test_worker_passes_graceful_timeout_and_concurrency_cap(
@@ -61,20 +61,22 @@ def test_the_relay_writes_whole_lines_only() -> None:
 @pytest.mark.parametrize(
     ("environ", "said"),
     [
+        ({"APP_MODULE": ""}, ["APP_MODULE is not set"]),
         ({"NGINX_BIN": "{tmp}/nginx"}, ["apt-get install -y nginx-light"]),
         # A RUN_DIR that cannot be made: a file stands in its way.
         ({"RUN_DIR": "{tmp}/file/x", "SERVE_AS_ROOT": "on"}, ["RUN_DIR={tmp}/file/x", "Not a dir"]),
     ],
-    ids=["no nginx", "bad RUN_DIR"],
+    ids=["no app", "no nginx", "bad RUN_DIR"],
 )
 def test_the_runner_explains_what_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], environ: dict[str, str], said: list[str]
 ) -> None:
-    """Without nginx, or with a RUN_DIR it cannot use: exit 1 and one JSON error line naming
-    the cause (the package to install; the directory and the OS error), no traceback."""
+    """Without an app, without nginx, or with a RUN_DIR it cannot use: exit 1 and one JSON
+    error line naming the cause (the variable; the package to install; the directory and the
+    OS error), no traceback."""
     (tmp_path / "file").write_text("not a directory\n")
     given = {name: value.format(tmp=tmp_path) for name, value in environ.items()}
-    settings = load({"RUN_DIR": str(tmp_path), **given})
+    settings = load({"RUN_DIR": str(tmp_path), "APP_MODULE": "any.module:app", **given})
 
     assert runner.serve(settings) == 1
     *_, line = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]

@@ -19,7 +19,7 @@ from uvicorn_worker import UvicornWorker
 from .cpus import usable_cpus
 from .jsonlog import JsonFormatter
 from .metrics_files import ARCHIVE, prepare_worker
-from .settings import {% if cookiecutter.database == "postgresql" %}WORKERS_EXPORT_NAME, {% endif %}SettingError, StackSettings, load
+from .settings import NO_APP_MODULE, WORKERS_EXPORT_NAME, SettingError, StackSettings, load
 
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
 # 27 closing an already-closed listener on exit ("[Errno 9] Bad file descriptor").
@@ -37,6 +37,13 @@ def settings() -> StackSettings:
         raise SystemExit(str(exc)) from None
 
 
+def app_module() -> str:
+    """APP_MODULE, which gunicorn cannot serve without: refused in one line when unset."""
+    if (name := settings().app_module) is None:
+        raise SystemExit(NO_APP_MODULE)
+    return name
+
+
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
     """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS
     (2: one serves while another is recycled; 8: each holds a copy of the app, replicas scale)."""
@@ -51,11 +58,9 @@ def workers() -> tuple[int, dict[str, Any]]:
     """The worker count for the CPUs cpus.py counts (as nginx's `auto`), and its inputs."""
     cpus, facts = usable_cpus()
     count, source = worker_count(settings(), cpus)
-{%- if cookiecutter.database == "postgresql" %}
     # The workers inherit this: each sizes its database pool to its share of the connection
-    # budget (src/{{ cookiecutter.package_name }}/db/engine.py), so the shares add up to the budget.
+    # budget (an app reads GUNICORN_WORKERS), so the shares add up to it.
     os.environ[WORKERS_EXPORT_NAME] = str(count)
-{%- endif %}
     return count, {"source": source, "cpus": cpus, **facts}
 
 

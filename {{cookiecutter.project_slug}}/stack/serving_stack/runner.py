@@ -7,9 +7,9 @@ does on start, SIGTERM, SIGHUP and a child's death, and why. Needs nginx (on PAT
 /usr/sbin), gunicorn and prometheus-client; uses this package's settings, jsonlog, cpus and
 metrics_files. Never imports the app: gunicorn gets APP_MODULE.
 
-    python -m {{ cookiecutter.package_name }}_stack [serve]   the stack and the metrics listener, in the foreground
-    python -m {{ cookiecutter.package_name }}_stack render    write $RUN_DIR/nginx.conf and print its path
-    python -m {{ cookiecutter.package_name }}_stack check     exit 0 if GET /livez through nginx answers 200
+    python -m serving_stack [serve]   the stack and the metrics listener, in the foreground
+    python -m serving_stack render    write $RUN_DIR/nginx.conf and print its path
+    python -m serving_stack check     exit 0 if GET /livez through nginx answers 200
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
 from .jsonlog import access_lines, nginx_error_line, stderr_line, write_line
 from .metrics_files import prepare_worker
-from .settings import STOP_MARGIN, UPSTREAM_KEEPALIVE_TIME, SettingError, StackSettings, load
+from .settings import (
+    NO_APP_MODULE,
+    STOP_MARGIN,
+    UPSTREAM_KEEPALIVE_TIME,
+    SettingError,
+    StackSettings,
+    load,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -723,6 +730,9 @@ def drop_privileges(settings: StackSettings) -> str:
 
 def serve(settings: StackSettings) -> int:
     """Check nginx, drop root, ready RUN_DIR, render and test nginx.conf, then run the Stack."""
+    if settings.app_module is None:
+        log("error", NO_APP_MODULE)
+        return 1
     nginx = settings.nginx_bin
     if nginx is None or not os.access(nginx, os.X_OK):
         log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)

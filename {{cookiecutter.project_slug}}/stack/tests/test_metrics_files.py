@@ -10,15 +10,15 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from {{ cookiecutter.package_name }}_stack.metrics_files import INITIAL_SIZE, prepare_worker
-from {{ cookiecutter.package_name }}_stack.metrics_listener import Archive
+from serving_stack.metrics_files import INITIAL_SIZE, prepare_worker
+from serving_stack.metrics_listener import Archive
 
 # A worker allocating its files, then writing a counter, a histogram (two label sets) and a
 # livesum gauge, as prometheus_client does in multiprocess mode; argv[1]: "wait" or "exit".
 WORKER = """
 import os, sys
 from pathlib import Path
-from {{ cookiecutter.package_name }}_stack.metrics_files import prepare_worker
+from serving_stack.metrics_files import prepare_worker
 assert prepare_worker(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]), os.getpid()) is None
 from prometheus_client import Counter, Gauge, Histogram
 Counter("jobs", "Jobs.", ["kind"]).labels("a").inc(3)

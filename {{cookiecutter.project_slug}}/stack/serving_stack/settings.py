@@ -22,21 +22,19 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# Two of the app's variables the stack reads too: its CORS origins (nginx's own errors carry
-# the same CORS headers) and its request deadline.
-APP_CORS_NAME = "{{ cookiecutter.package_name | upper }}_CORS_ORIGINS"
-APP_DEADLINE_NAME = "{{ cookiecutter.package_name | upper }}_REQUEST_TIMEOUT_SECONDS"
+# Two variables the stack and the app both read, by these names (the app takes them from
+# here): the CORS origins (nginx's own errors carry the same CORS headers) and the deadline.
+APP_CORS_NAME = "CORS_ORIGINS"
+APP_DEADLINE_NAME = "REQUEST_TIMEOUT_SECONDS"
 DEADLINE_DEFAULT = 30.0
 _DEADLINE_MEANING = (
     "the app's request deadline in seconds: past it the app answers 504 with the request id;"
     " nginx's and gunicorn's timeouts follow it"
 )
 Deadline = Annotated[float, Field(gt=0, le=3600, description=_DEADLINE_MEANING)]
-{%- if cookiecutter.database == "postgresql" %}
 # Written, not read, by the stack: gunicorn exports the worker count it decided under this
-# name, and each worker sizes its database pool to its share (src/{{ cookiecutter.package_name }}/db/engine.py).
+# name, so an app can size per-worker resources (a database pool) to its share.
 WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
-{%- endif %}
 # Beyond the deadline, nginx waits this long for the app's own 504 (fired within 0.1 s).
 PROXY_MARGIN = 5.0
 # Beyond nginx's proxy timeouts, a graceful nginx stop waits this long for responses in flight.
@@ -57,6 +55,10 @@ _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 # it begins (nginx's map hostnames masks).
 _HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+")
+
+
+# Serving without an app: refused in one line (render and check need none).
+NO_APP_MODULE = "APP_MODULE is not set: name the ASGI app to serve, as module.path:attribute"
 
 
 class SettingError(ValueError):
@@ -206,8 +208,8 @@ class StackSettings(BaseSettings):
     """seconds the platform grants before SIGKILL (compose stop_grace_period, Kubernetes
     terminationGracePeriodSeconds minus preStop); one below the stack's graceful stop is refused"""
 
-    app_module: str = Field("{{ cookiecutter.app_module }}", alias="APP_MODULE", pattern=_APP)
-    """the ASGI app gunicorn serves, module.path:attribute"""
+    app_module: str | None = Field(None, alias="APP_MODULE", pattern=_APP)
+    """the ASGI app gunicorn serves, module.path:attribute; serving refuses to start without it"""
     gunicorn_socket: SafePath = Field(
         default_factory=lambda data: data.get("run_dir", Path()) / "gunicorn.sock",
         alias="GUNICORN_SOCKET",

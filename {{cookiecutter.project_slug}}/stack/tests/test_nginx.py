@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}_stack import cpus, runner
-from {{ cookiecutter.package_name }}_stack.settings import APP_CORS_NAME, APP_DEADLINE_NAME, load
+from serving_stack import cpus, runner
+from serving_stack.settings import APP_CORS_NAME, APP_DEADLINE_NAME, load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BEHIND_A_LOAD_BALANCER = {
