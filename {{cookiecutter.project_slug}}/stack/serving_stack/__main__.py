@@ -1,7 +1,7 @@
-"""``python -m serving_stack [serve|render|check]``: the runner's command line."""
+"""``python -m serving_stack [serve|render|check]``: the command line (startup.py)."""
 
 import sys
 
-from .runner import main
+from .startup import main
 
 sys.exit(main(sys.argv))

@@ -46,7 +46,7 @@ STOP_MARGIN = 5.0
 KEEPALIVE_MARGIN = 15
 # The watchdog's floor: a blocked event loop is killed after this long at the earliest.
 WATCHDOG_FLOOR = 60.0
-# nginx's upstream keepalive_time: the old generation drains this soon after a reload's swap.
+# nginx's upstream keepalive_time: an idle upstream connection is closed this long after use.
 UPSTREAM_KEEPALIVE_TIME = 5.0
 # Characters that would end an nginx directive or block if they came from the environment.
 _UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
@@ -119,7 +119,6 @@ Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 Rate = Annotated[int, Field(ge=0, le=1_000_000)]
 _WORD = r"^\S+$"
 _WORKERS = r"^(?:auto|[1-9][0-9]{0,3})$"
-_USER = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$"
 _APP = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?$"
 
 
@@ -166,10 +165,9 @@ class StackSettings(BaseSettings):
     """gunicorn's config"""
     startup_timeout: Seconds = Field(60.0, alias="STARTUP_TIMEOUT")
     """seconds gunicorn may take to bind its socket and answer"""
-    serve_user: str = Field("app", alias="SERVE_USER", pattern=_USER)
-    """started as root: the user running nginx and gunicorn, a dedicated one (never `nobody`)"""
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")
-    """started as root with a SERVE_USER that cannot serve: serve as root anyway, not refuse"""
+    """started as root: serve as root (nginx's workers too) rather than refuse; for throwaway
+    containers and CI only"""
 
     # Per-client limits at nginx (runner.py renders them; docs/settings.md sizes them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
@@ -344,8 +342,8 @@ class StackSettings(BaseSettings):
 
     @property
     def upstream_socket(self) -> Path:
-        """nginx's upstream: the runner links each gunicorn generation's own socket here."""
-        return self.run_dir / "gunicorn.sock"
+        """nginx's upstream: gunicorn's socket."""
+        return self.gunicorn_socket
 
 
 def variable_names() -> dict[str, str]:

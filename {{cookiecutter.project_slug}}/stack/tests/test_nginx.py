@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from serving_stack import cpus, runner
+from serving_stack import cpus, nginx_conf
+from serving_stack.errors import ServeError
 from serving_stack.settings import APP_CORS_NAME, APP_DEADLINE_NAME, load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -60,7 +61,9 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     (NGINX_TEMP_DIR) and the timeout chain (a fractional deadline in milliseconds) follow the
     settings; `nginx -t` accepts it."""
     settings = load({"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
-    text = runner.write_nginx_conf(settings, settings.upstream_socket).read_text(encoding="utf-8")
+    text = nginx_conf.write_nginx_conf(settings, settings.upstream_socket).read_text(
+        encoding="utf-8"
+    )
 
     assert [line for line in expected if line not in text] == []
     assert f"server unix:{tmp_path / 'gunicorn.sock'};" in text
@@ -80,8 +83,8 @@ def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
 
 def test_render_refuses_an_unknown_placeholder() -> None:
     """A placeholder without a value is an error, never left in the config."""
-    with pytest.raises(runner.ServeError, match="MISSING"):
-        runner.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
+    with pytest.raises(ServeError, match="MISSING"):
+        nginx_conf.render("listen @LISTEN@; @MISSING@", {"LISTEN": "8080"})
 
 
 V2, V1 = {"cgroup.controllers": "cpu\n"}, "cpu,cpuacct/cpu.cfs_"
@@ -116,4 +119,4 @@ def test_cgroup_cpu_limit_sizes_nginx_auto(
     assert cpus.cgroup_cpu_limit(*mount)[0] == limit
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-        assert runner.nginx_workers(load({}), *mount)[0] == workers
+        assert nginx_conf.nginx_workers(load({}), *mount)[0] == workers

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from gunicorn.config import Config
 
-from serving_stack import gunicorn_config, runner
+from serving_stack import gunicorn_config, log_relay, startup
+from serving_stack.errors import ServeError
 from serving_stack.settings import load
 
 
@@ -48,13 +49,13 @@ def test_worker_count(environ: dict[str, str], cpus: int, decided: tuple[int, st
 def test_the_relay_writes_whole_lines_only() -> None:
     """Output cut anywhere by the pipe is written line by line; a line without end is
     passed on in pieces past the limit; the end flushes the rest."""
-    relay = runner.LineRelay(lambda block: block.upper() + b"\n")
+    relay = log_relay.LineRelay(lambda block: block.upper() + b"\n")
     assert relay.feed(b"ab") == b""
     assert relay.feed(b"c\nde") == b"ABC\n"
     assert relay.feed(b"f\ngh\n") == b"DEF\nGH\n"
     assert relay.feed(b"tail") == b""
     assert relay.feed(b"") == b"TAIL\n"
-    long = b"x" * (runner.LineRelay.LIMIT + 1)
+    long = b"x" * (log_relay.LineRelay.LIMIT + 1)
     assert relay.feed(long) == long.upper() + b"\n"
 
 
@@ -78,7 +79,25 @@ def test_the_runner_explains_what_stops_it(
     given = {name: value.format(tmp=tmp_path) for name, value in environ.items()}
     settings = load({"RUN_DIR": str(tmp_path), "APP_MODULE": "any.module:app", **given})
 
-    assert runner.serve(settings) == 1
+    assert startup.serve(settings) == 1
     *_, line = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
     assert line["level"] == "error"
     assert all(text.format(tmp=tmp_path) in line["message"] for text in said), line
+
+
+@pytest.mark.parametrize(
+    ("serve_as_root", "nginx_user"), [("off", None), ("on", "user root root;")]
+)
+def test_a_root_start_is_refused_unless_serve_as_root(
+    monkeypatch: pytest.MonkeyPatch, serve_as_root: str, nginx_user: str | None
+) -> None:
+    """As root the stack refuses in one line naming the way out; SERVE_AS_ROOT=on serves as
+    root, nginx's workers included (they must reach the 0660 socket)."""
+    settings = load({"SERVE_AS_ROOT": serve_as_root})
+    monkeypatch.setattr(startup.os, "geteuid", lambda: 0)
+
+    if nginx_user is None:
+        with pytest.raises(ServeError, match=r"^started as root: run as an unprivileged user"):
+            startup.root_globals(settings)
+    else:
+        assert startup.root_globals(settings) == nginx_user

@@ -1,0 +1,113 @@
+"""Start-up: the command line (serve | render | check), the checks before anything runs (an
+app named, nginx installed, not root unless SERVE_AS_ROOT, RUN_DIR usable, nginx.conf
+rendered and accepted by `nginx -t`), then the supervisor.
+
+    python -m serving_stack [serve]   the stack and the metrics listener, in the foreground
+    python -m serving_stack render    write $RUN_DIR/nginx.conf and print its path
+    python -m serving_stack check     exit 0 if GET /livez through nginx answers 200
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+from .errors import ServeError
+from .log_relay import log
+from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
+from .settings import NO_APP_MODULE, SettingError, StackSettings, load
+from .supervisor import HEALTH, Stack
+
+# As root, nginx's workers would run as nobody (and could not reach the 0660 socket) and the
+# app as root: refused unless SERVE_AS_ROOT=on, which keeps nginx's workers root too.
+ROOT_REFUSED = (
+    "started as root: run as an unprivileged user (the image runs as 10001; as root, `setpriv"
+    " --reuid=USER --regid=GROUP --clear-groups`), or set SERVE_AS_ROOT=on for a throwaway"
+    " container"
+)
+
+
+def root_globals(settings: StackSettings) -> str:
+    """nginx's global directive for a root start (SERVE_AS_ROOT=on); ServeError without it."""
+    if os.geteuid() != 0:
+        return ""
+    if not settings.serve_as_root:
+        raise ServeError(ROOT_REFUSED)
+    log("warning", "started as root: serving as root (SERVE_AS_ROOT=on)")
+    return "user root root;"
+
+
+def serve(settings: StackSettings) -> int:
+    """Check the app's name, nginx and the user, ready RUN_DIR, render and test nginx.conf, then
+    run the Stack."""
+    if settings.app_module is None:
+        log("error", NO_APP_MODULE)
+        return 1
+    nginx = settings.nginx_bin
+    if nginx is None or not os.access(nginx, os.X_OK):
+        log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)
+        return 1
+    nginx_globals = root_globals(settings)
+    try:
+        settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        # Metrics start from zero with the stack (a restarted container keeps its tmpfs).
+        shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+        settings.metrics_dir.mkdir(mode=0o700)
+        # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
+        settings.status_socket.unlink(missing_ok=True)
+        workers, workers_facts = nginx_workers(settings)
+        conf = write_nginx_conf(settings, settings.upstream_socket, workers)
+    except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
+        where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
+        log("error", f"cannot render {where}: {exc}")
+        return 1
+    # Fail early with nginx's own message (bad TRUSTED_PROXIES, port, paths...).
+    test = nginx_command(settings, "-t", "-q", *(["-g", nginx_globals] if nginx_globals else []))
+    checked = subprocess.run(test, capture_output=True, text=True, check=False)
+    if checked.returncode != 0:
+        said = checked.stderr.strip()
+        log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
+        return 1
+    # With the timeouts derived from the app's deadline, in seconds.
+    log("info", "rendered nginx config", config=str(conf), app_deadline=settings.app_deadline,
+        nginx_proxy_timeout=settings.proxy_timeout, nginx_drain=settings.nginx_drain,
+        graceful_timeout=settings.graceful_timeout, stop_needs=settings.stop_budget)  # fmt: skip
+    log("info", "nginx worker count decided", workers=workers, **workers_facts)
+    return Stack(settings, nginx_globals).run()
+
+
+def check(settings: StackSettings) -> int:
+    """The container's health check: the whole chain answers GET /livez (no curl needed)."""
+    url = f"{settings.local_url}{HEALTH}"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - http, built here
+            return 0 if response.status == 200 else 1
+    except OSError as exc:  # urllib's URLError included
+        print(f"{url}: {exc}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "serve"
+    try:
+        settings = load(os.environ)
+        if command == "serve":
+            return serve(settings)
+        if command == "render":
+            print(write_nginx_conf(settings, settings.upstream_socket))
+            return 0
+        if command == "check":
+            return check(settings)
+    except (ServeError, SettingError) as exc:
+        log("error", str(exc))
+        return 1
+    print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)
+    return 2
+
+
+def console() -> int:
+    """The `serving-stack` command (the distribution's script)."""
+    return main(sys.argv)

@@ -1,0 +1,395 @@
+"""The supervisor: nginx, gunicorn and the metrics listener as one foreground program, driven
+by one select() loop: signals through a wakeup fd, children and orphans reaped (PID 1), their
+output relayed (log_relay), a dead metrics listener restarted alone, and a death of nginx or
+gunicorn, or SIGTERM, stopping everything in order within the stop budget (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import ServeError
+from .jsonlog import access_lines, stderr_line
+from .log_relay import LimitCounter, LineRelay, log
+from .nginx_conf import nginx_command
+from .settings import STOP_MARGIN, StackSettings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+# A dead metrics listener is restarted after 1 s, then 2, 4... up to this while it keeps
+# dying; one that served METRICS_HEALTHY seconds starts again from 1 s.
+METRICS_BACKOFF_MAX = 30.0
+METRICS_HEALTHY = 60.0
+# Asked of the app through gunicorn's socket before "ready": any answer means a worker has
+# imported the app (one without this route answers 404, which is as good).
+HEALTH = "/livez"
+_HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
+
+@dataclass
+class Child:
+    """A process the runner started and will reap."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    status: int | None = None
+    sent: int = 0  # the last signal sent to it
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.status is None
+
+    @property
+    def stopped_as_asked(self) -> bool:
+        """Exited 0, or killed by the signal sent (one still starting has no handler yet)."""
+        return self.status in (0, -self.sent)
+
+    def signal(self, signum: signal.Signals) -> None:
+        if self.running:
+            log("info", f"sending {signum.name} to {self.name}", pid=self.pid)
+            self.sent = signum
+            os.kill(self.pid, signum)
+
+
+class Stack:
+    """nginx, gunicorn and the metrics listener, driven by one select() loop: signals through a
+    wakeup fd, children and orphans reaped, output relayed."""
+
+    def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
+        self.settings = settings
+        self.nginx_globals = nginx_globals
+        self.children: dict[int, Child] = {}
+        self.nginx: Child | None = None
+        self.gunicorn: Child | None = None
+        self.metrics: Child | None = None
+        # The metrics listener's restarts (tend_metrics): consecutive failures, its last
+        # start, and when the next start is due.
+        self.metrics_failures = 0
+        self.metrics_started = 0.0
+        self.metrics_due: float | None = None
+        self.requested: signal.Signals | None = None
+        self.selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)  # as set_wakeup_fd requires
+        self.selector.register(self._wake_read, selectors.EVENT_READ, self._on_wakeup)
+
+    def pump(self, timeout: float) -> None:
+        """Wait up to timeout for a signal, a child's exit or log output, and handle them."""
+        for key, _ in self.selector.select(timeout):
+            key.data(key.fileobj)
+        self._reap()
+
+    def wait_until(
+        self, done: Callable[[], bool], timeout: float, *, stop_on_signal: bool = True
+    ) -> bool:
+        """Pump until done() or the timeout; False on timeout or an early stop request."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (stop_on_signal and self.requested is not None):
+                return False
+            self.pump(min(remaining, 0.05))
+        return True
+
+    def _on_wakeup(self, fd: int) -> None:
+        for number in os.read(fd, 512):  # select() said it is readable: never blocks
+            signum = signal.Signals(number)
+            if signum in (signal.SIGTERM, signal.SIGINT) and self.requested is None:
+                log("info", f"received {signum.name}: stopping gracefully")
+                self.requested = signum
+            elif signum == signal.SIGHUP:
+                # Deploys replace the container (docs/serving.md, "Deploys"): nothing reloads.
+                log("info", "received SIGHUP: ignored; to deploy, replace the container")
+
+    def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
+        """A pipe's write end for one child; the loop writes its lines, converted, to stdout."""
+        read_end, write_end = os.pipe()
+        relay = LineRelay(convert)
+
+        def on_output(fd: int) -> None:
+            data = os.read(fd, 65536)
+            if out := relay.feed(data):
+                sys.stdout.buffer.write(out)
+                sys.stdout.buffer.flush()
+            if not data:
+                self.selector.unregister(fd)
+                os.close(fd)
+
+        self.selector.register(read_end, selectors.EVENT_READ, on_output)
+        return write_end
+
+    def _reap(self) -> None:
+        with contextlib.suppress(ChildProcessError):  # no child left
+            while (reaped := os.waitpid(-1, os.WNOHANG))[0]:
+                pid, status = reaped
+                child = self.children.get(pid)
+                if child is None:
+                    continue  # an orphan re-parented to us (PID 1): reaped, nothing else to do
+                child.status = os.waitstatus_to_exitcode(status)
+                child.process.returncode = child.status
+                level = "info" if child.stopped_as_asked else "warning"
+                log(level, f"{child.name} exited", pid=pid, exit_code=child.status)
+
+    def spawn(
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str],
+        err: Callable[[bytes], str],
+        out: Callable[[bytes], bytes] | None = None,
+    ) -> Child:
+        """A child leading its own process group, dying with the runner (docs/serving.md); each
+        line of its stderr relayed as err(line), its stdout (given out) as out(lines)."""
+
+        def each_line(block: bytes) -> bytes:
+            lines = (err(line) + "\n" for line in block.split(b"\n") if line.strip())
+            return "".join(lines).encode("ascii")
+
+        stderr = self.relayed_pipe(each_line)
+        stdout = self.relayed_pipe(out) if out else None
+        arm = functools.partial(_die_with_parent, os.getpid())
+        try:
+            process = subprocess.Popen(
+                command, env=dict(env), stdout=stdout, stderr=stderr, process_group=0,
+                preexec_fn=arm,  # noqa: PLW1509 - one thread here
+            )  # fmt: skip
+        finally:  # the child holds the write ends now: the relay ends with the child
+            for end in (stdout, stderr):
+                if end is not None:
+                    os.close(end)
+        child = Child(name, process)
+        self.children[process.pid] = child
+        log("info", f"started {name}", pid=process.pid, command=command)
+        return child
+
+    def python_env(self) -> dict[str, str]:
+        """gunicorn's and the metrics listener's: one metrics directory."""
+        run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
+        return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+
+    def wait_accepting(self, child: Child, address: tuple[str, int], timeout: float) -> bool:
+        """Pump until child accepts connections; False if it exited, timed out or stopped."""
+        accepting = self.wait_until(lambda: not child.running or _accepts(address), timeout)
+        return accepting and child.running
+
+    def start_gunicorn(self) -> Child:
+        """Start gunicorn; return once a worker has imported the app and answered on the socket
+        (any HTTP status: an app without /livez answers 404), so "ready" means served."""
+        sock = self.settings.gunicorn_socket
+        sock.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
+        # gunicorn logs JSON to stdout; its stderr (warnings, an early crash) becomes JSON too.
+        err = functools.partial(stderr_line, "gunicorn.stderr")
+        child = self.spawn("gunicorn", command, self.python_env(), err)
+        timeout = self.settings.startup_timeout
+        answered = self.wait_until(
+            lambda: not child.running or _app_answers(sock), timeout, stop_on_signal=True
+        )
+        if not child.running:
+            raise ServeError(
+                f"gunicorn exited ({child.status}) before serving the app: see its log"
+            )
+        if not answered and self.requested is None:
+            raise ServeError(f"the app did not answer on {sock} within {timeout:g} s")
+        if answered:
+            mode = f"{sock.stat().st_mode & 0o777:04o}"
+            log("info", "gunicorn's workers serve the app", socket=str(sock), mode=mode)
+        return child
+
+    def start_nginx(self) -> Child:
+        env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
+        command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
+        # The access log (stdout) is JSON already, made printable ASCII here; the error log
+        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted.
+        err = LimitCounter(self.settings.metrics_dir).line
+        child = self.spawn("nginx", command, env, err, out=access_lines)
+        if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
+            log("info", "ready", url=f"{self.settings.local_url}/")
+        return child
+
+    def start_metrics(self, *, wait: bool = True) -> Child:
+        """The metrics listener (docs/observability.md); wait: until it accepts (at start only)."""
+        command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
+        err = functools.partial(stderr_line, "metrics.stderr")
+        child = self.spawn("metrics", command, self.python_env(), err)
+        self.metrics_started = time.monotonic()
+        if wait:
+            address = (self.settings.local_address, self.settings.metrics_port)
+            self.wait_accepting(child, address, 10.0)
+        return child
+
+    def tend_metrics(self) -> None:
+        """Restart a dead metrics listener alone, after a backoff: it must not stop the stack."""
+        now, child = time.monotonic(), self.metrics
+        if child is not None and child.running:
+            if self.metrics_failures and now - self.metrics_started > METRICS_HEALTHY:
+                self.metrics_failures = 0
+            return
+        delay = min(METRICS_BACKOFF_MAX, 2.0**self.metrics_failures)
+        if child is not None:  # died (its exit is logged by _reap): schedule the restart
+            self.children.pop(child.pid, None)
+            self.metrics, self.metrics_due = None, now + delay
+            self.metrics_failures += 1
+            log("warning", "restarting the metrics listener", after_seconds=delay,
+                exit_code=child.status)  # fmt: skip
+        elif self.metrics_due is not None and now >= self.metrics_due:
+            self.metrics_due = None
+            try:
+                self.metrics = self.start_metrics(wait=False)
+            except OSError as exc:  # cannot fork now: try again after the next backoff
+                log("error", "cannot start the metrics listener", error=str(exc))
+                self.metrics_due = now + delay
+                self.metrics_failures += 1
+
+    def stop(self, child: Child | None, signum: signal.Signals, budget: float) -> bool:
+        """Signal child, wait up to budget; kill it past that. True when it stopped cleanly."""
+        if child is None:
+            return True
+        if not child.running:
+            self._stop_leftovers(child, budget)
+            return child.status == 0
+        child.signal(signum)
+        if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
+            return child.stopped_as_asked
+        log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
+        child.signal(signal.SIGKILL)
+        self.wait_until(lambda: not child.running, 5.0, stop_on_signal=False)
+        self._stop_leftovers(child, 5.0)
+        return False
+
+    def _stop_leftovers(self, child: Child, budget: float) -> None:
+        """TERM, then KILL past the budget, what a dead master left in its group (its workers)."""
+        if not _group_alive(child.pid):
+            return
+        log("warning", f"stopping the processes {child.name} left behind", pgid=child.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+        if not self.wait_until(lambda: not _group_alive(child.pid), budget, stop_on_signal=False):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+
+    def stop_all(self) -> bool:
+        nginx_ok = self.stop(self.nginx, signal.SIGQUIT, self.settings.nginx_drain + STOP_MARGIN)
+        # Last scrapes may still come while nginx drains: the listener stops after it. One
+        # that died before (its restart pending) was said then and spoils nothing now.
+        metrics = self.metrics if self.metrics is not None and self.metrics.running else None
+        metrics_ok = self.stop(metrics, signal.SIGTERM, STOP_MARGIN)
+        gunicorn_ok = self.stop(
+            self.gunicorn, signal.SIGTERM, self.settings.graceful_timeout + STOP_MARGIN
+        )
+        return all([nginx_ok, metrics_ok, gunicorn_ok])
+
+    def vital(self) -> list[Child]:
+        """nginx and gunicorn: their death stops the stack (tend_metrics restarts the other)."""
+        return [c for c in (self.nginx, self.gunicorn) if c is not None]
+
+    def run(self) -> int:
+        """Start gunicorn, then nginx; serve until a signal or a death; stop in order."""
+        signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
+        _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: adopt our children's orphans, as PID 1 would
+        try:
+            _check_port_free(self.settings)
+            self.gunicorn = self.start_gunicorn()
+            if self.requested is None:
+                self.nginx = self.start_nginx()
+            if self.requested is None:
+                self.metrics = self.start_metrics()
+            while self.requested is None and all(c.running for c in self.vital()):
+                self.pump(1.0)
+                self.tend_metrics()
+        except (ServeError, OSError) as exc:
+            log("error", str(exc))
+            self.stop_all()
+            return 1
+        dead = [c for c in self.vital() if not c.running]
+        clean = self.stop_all()
+        if dead:
+            names = ", ".join(f"{c.name} (exit status {c.status})" for c in dead)
+            log("error", f"stopped because {names} exited unexpectedly")
+            return 1
+        if not clean:
+            log("error", "stopped, but not cleanly within the budget")
+            return 1
+        log("info", "stopped cleanly")
+        return 0
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl(2); elsewhere nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a new child, before exec: SIGTERM it when the runner dies (PR_SET_PDEATHSIG)."""
+    _prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:  # the runner died before the signal was armed
+        os._exit(1)
+
+
+def _check_port_free(settings: StackSettings) -> None:
+    """Refuse a busy PORT: an orphan would answer our readiness check, and nginx fail to bind."""
+    family = socket.AF_INET6 if ":" in settings.listen_address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx: TIME_WAIT is free
+        try:
+            probe.bind((settings.listen_address, settings.port))
+        except OSError as exc:
+            raise ServeError(
+                f"port {settings.port} in use on {settings.listen_address}; set PORT"
+                f" ({exc.strerror})"
+            ) from None
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process is left in a process group (/proc/<pid>/stat)."""
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):  # exited while we looked
+            # After the ")" that ends the command name: state, ppid, pgrp, ...
+            state, _, pgrp = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[:3]
+            if int(pgrp) == pgid and state != "Z":
+                return True
+    return False
+
+
+def _accepts(address: tuple[str, int]) -> bool:
+    """Whether something accepts TCP connections at this address (nginx, the listener)."""
+    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(address)
+        except OSError:
+            return False
+        return True
+
+
+def _app_answers(sock: Path) -> bool:
+    """Whether a gunicorn worker answers an HTTP request on its socket within 0.2 s."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(0.2)
+        try:
+            probe.connect(str(sock))
+            probe.sendall(_HEALTH_REQUEST.encode("ascii"))
+            return probe.recv(16).startswith(b"HTTP/1.1 ")
+        except OSError:
+            return False
