@@ -117,6 +117,7 @@ def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProces
     given = {
         "NGINX_CONF": str(PROJECT / "deploy" / "nginx.conf"),
         "GUNICORN_CONF": str(PROJECT / "deploy" / "gunicorn.conf.py"),
+        "APP_MODULE": REAL_APP,
         **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
     }
     return run_python("-m", "serving_stack", *args, env={**given, **env})

@@ -132,7 +132,11 @@ def measure(
     # moved a count by 0.4 %). Without the caller's settings variables the stack measured
     # is the shipped default. On the path: the template's root for `lab`, the project's src/
     # for its packages when they are not installed.
-    paths = [str(Path(__file__).resolve().parent.parent), str(project.root / "src"), str(project.root / "stack")]
+    paths = [
+        str(Path(__file__).resolve().parent.parent),
+        str(project.root / "src"),
+        str(project.root / "stack"),
+    ]
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(

@@ -1,8 +1,8 @@
 """nginx configurations for the lab, derived from the project's own deploy/nginx.conf.
 
-Renders it with the project's stack package (its settings' ``load`` and its runner's
-``write_nginx_conf``, as ``make serve`` does), so every directive is the one the service
-ships, then changes only what an experiment varies:
+Renders it through the stack's public command line (``python -m serving_stack render``, as
+``make serve`` renders it), so every directive is the one the service ships, then changes
+only what an experiment varies:
 
 - how nginx reaches the app: the shipped unix socket, or TCP on 127.0.0.1;
 - upstream keepalive: the shipped `keepalive N;` kept, or removed (a new upstream
@@ -16,12 +16,12 @@ benchmark stops with an error instead of silently measuring something else.
 
 from __future__ import annotations
 
-import importlib
 import os
 import pwd
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,12 +82,22 @@ def vary(
             "`proxy_buffering on;` line",
         )
     if os.geteuid() == 0:
-        # The stack's runner drops root to one unprivileged user for nginx and gunicorn alike; the
-        # benchmark starts gunicorn as itself, so nginx's workers must be the same user to
+        # The benchmark starts gunicorn as itself, so nginx's workers must be the same user to
         # reach the 0660 socket (as root they would default to `nobody`).
         user = pwd.getpwuid(os.geteuid()).pw_name
         text = f"user {user};\n" + text
     return text
+
+
+def render(project: Project, environ: dict[str, str]) -> Path:
+    """The project's nginx.conf as its stack renders it for ``environ`` (the stack's CLI)."""
+    command = [sys.executable, "-m", project.stack, "render"]
+    # The caller's PYTHONPATH finds the stack where the project is not installed.
+    env = {**environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise NginxConfigError(f"{project.stack} render failed: {done.stdout}{done.stderr}")
+    return Path(done.stdout.strip())
 
 
 @dataclass(frozen=True)
@@ -121,10 +131,8 @@ def prepare(
         "NGINX_CONF": str(project.nginx_conf),
         "PATH": os.environ.get("PATH", os.defpath),
     }
-    settings = importlib.import_module(f"{project.stack}.settings").load(environ)
-    runner = importlib.import_module(f"{project.stack}.runner")
     # nginx's workers as the stack counts them (the usable CPUs), rendered as `make serve` does.
-    config: Path = runner.write_nginx_conf(settings, socket_path)
+    config = render(project, {**environ, "GUNICORN_SOCKET": str(socket_path)})
     config.write_text(
         vary(config.read_text(encoding="utf-8"), front, socket_path, tcp_upstream),
         encoding="utf-8",

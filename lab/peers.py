@@ -331,7 +331,12 @@ class PeerLauncher:
         self.processes = Processes()
         template = str(Path(__file__).resolve().parent.parent)
         self.env = dict(os.environ)
-        paths = [template, str(project.root / "src"), str(project.root / "stack"), self.env.get("PYTHONPATH", "")]
+        paths = [
+            template,
+            str(project.root / "src"),
+            str(project.root / "stack"),
+            self.env.get("PYTHONPATH", ""),
+        ]
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         self.env["PATH"] = self.env.get("PATH", os.defpath) + ":/usr/sbin"
         if project.factory is not None:
@@ -354,7 +359,7 @@ class PeerLauncher:
             if os.geteuid() == 0:
                 # The lab runs as root in CI containers: serve as root rather than as a user
                 # the machine may not have (the runner says so in a warning).
-                env.update(SERVE_USER="root", SERVE_AS_ROOT="on")
+                env.update(SERVE_AS_ROOT="on")
             env.update(server.env)
             if server.nginx_edits:
                 env["NGINX_CONF"] = str(self._edited_nginx_conf(server, run_dir))

@@ -41,6 +41,11 @@ class Project:
     database: bool  # the app keeps its data in a database (the items example)
 
     @property
+    def import_paths(self) -> list[str]:
+        """Where the app's and the stack's packages are, for a project not installed."""
+        return [str(self.root / "src"), str(self.root / "stack")]
+
+    @property
     def nginx_conf(self) -> Path:
         return self.root / "deploy" / "nginx.conf"
 

@@ -204,7 +204,11 @@ class Launcher:
         self.env = dict(os.environ)
         # The template's root for `lab` (the servers import lab.apps), the project's src/ for
         # its packages when they are not installed.
-        paths = [str(Path(__file__).resolve().parent.parent), str(project.root / "src"), str(project.root / "stack")]
+        paths = [
+            str(Path(__file__).resolve().parent.parent),
+            str(project.root / "src"),
+            str(project.root / "stack"),
+        ]
         paths.append(self.env.get("PYTHONPATH", ""))
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         if project.factory is not None:

@@ -145,11 +145,12 @@ class Stack:
             RUN_DIR=str(run_dir),
             LISTEN_ADDRESS="127.0.0.1",
             WEB_CONCURRENCY=str(WORKERS),
+            APP_MODULE=project.app_module,
             RATE_LIMIT="0",  # the requests below are one client's, faster than its rate
             PATH=env.get("PATH", os.defpath) + ":/usr/sbin",  # nginx, where Debian puts it
         )
         if os.geteuid() == 0:  # as lab/peers.py: root in CI containers serves as root
-            env.update(SERVE_USER="root", SERVE_AS_ROOT="on")
+            env.update(SERVE_AS_ROOT="on")
         command = [sys.executable, "-m", project.stack]
         self.process: Process = processes.start("stack", command, env, project.root)
         wait_ready(self.process, ("127.0.0.1", self.port), "/livez")

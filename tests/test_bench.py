@@ -78,7 +78,9 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
     project = default_bake.project
     env = dict(
         project_env.environ(project),
-        PYTHONPATH=os.pathsep.join([str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]),
+        PYTHONPATH=os.pathsep.join(
+            [str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]
+        ),
     )
     done = subprocess.run(
         [
@@ -101,7 +103,9 @@ def test_the_labs_own_tests_pass_against_the_default_bake(
     env = dict(
         project_env.environ(project),
         LAB_PROJECT=str(project),
-        PYTHONPATH=os.pathsep.join([str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]),
+        PYTHONPATH=os.pathsep.join(
+            [str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]
+        ),
     )
     done = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"],

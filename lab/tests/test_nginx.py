@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lab.experiments import Front
-from lab.nginx import NginxConfigError, vary
+from lab.nginx import NginxConfigError, render, vary
 
 if TYPE_CHECKING:
     from lab.project import Project
@@ -22,11 +22,13 @@ SOCKET = Path("/srv/bench-x/gunicorn.sock")  # never created: the config is only
 def rendered(project: Project, tmp_path_factory: pytest.TempPathFactory) -> str:
     """deploy/nginx.conf rendered by the project's stack, as `make serve` renders it."""
     run_dir = tmp_path_factory.mktemp("run")
-    environ = {"RUN_DIR": str(run_dir), "NGINX_CONF": str(project.nginx_conf)}
-    settings = importlib.import_module(f"{project.stack}.settings").load(environ)
-    runner = importlib.import_module(f"{project.stack}.runner")
-    conf: Path = runner.write_nginx_conf(settings, SOCKET)
-    return conf.read_text(encoding="utf-8")
+    environ = {
+        "RUN_DIR": str(run_dir),
+        "NGINX_CONF": str(project.nginx_conf),
+        "GUNICORN_SOCKET": str(SOCKET),
+        "PATH": os.environ.get("PATH", os.defpath),
+    }
+    return render(project, environ).read_text(encoding="utf-8")
 
 
 def changed_lines(before: str, after: str) -> set[str]:

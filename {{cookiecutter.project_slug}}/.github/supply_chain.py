@@ -111,9 +111,18 @@ def audit() -> int:
         print(notice)  # noqa: T201 - a report for the terminal
         audited = [str(ROOT)]
     # --strict: a pin the database does not know fails the audit instead of passing it.
-    command = [str(pip_audit), *audited, "--strict", "--vulnerability-service", "pypi",
-               "--progress-spinner", "off", "--aliases", "on",
-               *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted)]  # fmt: skip
+    command = [
+        str(pip_audit),
+        *audited,
+        "--strict",
+        "--vulnerability-service",
+        "pypi",
+        "--progress-spinner",
+        "off",
+        "--aliases",
+        "on",
+        *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted),
+    ]
     return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
 
 
@@ -147,9 +156,18 @@ def component(kind: str, name: str, version: str, qualifiers: str = "") -> dict[
 def sbom(engine: str, image: str, output: Path) -> int:
     image_id = engine_json(engine, "image", "inspect", image)[0]["Id"]
     found = engine_json(
-        engine, "run", "--rm", "--network=none", "--read-only", "--cap-drop=ALL",
-        "--entrypoint", "python", image, "-c", INSPECT,
-    )  # fmt: skip
+        engine,
+        "run",
+        "--rm",
+        "--network=none",
+        "--read-only",
+        "--cap-drop=ALL",
+        "--entrypoint",
+        "python",
+        image,
+        "-c",
+        INSPECT,
+    )
     os_id = found["os"]["ID"]
     distro = f"{os_id}-{found['os'].get('VERSION_ID', 'unstable')}"
     components = []
@@ -171,19 +189,24 @@ def sbom(engine: str, image: str, output: Path) -> int:
         raise RefusalError(f"{image} does not hold requirements.lock's versions (rebuild): {stale}")
     components += [component("pypi", name, version) for name, version in python.items()]
     bom = {
-        "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "version": 1,
         "serialNumber": f"urn:uuid:{uuid.uuid4()}",
         "metadata": {
             "timestamp": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
             "tools": {"components": [{"type": "application", "name": ".github/supply_chain.py"}]},
             "component": {
-                "type": "container", "bom-ref": image, "name": image, "version": image_id,
+                "type": "container",
+                "bom-ref": image,
+                "name": image,
+                "version": image_id,
                 "description": f"{found['os'].get('PRETTY_NAME', distro)}; Python packages"
                 + (" pinned by requirements.lock" if locked else " (no requirements.lock)"),
             },
         },
         "components": components,
-    }  # fmt: skip
+    }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(bom, indent=2) + "\n", encoding="utf-8")
     summary = f"{len(found['debian'])} Debian and {len(python)} Python packages (CycloneDX 1.6)"

@@ -70,9 +70,16 @@ class PostgresServer:
         env["PGPASSWORD"] = self.password
         uid, gid = self.ids or (None, None)  # as root: that user, none of root's groups
         done = subprocess.run(
-            [str(self.bindir / program), *args], capture_output=True, text=True, check=False,
-            timeout=120, env=env, user=uid, group=gid, extra_groups=None if uid is None else [],
-        )  # fmt: skip
+            [str(self.bindir / program), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            env=env,
+            user=uid,
+            group=gid,
+            extra_groups=None if uid is None else [],
+        )
         if done.returncode != 0:
             log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise ServerError(f"{program} failed ({done.returncode}): {done.stderr.strip()} {log}")
@@ -86,18 +93,34 @@ class PostgresServer:
             for path in (self.root, password_file):
                 os.chown(path, *self.ids)
         self._run(
-            "initdb", "--pgdata", str(self.data), "--username", USER, f"--pwfile={password_file}",
-            "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync",
-        )  # fmt: skip
+            "initdb",
+            "--pgdata",
+            str(self.data),
+            "--username",
+            USER,
+            f"--pwfile={password_file}",
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
         password_file.unlink()
 
     def start(self) -> None:
         """Start the server on 127.0.0.1:port (its unix socket in the cluster directory)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 {FAST_SETTINGS}"
         self._run(
-            "pg_ctl", "start", "--wait", "--timeout=60", "--pgdata", str(self.data),
-            "--log", str(self.log), "-o", f"{options} -c unix_socket_directories={self.root}",
-        )  # fmt: skip
+            "pg_ctl",
+            "start",
+            "--wait",
+            "--timeout=60",
+            "--pgdata",
+            str(self.data),
+            "--log",
+            str(self.log),
+            "-o",
+            f"{options} -c unix_socket_directories={self.root}",
+        )
 
     def create_database(self, template: str, name: str = "") -> str:
         """A new database (a random name unless named), a file copy of ``template``; its URL."""

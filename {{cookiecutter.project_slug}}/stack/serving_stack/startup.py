@@ -72,9 +72,16 @@ def serve(settings: StackSettings) -> int:
         log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
         return 1
     # With the timeouts derived from the app's deadline, in seconds.
-    log("info", "rendered nginx config", config=str(conf), app_deadline=settings.app_deadline,
-        nginx_proxy_timeout=settings.proxy_timeout, nginx_drain=settings.nginx_drain,
-        graceful_timeout=settings.graceful_timeout, stop_needs=settings.stop_budget)  # fmt: skip
+    log(
+        "info",
+        "rendered nginx config",
+        config=str(conf),
+        app_deadline=settings.app_deadline,
+        nginx_proxy_timeout=settings.proxy_timeout,
+        nginx_drain=settings.nginx_drain,
+        graceful_timeout=settings.graceful_timeout,
+        stop_needs=settings.stop_budget,
+    )
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
     return Stack(settings, nginx_globals).run()
 

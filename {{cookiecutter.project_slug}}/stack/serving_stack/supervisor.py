@@ -167,9 +167,13 @@ class Stack:
         arm = functools.partial(_die_with_parent, os.getpid())
         try:
             process = subprocess.Popen(
-                command, env=dict(env), stdout=stdout, stderr=stderr, process_group=0,
+                command,
+                env=dict(env),
+                stdout=stdout,
+                stderr=stderr,
+                process_group=0,
                 preexec_fn=arm,  # noqa: PLW1509 - one thread here
-            )  # fmt: skip
+            )
         finally:  # the child holds the write ends now: the relay ends with the child
             for end in (stdout, stderr):
                 if end is not None:
@@ -247,8 +251,12 @@ class Stack:
             self.children.pop(child.pid, None)
             self.metrics, self.metrics_due = None, now + delay
             self.metrics_failures += 1
-            log("warning", "restarting the metrics listener", after_seconds=delay,
-                exit_code=child.status)  # fmt: skip
+            log(
+                "warning",
+                "restarting the metrics listener",
+                after_seconds=delay,
+                exit_code=child.status,
+            )
         elif self.metrics_due is not None and now >= self.metrics_due:
             self.metrics_due = None
             try:

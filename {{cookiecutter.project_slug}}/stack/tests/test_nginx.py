@@ -38,22 +38,47 @@ EDGE = {
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
-        ({}, ["proxy_read_timeout 35s;", "keepalive_timeout 60s;", "keepalive_time 5s;",
-              "access_log /dev/stdout json buffer=4k flush=1s;",
-              "listen 0.0.0.0:8080 backlog=4096;",
-              "zone=client_rate:10m rate=100r/s;",
-              "limit_req zone=client_rate burst=600 delay=200;",
-              "limit_conn client_requests 128;"]),
-        (BEHIND_A_LOAD_BALANCER, ["proxy_read_timeout 35500ms;", "access_log off;",
-              "worker_shutdown_timeout 40500ms;", "set_real_ip_from 2001:db8::/32;",
-              "listen [::]:8080 backlog=4096;", '"~." 1;', "# RATE_LIMIT=0:",
-              "# CONNECTIONS_PER_CLIENT=0:", "\nworker_processes 3;"]),
-        (EDGE, ["rate=5r/s;", "limit_req zone=client_rate burst=20;", "limit_req_dry_run on;",
-              "limit_conn client_requests 2;", '":https://app.example.com" "https://app.example.com";',
-              '":http://[::1]:5173" "http://[::1]:5173";']),
+        (
+            {},
+            [
+                "proxy_read_timeout 35s;",
+                "keepalive_timeout 60s;",
+                "keepalive_time 5s;",
+                "access_log /dev/stdout json buffer=4k flush=1s;",
+                "listen 0.0.0.0:8080 backlog=4096;",
+                "zone=client_rate:10m rate=100r/s;",
+                "limit_req zone=client_rate burst=600 delay=200;",
+                "limit_conn client_requests 128;",
+            ],
+        ),
+        (
+            BEHIND_A_LOAD_BALANCER,
+            [
+                "proxy_read_timeout 35500ms;",
+                "access_log off;",
+                "worker_shutdown_timeout 40500ms;",
+                "set_real_ip_from 2001:db8::/32;",
+                "listen [::]:8080 backlog=4096;",
+                '"~." 1;',
+                "# RATE_LIMIT=0:",
+                "# CONNECTIONS_PER_CLIENT=0:",
+                "\nworker_processes 3;",
+            ],
+        ),
+        (
+            EDGE,
+            [
+                "rate=5r/s;",
+                "limit_req zone=client_rate burst=20;",
+                "limit_req_dry_run on;",
+                "limit_conn client_requests 2;",
+                '":https://app.example.com" "https://app.example.com";',
+                '":http://[::1]:5173" "http://[::1]:5173";',
+            ],
+        ),
     ],
     ids=["defaults", "behind", "edge"],
-)  # fmt: skip
+)
 def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
     tmp_path: Path, environ: dict[str, str], expected: list[str]
 ) -> None:
@@ -104,7 +129,7 @@ ROOT, CHILD = "0::/\n", "0::/child\n"  # /proc/self/cgroup: the root's cgroup, o
         ({}, "4:cpu,cpuacct:/\n", None, 2),
     ],
     ids=["v2 none", "v2", "v2 nested", "v2 parent", "v2 over affinity", "v1", "no controller"],
-)  # fmt: skip
+)
 def test_cgroup_cpu_limit_sizes_nginx_auto(
     tmp_path: Path, files: dict[str, str], membership: str, limit: float | None, workers: int
 ) -> None:

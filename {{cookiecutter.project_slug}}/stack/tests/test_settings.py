@@ -31,10 +31,20 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("METRICS_PORT", "9100", 9100, "1", "65536"),
     ("LISTEN_ADDRESS", "::1", "::1", "::", "localhost"),
     ("RUN_DIR", "/srv/run", Path("/srv/run"), "/run/app-2_x.y", "/run/a b"),
-    ("TRUSTED_PROXIES", "10.0.0.0/8, 2001:db8::/32",
-     ("10.0.0.0/8", "2001:db8::/32"), "203.0.113.7", "10.0.0.0/8; include /etc/passwd"),
-    ("ALLOWED_HOSTS", ".example.com API.test", (".example.com", "api.test"),
-     f"{'a' * 63}.b", "exa_mple.com"),
+    (
+        "TRUSTED_PROXIES",
+        "10.0.0.0/8, 2001:db8::/32",
+        ("10.0.0.0/8", "2001:db8::/32"),
+        "203.0.113.7",
+        "10.0.0.0/8; include /etc/passwd",
+    ),
+    (
+        "ALLOWED_HOSTS",
+        ".example.com API.test",
+        (".example.com", "api.test"),
+        f"{'a' * 63}.b",
+        "exa_mple.com",
+    ),
     ("NGINX_ACCESS_LOG", "off", False, "1", "maybe"),
     ("NGINX_WORKER_PROCESSES", "3", "3", "9999", "4; user root"),
     ("NGINX_BIN", "/opt/nginx", "/opt/nginx", "nginx", "nginx -g x"),
@@ -48,8 +58,13 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("RATE_LIMIT_QUEUE_SECONDS", "0", 0, "60", "61"),
     ("RATE_LIMIT_DRY_RUN", "on", True, "off", "dry"),
     ("CONNECTIONS_PER_CLIENT", "0", 0, "65535", "65536"),
-    (APP_CORS_NAME, "https://a.example, http://[::1]:5173",
-     ("https://a.example", "http://[::1]:5173"), "http://localhost:5173", "https://a.example/"),
+    (
+        APP_CORS_NAME,
+        "https://a.example, http://[::1]:5173",
+        ("https://a.example", "http://[::1]:5173"),
+        "http://localhost:5173",
+        "https://a.example/",
+    ),
     (APP_DEADLINE_NAME, "45.5", 45.5, "3600", "3601"),
     ("GRACEFUL_TIMEOUT", "45", 45.0, "3600", "nan"),
     ("GUNICORN_TIMEOUT", "120", 120.0, "86400", "inf"),
@@ -70,7 +85,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("ACCESS_LOG", "yes", True, "false", "/var/log/x"),
     ("PROMETHEUS_MULTIPROC_DIR", "/srv/m", Path("/srv/m"), "m", "/run/a;b"),
     ("WORKER_TMP_DIR", "/tmp/x", "/tmp/x", "/dev/shm", "/tmp/a b"),  # noqa: S108
-]  # fmt: skip
+]
 
 
 def test_every_variable_has_a_case() -> None:

@@ -63,10 +63,15 @@ def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> N
 
 @pytest.mark.parametrize(
     ("path", "status"),
-    [*((f"/items/{item_id}", 404) for item_id in ["999", "0", "-1", str(BIGINT_MAX + 1)]),
-     (f"/items?offset={BIGINT_MAX}", 200), (f"/items?offset={BIGINT_MAX + 1}", 422),
-     ("/items?offset=-1", 422), ("/items?limit=0", 422), ("/items?limit=101", 422)],
-)  # fmt: skip
+    [
+        *((f"/items/{item_id}", 404) for item_id in ["999", "0", "-1", str(BIGINT_MAX + 1)]),
+        (f"/items?offset={BIGINT_MAX}", 200),
+        (f"/items?offset={BIGINT_MAX + 1}", 422),
+        ("/items?offset=-1", 422),
+        ("/items?limit=0", 422),
+        ("/items?limit=101", 422),
+    ],
+)
 def test_ids_and_pages_out_of_range(client: TestClient, path: str, status: int) -> None:
     """Ids outside the table are a JSON 404, offsets past BIGINT or bad limits a 422."""
     response = client.get(path)
@@ -78,11 +83,15 @@ def test_ids_and_pages_out_of_range(client: TestClient, path: str, status: int) 
 
 @pytest.mark.parametrize(
     "body",
-    [json.dumps({**NEW, "name": "nul\u0000byte"}), json.dumps({**NEW, "tags": ["ok", "t\u0000"]}),
-     '{"name": "\\ud800 lone surrogate", "price_cents": 1}',
-     json.dumps({**NEW, "price_cents": 2**63}), json.dumps({**NEW, "id": 7})],
+    [
+        json.dumps({**NEW, "name": "nul\u0000byte"}),
+        json.dumps({**NEW, "tags": ["ok", "t\u0000"]}),
+        '{"name": "\\ud800 lone surrogate", "price_cents": 1}',
+        json.dumps({**NEW, "price_cents": 2**63}),
+        json.dumps({**NEW, "id": 7}),
+    ],
     ids=["nul", "nul-tag", "surrogate", "huge", "own-id"],
-)  # fmt: skip
+)
 def test_unstorable_bodies_are_422_and_store_nothing(
     client: TestClient, url: str, body: str
 ) -> None:
@@ -99,9 +108,11 @@ def test_the_engine_applies_its_settings_and_only_unavailability_is_a_503(url: s
     PostgreSQL the statement timeout, cancelling past it (SQLSTATE 57014: unavailable); a
     constraint violation is no unavailability."""
     settings = Settings(
-        database_url=SecretStr(url), workers=3, database_max_connections=14,
+        database_url=SecretStr(url),
+        workers=3,
+        database_max_connections=14,
         database_statement_timeout_seconds=0.2,
-    )  # fmt: skip
+    )
     pool = create_engine(settings).sync_engine.pool
     assert (pool.size(), pool._max_overflow) == (4, 0)  # type: ignore[attr-defined]
     assert fetch(lambda: create_engine(settings), "SHOW statement_timeout") == [("200ms",)]
@@ -123,8 +134,11 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
 
     async def lose(step: str, db: Session) -> object:
         """The items API's own session, its connection lost after a query."""
-        done = await (queries.create_item(NewItem(name="kept", price_cents=1), db)
-                      if step == "create" else queries.list_items(db))  # fmt: skip
+        done = await (
+            queries.create_item(NewItem(name="kept", price_cents=1), db)
+            if step == "create"
+            else queries.list_items(db)
+        )
         assert await asyncio.to_thread(fetch, url, terminate, name=APPLICATION_NAME) == [(True,)]
         return await queries.list_items(db) if step == "then-read" else done
 

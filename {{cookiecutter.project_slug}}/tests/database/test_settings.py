@@ -15,10 +15,14 @@ TIMEOUTS = [f"{ENV_PREFIX}DATABASE_{kind}_TIMEOUT_SECONDS" for kind in ("STATEME
 
 @pytest.mark.parametrize(
     "url",
-    [REAL, REAL.replace("postgresql+asyncpg", "postgres"), REAL.replace("+asyncpg", ""),
-     "postgresql://app@db/app",  # no password: asyncpg takes PGPASSWORD, ~/.pgpass, peer
-     "postgresql+asyncpg://svc:Zt8-kq2V93xLm0@db.internal:65535/items"],
-)  # fmt: skip
+    [
+        REAL,
+        REAL.replace("postgresql+asyncpg", "postgres"),
+        REAL.replace("+asyncpg", ""),
+        "postgresql://app@db/app",  # no password: asyncpg takes PGPASSWORD, ~/.pgpass, peer
+        "postgresql+asyncpg://svc:Zt8-kq2V93xLm0@db.internal:65535/items",
+    ],
+)
 def test_a_postgresql_url_is_read_as_a_secret_for_asyncpg(
     monkeypatch: pytest.MonkeyPatch, url: str
 ) -> None:
@@ -35,20 +39,45 @@ def test_a_postgresql_url_is_read_as_a_secret_for_asyncpg(
 
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
-    [("DATABASE_URL", "", "DATABASE_URL is not set"), ("DATABASE_URL", "  ", "is not set"),
-     ("DATABASE_URL", "mysql://u:p@h/d", "DATABASE_URL must start with postgresql"),
-     ("DATABASE_URL", "sqlite:///items.db", "DATABASE_URL must start with postgresql"),
-     *(("DATABASE_URL", f"postgresql://app:s3cret-9f3@db:{port}/items", "has a port that is not")
-       for port in ["no-port", "99999", "-1"]),
-     *(("DATABASE_URL", f"postgresql://{credentials}@db:5432/app", "has a placeholder password")
-       for credentials in ["app:changeme", "postgres:postgres", "app:", "u:CHANGE_ME"]),
-     # At or past the deadline, a timeout would come after the app's own 504.
-     *((timeout, value, message) for timeout in TIMEOUTS for value, message in [
-         ("30", f"{timeout}=30 must be below {DEADLINE}"), ("45.5", "=45.5 must be below"),
-         ("0", "Input should be"), ("-1", "Input should be"), ("soon", "Input should be")]),
-     (BUDGET, "3", f"{BUDGET}=3 is below the worker count (4)"), (BUDGET, "0", "Input should be"),
-     (BUDGET, "10001", "Input should be"), (BUDGET, "many", "Input should be")],
-)  # fmt: skip
+    [
+        ("DATABASE_URL", "", "DATABASE_URL is not set"),
+        ("DATABASE_URL", "  ", "is not set"),
+        ("DATABASE_URL", "mysql://u:p@h/d", "DATABASE_URL must start with postgresql"),
+        ("DATABASE_URL", "sqlite:///items.db", "DATABASE_URL must start with postgresql"),
+        *(
+            (
+                "DATABASE_URL",
+                f"postgresql://app:s3cret-9f3@db:{port}/items",
+                "has a port that is not",
+            )
+            for port in ["no-port", "99999", "-1"]
+        ),
+        *(
+            (
+                "DATABASE_URL",
+                f"postgresql://{credentials}@db:5432/app",
+                "has a placeholder password",
+            )
+            for credentials in ["app:changeme", "postgres:postgres", "app:", "u:CHANGE_ME"]
+        ),
+        # At or past the deadline, a timeout would come after the app's own 504.
+        *(
+            (timeout, value, message)
+            for timeout in TIMEOUTS
+            for value, message in [
+                ("30", f"{timeout}=30 must be below {DEADLINE}"),
+                ("45.5", "=45.5 must be below"),
+                ("0", "Input should be"),
+                ("-1", "Input should be"),
+                ("soon", "Input should be"),
+            ]
+        ),
+        (BUDGET, "3", f"{BUDGET}=3 is below the worker count (4)"),
+        (BUDGET, "0", "Input should be"),
+        (BUDGET, "10001", "Input should be"),
+        (BUDGET, "many", "Input should be"),
+    ],
+)
 def test_a_wrong_database_setting_is_refused_naming_it(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
 ) -> None:

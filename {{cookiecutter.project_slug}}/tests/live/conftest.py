@@ -141,8 +141,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         # stack read .env there; there is none, so a developer's own changes nothing here.
         process = subprocess.Popen(
             [sys.executable, "-m", "serving_stack"],
-            cwd=HERE, env=environment, stdout=output, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=HERE,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     try:
         # The metrics listener starts last: every process is up once it answers.
         wait_for(

@@ -35,11 +35,20 @@ ClientFor = Callable[[ASGIApp], TestClient]
 def http_scope(path: str = "/", *, headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
     """A GET scope as uvicorn builds it, from a TCP client."""
     return {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": headers or [], "client": ("203.0.113.7", 50000),
-        "server": ("127.0.0.1", 8000), "state": {},
-    }  # fmt: skip
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers or [],
+        "client": ("203.0.113.7", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
 
 
 async def call(app: ASGIApp, scope: Scope, sent: list[Message] | None = None) -> list[Message]:

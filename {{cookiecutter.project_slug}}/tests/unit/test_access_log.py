@@ -27,8 +27,14 @@ def test_one_line_per_request_with_the_contracts_fields(json_lines: JsonLines) -
     sent = asyncio.run(call(app, {**http_scope("/items/7"), "query_string": b"token=s3cret"}))
     [line] = json_lines.from_logger(LOGGER)
     assert list(line)[3:] == [
-        "message", "request_id", "method", "path", "status", "duration_ms", "client",
-    ]  # fmt: skip
+        "message",
+        "request_id",
+        "method",
+        "path",
+        "status",
+        "duration_ms",
+        "client",
+    ]
     assert (line["level"], line["client"]) == ("info", "203.0.113.7")
     assert line["message"] == "GET /items/7 200"
     assert str(line["request_id"]).encode() == header(sent[0], b"x-request-id")

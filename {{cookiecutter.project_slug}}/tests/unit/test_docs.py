@@ -16,9 +16,13 @@ from .conftest import ClientFor
 
 @pytest.mark.parametrize(
     ("chosen", "on"),
-    [({}, False), ({"environment": "development"}, True), ({"api_docs": True}, True),
-     ({"environment": "development", "api_docs": False}, False)],
-)  # fmt: skip
+    [
+        ({}, False),
+        ({"environment": "development"}, True),
+        ({"api_docs": True}, True),
+        ({"environment": "development", "api_docs": False}, False),
+    ],
+)
 def test_the_docs_follow_the_environment_and_the_index_links_what_answers(
     client_for: ClientFor, chosen: dict[str, object], *, on: bool
 ) -> None:

@@ -53,16 +53,20 @@ def test_readyz_names_the_failing_required_check_and_livez_stays_up(
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json() == {
-        **ready_body, "failing": ["shared"], "checks": {**BUILT_IN, "shared": "error"},
-    }  # fmt: skip
+        **ready_body,
+        "failing": ["shared"],
+        "checks": {**BUILT_IN, "shared": "error"},
+    }
     app.state.readiness.add("db", ready)
     app.state.readiness.add("cache", not_ready)
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {
-        "status": "not ready", "failing": ["shared", "cache"], "required": ["db", "cache"],
+        "status": "not ready",
+        "failing": ["shared", "cache"],
+        "required": ["db", "cache"],
         "checks": {**BUILT_IN, "shared": "error", "db": "ok", "cache": "failed"},
-    }  # fmt: skip
+    }
     assert client.get("/livez").json() == {"status": "ok"}
     assert set(app.openapi()["paths"]["/readyz"]["get"]["responses"]) >= {"200", "503"}
 
@@ -105,9 +109,16 @@ def test_a_failing_check_logs_one_line_per_change_and_its_traceback_at_debug(
     lines = json_lines.from_logger("{{ cookiecutter.package_name }}.api.health.readiness")
     failing, recovered = [line for line in lines if line["level"] != "debug"]
     assert (recovered["level"], recovered["message"]) == ("info", "readiness check recovered")
-    assert failing.items() >= {
-        "level": "warning", "message": "readiness check failing", "check": "database",
-        "outcome": "error", "required": False, "reason": "ConnectionError: refused by the server",
-    }.items()  # fmt: skip
+    assert (
+        failing.items()
+        >= {
+            "level": "warning",
+            "message": "readiness check failing",
+            "check": "database",
+            "outcome": "error",
+            "required": False,
+            "reason": "ConnectionError: refused by the server",
+        }.items()
+    )
     assert "exception" not in failing
     assert [line["level"] for line in lines if "exception" in line] == ["debug"] * 5

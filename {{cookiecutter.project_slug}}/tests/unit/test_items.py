@@ -21,10 +21,13 @@ def b64(raw: bytes) -> str:
 
 @pytest.mark.parametrize(
     "item",
-    [NEW, {**NEW, "price_cents": 31.0},  # 31.0 is an integer to JSON Schema, as it promises
-     {"name": "\u0001" * 100, "price_cents": 100_000_000, "tags": ["\u0002" * 30] * 10}],
+    [
+        NEW,
+        {**NEW, "price_cents": 31.0},  # 31.0 is an integer to JSON Schema, as it promises
+        {"name": "\u0001" * 100, "price_cents": 100_000_000, "tags": ["\u0002" * 30] * 10},
+    ],
     ids=["plain", "integral float", "largest"],
-)  # fmt: skip
+)
 def test_a_created_item_reads_back_from_any_worker(
     client: TestClient, client_for: ClientFor, item: dict[str, object]
 ) -> None:
@@ -40,14 +43,24 @@ def test_a_created_item_reads_back_from_any_worker(
 
 @pytest.mark.parametrize(
     ("item_id", "status"),
-    [*((item_id, 404) for item_id in [
-        "999", "AAAA", "A", b64(b"not json"), b64(b'{"name": "", "price_cents": 1}'),
-        b64(b'{"name": "x", "price_cents": 1, "admin": true}'),
-        b64(b"[" * 5000 + b"]" * 5000)[:MAX_ID_LENGTH],
-        # A valid item, but spelled with padding and spaces: not its canonical id.
-        b64(b'{"name": "lamp", "price_cents": 1999, "tags": []}')]),
-     *((item_id, 422) for item_id in ["A" * (MAX_ID_LENGTH + 1), "not base64 !", "été", "a+b"])],
-)  # fmt: skip
+    [
+        *(
+            (item_id, 404)
+            for item_id in [
+                "999",
+                "AAAA",
+                "A",
+                b64(b"not json"),
+                b64(b'{"name": "", "price_cents": 1}'),
+                b64(b'{"name": "x", "price_cents": 1, "admin": true}'),
+                b64(b"[" * 5000 + b"]" * 5000)[:MAX_ID_LENGTH],
+                # A valid item, but spelled with padding and spaces: not its canonical id.
+                b64(b'{"name": "lamp", "price_cents": 1999, "tags": []}'),
+            ]
+        ),
+        *((item_id, 422) for item_id in ["A" * (MAX_ID_LENGTH + 1), "not base64 !", "été", "a+b"]),
+    ],
+)
 def test_ids_that_name_no_item_are_404_and_non_ids_422(
     client: TestClient, item_id: str, status: int
 ) -> None:
@@ -62,10 +75,18 @@ def test_ids_that_name_no_item_are_404_and_non_ids_422(
 
 @pytest.mark.parametrize(
     "body",
-    [{**NEW, "price_cents": -1}, {**NEW, "name": ""}, {**NEW, "colour": "red"},
-     {**NEW, "price_cents": False}, {**NEW, "price_cents": "12"}, {**NEW, "price_cents": 1.5},
-     {**NEW, "tags": "home"}, {**NEW, "tags": ["x"] * 11}, {"name": "no price"}],
-)  # fmt: skip
+    [
+        {**NEW, "price_cents": -1},
+        {**NEW, "name": ""},
+        {**NEW, "colour": "red"},
+        {**NEW, "price_cents": False},
+        {**NEW, "price_cents": "12"},
+        {**NEW, "price_cents": 1.5},
+        {**NEW, "tags": "home"},
+        {**NEW, "tags": ["x"] * 11},
+        {"name": "no price"},
+    ],
+)
 def test_invalid_items_are_422(client: TestClient, body: dict[str, object]) -> None:
     """Negative or fractional prices, empty names, unknown keys, loose types: refused."""
     assert client.post("/items", json=body).status_code == 422

@@ -43,10 +43,13 @@ def test_labels_are_bounded_and_name_what_the_client_got(app: FastAPI, client: T
     for method in ("FROB", "X" * 300, "PATCH"):
         client.request(method, "/livez")
     assert counts(app.state.metrics.registry) == {
-        ("GET", "/items/{item_id}", "404"): 2, ("GET", "/items/{item_id}", "422"): 1,
-        ("GET", "/boom", "500"): 1, ("GET", "unmatched", "404"): 301,
-        ("_OTHER", "/livez", "405"): 2, ("PATCH", "/livez", "405"): 1,
-    }  # fmt: skip
+        ("GET", "/items/{item_id}", "404"): 2,
+        ("GET", "/items/{item_id}", "422"): 1,
+        ("GET", "/boom", "500"): 1,
+        ("GET", "unmatched", "404"): 301,
+        ("_OTHER", "/livez", "405"): 2,
+        ("PATCH", "/livez", "405"): 1,
+    }
 
 
 def test_the_deadline_setting_is_the_last_bucket_and_metrics_can_be_turned_off() -> None:
@@ -85,5 +88,6 @@ def test_in_flight_rises_and_falls_and_other_scopes_pass_uncounted() -> None:
     asyncio.run(call(app, {"type": "lifespan"}))
     assert seen == [1.0, 1.0, 0.0]
     assert counts(metrics.registry) == {
-        ("GET", "unmatched", "200"): 1, ("GET", "unmatched", "500"): 1,
-    }  # fmt: skip
+        ("GET", "unmatched", "200"): 1,
+        ("GET", "unmatched", "500"): 1,
+    }

@@ -14,10 +14,20 @@ from .conftest import call, header, http_scope, ok_app
 
 @pytest.mark.parametrize(
     ("incoming", "kept"),
-    [(b"0123456789abcdef0123456789abcdef", True), (b"3f2c7c1e-9c1a-4e8b-a1d2-7d1f1a2b3c4d", True),
-     (b"a.b_c-D", True), (None, False), (b"", False), (b"a" * 129, False), (b"has space", False),
-     (b'quote"', False), (b"new\nline", False), (b"caf\xc3\xa9", False), (b"semi;colon", False)],
-)  # fmt: skip
+    [
+        (b"0123456789abcdef0123456789abcdef", True),
+        (b"3f2c7c1e-9c1a-4e8b-a1d2-7d1f1a2b3c4d", True),
+        (b"a.b_c-D", True),
+        (None, False),
+        (b"", False),
+        (b"a" * 129, False),
+        (b"has space", False),
+        (b'quote"', False),
+        (b"new\nline", False),
+        (b"caf\xc3\xa9", False),
+        (b"semi;colon", False),
+    ],
+)
 def test_well_formed_ids_are_kept_and_others_replaced(
     incoming: bytes | None, *, kept: bool
 ) -> None:

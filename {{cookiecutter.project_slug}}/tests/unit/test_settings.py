@@ -19,31 +19,56 @@ def test_the_defaults_are_a_safe_production() -> None:
     """Nothing set: production, no debug, docs, CORS or app access log; metrics on; 30 s."""
     assert Settings.__module__.split(".")[0].upper() + "_" == ENV_PREFIX
     defaults = {
-        "environment": "production", "debug": False, "log_level": "info",
-        "request_timeout_seconds": 30.0, "access_log": False, "metrics": True,
-        "api_docs": False, "cors_origins": (),
-    }  # fmt: skip
+        "environment": "production",
+        "debug": False,
+        "log_level": "info",
+        "request_timeout_seconds": 30.0,
+        "access_log": False,
+        "metrics": True,
+        "api_docs": False,
+        "cors_origins": (),
+    }
     assert Settings().model_dump(include=set(defaults)) == defaults
 
 
 # (field, value of its variable, the value read): a non-default and the boundaries.
 ACCEPTED = [
-    ("environment", "development", "development"), ("log_level", "WARNING", "warning"),
-    ("request_timeout_seconds", "2.5", 2.5), ("request_timeout_seconds", "3600", 3600.0),
-    ("access_log", "true", True), ("metrics", "false", False), ("api_docs", "1", True),
-    ("cors_origins", "https://app.example.com, http://localhost:5173",
-     ("https://app.example.com", "http://localhost:5173")),
+    ("environment", "development", "development"),
+    ("log_level", "WARNING", "warning"),
+    ("request_timeout_seconds", "2.5", 2.5),
+    ("request_timeout_seconds", "3600", 3600.0),
+    ("access_log", "true", True),
+    ("metrics", "false", False),
+    ("api_docs", "1", True),
+    (
+        "cors_origins",
+        "https://app.example.com, http://localhost:5173",
+        ("https://app.example.com", "http://localhost:5173"),
+    ),
     ("cors_origins", " , ", ()),
-]  # fmt: skip
+]
 REFUSED = [
-    ("environment", "staging"), ("debug", "true"), ("debug", "maybe"), ("log_level", "verbose"),
-    ("request_timeout_seconds", "0"), ("request_timeout_seconds", "3600.5"),
-    ("request_timeout_seconds", "soon"), ("access_log", "maybe"), ("metrics", "maybe"),
+    ("environment", "staging"),
+    ("debug", "true"),
+    ("debug", "maybe"),
+    ("log_level", "verbose"),
+    ("request_timeout_seconds", "0"),
+    ("request_timeout_seconds", "3600.5"),
+    ("request_timeout_seconds", "soon"),
+    ("access_log", "maybe"),
+    ("metrics", "maybe"),
     ("api_docs", "maybe"),
-    *(("cors_origins", origin) for origin in [
-        "*", "https://app.example.com/", "app.example.com", "ftp://x.example", "https://u:p@x.io",
-    ]),
-]  # fmt: skip
+    *(
+        ("cors_origins", origin)
+        for origin in [
+            "*",
+            "https://app.example.com/",
+            "app.example.com",
+            "ftp://x.example",
+            "https://u:p@x.io",
+        ]
+    ),
+]
 
 
 @pytest.mark.parametrize(("field", "value", "expected"), ACCEPTED)

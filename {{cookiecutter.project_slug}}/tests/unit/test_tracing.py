@@ -17,11 +17,15 @@ from .conftest import ClientFor, JsonLines
 
 @pytest.mark.parametrize(
     ("env", "on"),
-    [({}, False), ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
-     ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
-     ({"OTEL_EXPORTER_OTLP_ENDPOINT": "   "}, False), ({"OTEL_SERVICE_NAME": "svc"}, False),
-     ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "TRUE"}, False)],
-)  # fmt: skip
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "   "}, False),
+        ({"OTEL_SERVICE_NAME": "svc"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "TRUE"}, False),
+    ],
+)
 def test_only_an_otlp_endpoint_turns_tracing_on(env: dict[str, str], *, on: bool) -> None:
     """Tracing and export follow the standard variables; FastAPI's own metrics stay off."""
     config = telemetry_config(env)
