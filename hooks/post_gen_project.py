@@ -27,6 +27,11 @@ SERVICE_ONLY = (
     "tests/unit/test_settings.py", "tests/unit/test_docs.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
 )  # fmt: skip
+# layout=service: the Makefile fragment a repository adopting the stack alone includes.
+SERVING_ONLY = ("deploy/serving.mk",)
+# layout=serving-only: (from, to): what a repository copies lives in deploy/, beside nothing
+# of its own (its Dockerfile and compose.yaml, if any, stay untouched).
+SERVING_ONLY_MOVES = (("Dockerfile", "deploy/Dockerfile"), ("compose.yaml", "deploy/compose.yaml"))
 # database=postgresql only: whole files and directories (lines inside shared files are
 # switched by Jinja conditions where they are).
 DATABASE_ONLY = (
@@ -45,7 +50,8 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
     if context["layout"] == "serving-only":
         return [Path(path.format(package=package)) for path in (*SERVICE_ONLY, *DATABASE_ONLY)]
     database_paths = NO_DATABASE_ONLY if context["database"] != "none" else DATABASE_ONLY
-    paths = [Path(path.format(package=package)) for path in database_paths]
+    paths = [Path(path) for path in SERVING_ONLY]
+    paths += [Path(path.format(package=package)) for path in database_paths]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:
@@ -60,6 +66,9 @@ def main() -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    if CONTEXT["layout"] == "serving-only":
+        for source, target in SERVING_ONLY_MOVES:
+            shutil.move(source, target)
 
 
 if __name__ == "__main__":

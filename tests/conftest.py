@@ -60,6 +60,34 @@ def bake(output_dir: Path, **answers: str) -> Bake:
     return Bake(result.returncode, result.stderr, output_dir)
 
 
+def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
+    """The README's update command: the recorded answers as defaults, plus key=value changes."""
+    command = [
+        sys.executable,
+        "-m",
+        "cookiecutter",
+        "--no-input",
+        "--config-file",
+        str(project / ".cookiecutter-answers.json"),
+        "--output-dir",
+        str(output_dir),
+        str(TEMPLATE_DIR),
+        *changes,
+    ]
+    done = subprocess.run(command, cwd=output_dir.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (rendered,) = [p for p in output_dir.iterdir() if p.is_dir()]
+    return rendered
+
+
+def tree(project: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(project)): path.read_bytes()
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+    }
+
+
 @pytest.fixture(scope="session")
 def shared_tmp() -> Iterator[Path]:
     """A temporary directory other users may enter.

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, tree
 
 TOOLS = Path(sys.executable).parent
 WORKFLOW = Path(".github/workflows/ci.yml")
@@ -294,26 +294,6 @@ def recorded_answers(project: Path) -> dict[str, Any]:
     data = json.loads((project / ".cookiecutter-answers.json").read_text(encoding="utf-8"))
     answers: dict[str, Any] = data["default_context"]
     return answers
-
-
-def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
-    """The README's update command: the recorded answers as defaults, plus key=value changes."""
-    command = [
-        sys.executable, "-m", "cookiecutter", "--no-input",
-        "--config-file", str(project / ".cookiecutter-answers.json"),
-        "--output-dir", str(output_dir), str(TEMPLATE_DIR), *changes,
-    ]  # fmt: skip
-    run(*command, cwd=output_dir.parent)
-    (rendered,) = [p for p in output_dir.iterdir() if p.is_dir()]
-    return rendered
-
-
-def tree(project: Path) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(project)): path.read_bytes()
-        for path in sorted(project.rglob("*"))
-        if path.is_file()
-    }
 
 
 def test_recorded_answers_are_the_questions_only(default_bake: Bake) -> None:

@@ -19,6 +19,7 @@ from uvicorn_worker import UvicornWorker
 from .cpus import usable_cpus
 from .jsonlog import JsonFormatter
 from .metrics_files import ARCHIVE, prepare_worker
+from .response_guard import ResponseGuard
 from .settings import NO_APP_MODULE, WORKERS_EXPORT_NAME, SettingError, StackSettings, load
 
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
@@ -66,7 +67,10 @@ def workers() -> tuple[int, dict[str, Any]]:
 
 class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
     """UvicornWorker plus what it does not map: graceful_timeout (else uvicorn waits for open
-    connections until gunicorn kills it mid-response) and a concurrency cap (503 at once)."""
+    connections until gunicorn kills it mid-response) and a concurrency cap (503 at once); the
+    app served inside ResponseGuard."""
+
+    wsgi: Any  # gunicorn's name for the loaded app (ASGI here)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,6 +79,12 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
         graceful = min(stack.graceful_timeout, float(self.cfg.graceful_timeout))
         self.config.timeout_graceful_shutdown = graceful
         self.config.limit_concurrency = stack.limit_concurrency or None
+
+    def load_wsgi(self) -> None:
+        """The app, inside ResponseGuard: an error after its response never costs another
+        request a 502 (response_guard.py)."""
+        super().load_wsgi()
+        self.wsgi = ResponseGuard(self.wsgi)
 
 
 class OperatorFilter(logging.Filter):

@@ -94,7 +94,7 @@ def test_a_root_start_is_refused_unless_serve_as_root(
     """As root the stack refuses in one line naming the way out; SERVE_AS_ROOT=on serves as
     root, nginx's workers included (they must reach the 0660 socket)."""
     settings = load({"SERVE_AS_ROOT": serve_as_root})
-    monkeypatch.setattr(startup.os, "geteuid", lambda: 0)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
 
     if nginx_user is None:
         with pytest.raises(ServeError, match=r"^started as root: run as an unprivileged user"):

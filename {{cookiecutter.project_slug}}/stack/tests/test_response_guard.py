@@ -1,0 +1,75 @@
+"""ResponseGuard, called as plain ASGI: an error after a whole response is logged and kept
+from uvicorn; before or during a response it goes on to uvicorn, which answers or cuts."""
+
+import asyncio
+import logging
+from collections.abc import MutableMapping
+from typing import Any
+
+import pytest
+
+from serving_stack.response_guard import ResponseGuard
+
+Message = MutableMapping[str, Any]
+
+
+def run(app: Any, scope_type: str = "http") -> list[Message]:
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(ResponseGuard(app)({"type": scope_type}, receive, send))
+    return sent
+
+
+def failing_app(*messages: Message) -> Any:
+    async def app(_scope: Any, _receive: Any, send: Any) -> None:
+        for message in messages:
+            await send(message)
+        raise RuntimeError("boom")
+
+    return app
+
+
+START = {"type": "http.response.start", "status": 500, "headers": []}
+
+
+def test_an_error_after_the_whole_response_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Starlette's way: its 500 sent whole, then the exception re-raised."""
+    body = {"type": "http.response.body", "body": b"Internal Server Error"}
+    with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
+        sent = run(failing_app(START, body))
+
+    assert sent == [START, body]
+    (record,) = caplog.records
+    assert record.message == "Exception in ASGI application after its response was sent"
+    assert record.exc_info is not None
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        (),
+        (START,),
+        (START, {"type": "http.response.body", "body": b"part", "more_body": True}),
+    ],
+    ids=["before the response", "after its start", "mid-body"],
+)
+def test_an_error_before_the_response_ends_goes_on_to_the_server(
+    messages: tuple[Message, ...],
+) -> None:
+    """uvicorn must see it: it answers 500 and closes, or cuts the started response."""
+    with pytest.raises(RuntimeError, match="boom"):
+        run(failing_app(*messages))
+
+
+@pytest.mark.parametrize("scope_type", ["lifespan", "websocket"])
+def test_other_scopes_pass_through_untouched(scope_type: str) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        run(failing_app(), scope_type)
