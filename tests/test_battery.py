@@ -1,6 +1,7 @@
 """The battery (battery/, ./scripts/battery) and the promises the generated docs list.
 
-Every test docs/security.md and docs/reliability.md name exists, in the bake (`tests/...`)
+Every test docs/security.md and docs/reliability.md name exists, in the bake (`tests/...`,
+the stack's `stack/tests/...`)
 or in the template's battery (`battery/...`, or a bare `test_*.py` in reliability.md's
 battery table), and every battery module is named there. The battery itself runs against
 the default bake in the background (tests/full_suites.py); this file reads its result.
@@ -41,7 +42,7 @@ def named_tests(project: Path) -> list[tuple[Path, str]]:
     named = []
     for page in DOCS:
         for path, name in NAMED.findall((project / page).read_text(encoding="utf-8")):
-            if path.startswith("tests/"):
+            if path.startswith(("tests/", "stack/tests/")):
                 named.append((project / path, name))
             else:
                 named.append((BATTERY / path.removeprefix("battery/"), name))

@@ -1,6 +1,6 @@
 """gunicorn's worker class and count, the runner's line relay and its one-line refusals. In
 process, no network: gunicorn's classes are built, not started (gunicorn.conf.py's values:
-test_settings.py; the log formatter's edge cases: the template's tests/test_log_format.py)."""
+test_settings.py; the log formatter's edge cases: test_jsonlog.py)."""
 
 import json
 import os

@@ -1,37 +1,20 @@
-"""The generated stack's JSON log formatter in depth, run against a default bake.
+"""The one JSON log formatter in depth: every value type, values JSON cannot hold, odd
+names, the time cache, and the relay's rewrites of nginx's error and access lines. The
+project's tests/unit/test_logs.py keeps the contract a service relies on."""
 
-The bake's own tests (tests/unit/test_logs.py) keep the contract a service relies on; the
-formatter's exhaustive edge cases belong here, with the template that maintains it: every
-value type, values JSON cannot hold, odd names, the time cache, and the runner's rewrites of
-nginx's error and access lines. The bake's ``serving_stack/jsonlog.py`` is standard library
-only, so it is loaded from the bake by path: no environment of the project's is needed.
-"""
-
-from __future__ import annotations
-
-import importlib.util
 import json
 import logging
-import sys
 from types import ModuleType
 
 import pytest
 
-from .conftest import Bake
+from serving_stack import jsonlog as jsonlog_module
 
 
-@pytest.fixture(scope="module")
-def jsonlog(default_bake: Bake) -> ModuleType:
-    """The bake's ``serving_stack.jsonlog`` module."""
-    stack = default_bake.project / "stack" / "serving_stack"
-    path = stack / "jsonlog.py"
-    spec = importlib.util.spec_from_file_location("bake_jsonlog", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and typing look modules up by name
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def jsonlog() -> ModuleType:
+    """The module, as each test names it."""
+    return jsonlog_module
 
 
 def record(message: str = "hello", level: int = logging.INFO, **extra: object) -> logging.LogRecord:
@@ -61,17 +44,42 @@ def test_every_value_type_is_json_or_its_string(jsonlog: ModuleType) -> None:
     cycle: list[object] = []
     cycle.append(cycle)
     marker = object()
-    fields = as_json(jsonlog, record(
-        s="x", i=3, f=1.5, b=False, n=None, l=[1, "a"], nan=float("nan"), inf=float("-inf"),
-        nested_nan=[1.0, float("nan")], raw=b"\xff\x00ok", cycle=cycle, tuple_keys={(1, 2): "x"},
-        o=marker, broken=Unprintable(),
-    ))  # fmt: skip
+    fields = as_json(
+        jsonlog,
+        record(
+            s="x",
+            i=3,
+            f=1.5,
+            b=False,
+            n=None,
+            l=[1, "a"],
+            nan=float("nan"),
+            inf=float("-inf"),
+            nested_nan=[1.0, float("nan")],
+            raw=b"\xff\x00ok",
+            cycle=cycle,
+            tuple_keys={(1, 2): "x"},
+            o=marker,
+            broken=Unprintable(),
+        ),
+    )
     assert fields == {
         **{key: fields[key] for key in ("time", "level", "logger", "message")},
-        "s": "x", "i": 3, "f": 1.5, "b": False, "n": None, "l": [1, "a"], "nan": "nan",
-        "inf": "-inf", "nested_nan": "[1.0, nan]", "raw": "b'\\xff\\x00ok'", "cycle": "[[...]]",
-        "tuple_keys": "{(1, 2): 'x'}", "o": str(marker), "broken": "<unprintable Unprintable>",
-    }  # fmt: skip
+        "s": "x",
+        "i": 3,
+        "f": 1.5,
+        "b": False,
+        "n": None,
+        "l": [1, "a"],
+        "nan": "nan",
+        "inf": "-inf",
+        "nested_nan": "[1.0, nan]",
+        "raw": "b'\\xff\\x00ok'",
+        "cycle": "[[...]]",
+        "tuple_keys": "{(1, 2): 'x'}",
+        "o": str(marker),
+        "broken": "<unprintable Unprintable>",
+    }
 
 
 def test_time_level_and_names(jsonlog: ModuleType) -> None:
@@ -118,20 +126,40 @@ def test_the_runners_lines_share_the_shape(jsonlog: ModuleType) -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
-         b" temporary file /run/x, client: 127.0.0.1, server: _,"
-         b' request: "POST /a\xff HTTP/1.1", host: "h"\n',
-         {"time": "2026-01-02T03:04:05.000Z", "level": "warning", "logger": "nginx.error",
-          "message": "a client request body is buffered to a temporary file /run/x", "pid": 12,
-          "connection": 7, "client": "127.0.0.1", "server": "_",
-          "request": "POST /a\\xff HTTP/1.1", "host": "h"}),
-        (b'nginx: [emerg] unknown directive "x" in /c',
-         {"level": "critical", "logger": "nginx.error", "message": 'unknown directive "x" in /c'}),
-        (b"something else \xfe",
-         {"level": "error", "logger": "nginx.error", "message": "something else \\xfe"}),
+        (
+            (
+                b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
+                b" temporary file /run/x, client: 127.0.0.1, server: _,"
+                b' request: "POST /a\xff HTTP/1.1", host: "h"\n'
+            ),
+            {
+                "time": "2026-01-02T03:04:05.000Z",
+                "level": "warning",
+                "logger": "nginx.error",
+                "message": "a client request body is buffered to a temporary file /run/x",
+                "pid": 12,
+                "connection": 7,
+                "client": "127.0.0.1",
+                "server": "_",
+                "request": "POST /a\\xff HTTP/1.1",
+                "host": "h",
+            },
+        ),
+        (
+            b'nginx: [emerg] unknown directive "x" in /c',
+            {
+                "level": "critical",
+                "logger": "nginx.error",
+                "message": 'unknown directive "x" in /c',
+            },
+        ),
+        (
+            b"something else \xfe",
+            {"level": "error", "logger": "nginx.error", "message": "something else \\xfe"},
+        ),
     ],
     ids=["error log", "early message", "anything else"],
-)  # fmt: skip
+)
 def test_nginx_error_lines_become_json(
     jsonlog: ModuleType, raw: bytes, expected: dict[str, object]
 ) -> None:
