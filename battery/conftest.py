@@ -30,6 +30,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -728,3 +731,53 @@ def worker_pids(stack: LiveStack, master: int | None = None) -> set[int]:
             if int(ppid) == master and state != "Z":
                 found.add(int(stat_file.parent.name))
     return found
+
+
+def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
+    """Run send(); prove nginx answered it alone; return the status nginx answered."""
+    # Lines arrive a moment after their answers: a sentinel request before and after
+    # brackets the hostile one, and each is waited for in both logs.
+    _sentinel(stack)
+    app_before, nginx_before = len(app_access(stack)), len(nginx_access(stack))
+    raw = send()
+    after = _sentinel(stack)
+    new_app_lines = [line.get("path") for line in app_access(stack)[app_before:]]
+    assert new_app_lines == [after], f"the hostile request reached the app: {new_app_lines}"
+    new_nginx_lines = [
+        line
+        for line in nginx_access(stack)[nginx_before:]
+        if not str(line.get("path")).startswith("/sentinel-")
+    ]
+    for line in new_nginx_lines:
+        assert line.get("upstream_response_time") in {"", "-"}, f"nginx asked the app: {line}"
+    return parse_response(raw)[0]
+
+
+def _sentinel(stack: LiveStack) -> str:
+    """Send a request the app answers (404) and wait for its line in both access logs."""
+    path = f"/sentinel-{uuid.uuid4().hex}"
+    assert get(stack.port, path)[0] == 404
+    # One nginx worker writes its lines in order: once the sentinel's line is in, every
+    # earlier request's line is too. The app logs every request it answers.
+    for logger in (APP_ACCESS_LOGGER, "nginx.access"):
+        wait_for_line(stack, _line_of(logger, path), f"the {logger} line for {path}")
+    return path
+
+
+def _line_of(logger: str, path: str) -> Callable[[dict[str, object]], bool]:
+    return lambda line: line.get("logger") == logger and line.get("path") == path
+
+
+def fetch(
+    url: str,
+    data: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> tuple[int, dict[str, str], bytes]:
+    """One request; an HTTP error status is returned, not raised."""
+    request = urllib.request.Request(url, data=data, headers=headers or {})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()

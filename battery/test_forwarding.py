@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import exchange, get, parse_json, parse_response
-from .test_hostile import never_reaches_app
+from .conftest import exchange, get, never_reaches_app, parse_json, parse_response
 
 if TYPE_CHECKING:
     from .conftest import LiveStack

@@ -15,21 +15,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .conftest import (
-    APP_ACCESS_LOGGER,
     app_access,
     exchange,
     get,
     needs_the_example,
-    nginx_access,
+    never_reaches_app,
     parse_json,
-    parse_response,
     request,
-    wait_for_line,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .conftest import LiveStack, Stacks
 
 pytestmark = pytest.mark.live
@@ -42,41 +37,6 @@ SECURITY_HEADERS = {
     "cross-origin-resource-policy": "same-origin",
 }
 MIB = 1024 * 1024
-
-
-def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
-    """Run send(); prove nginx answered it alone; return the status nginx answered."""
-    # Lines arrive a moment after their answers: a sentinel request before and after
-    # brackets the hostile one, and each is waited for in both logs.
-    _sentinel(stack)
-    app_before, nginx_before = len(app_access(stack)), len(nginx_access(stack))
-    raw = send()
-    after = _sentinel(stack)
-    new_app_lines = [line.get("path") for line in app_access(stack)[app_before:]]
-    assert new_app_lines == [after], f"the hostile request reached the app: {new_app_lines}"
-    new_nginx_lines = [
-        line
-        for line in nginx_access(stack)[nginx_before:]
-        if not str(line.get("path")).startswith("/sentinel-")
-    ]
-    for line in new_nginx_lines:
-        assert line.get("upstream_response_time") in {"", "-"}, f"nginx asked the app: {line}"
-    return parse_response(raw)[0]
-
-
-def _sentinel(stack: LiveStack) -> str:
-    """Send a request the app answers (404) and wait for its line in both access logs."""
-    path = f"/sentinel-{uuid.uuid4().hex}"
-    assert get(stack.port, path)[0] == 404
-    # One nginx worker writes its lines in order: once the sentinel's line is in, every
-    # earlier request's line is too. The app logs every request it answers.
-    for logger in (APP_ACCESS_LOGGER, "nginx.access"):
-        wait_for_line(stack, _line_of(logger, path), f"the {logger} line for {path}")
-    return path
-
-
-def _line_of(logger: str, path: str) -> Callable[[dict[str, object]], bool]:
-    return lambda line: line.get("logger") == logger and line.get("path") == path
 
 
 def _path() -> str:

@@ -14,8 +14,6 @@ import signal
 import socket
 import stat
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +24,7 @@ from .conftest import (
     OUTSIDER_UID,
     PACKAGE,
     LiveStack,
+    fetch,
     run_python,
     setpriv,
     wait_for,
@@ -44,21 +43,6 @@ SECURITY_HEADERS = {
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def fetch(
-    url: str,
-    data: bytes | None = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request; an HTTP error status is returned, not raised."""
-    request = urllib.request.Request(url, data=data, headers=headers or {})  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
 def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveStack]) -> None:
     """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per 4 CPUs this cgroup and affinity
     allow, at least one (cpus.py, runner.py), the runner logs that decision once, and
@@ -66,7 +50,7 @@ def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveS
     stack = start_stack(NGINX_WORKER_PROCESSES="auto")
     counted = run_python(
         "-c",
-        f"import json; from {PACKAGE}_stack import cpus; print(json.dumps(cpus.usable_cpus()))",
+        "import json; from serving_stack import cpus; print(json.dumps(cpus.usable_cpus()))",
     )
     usable, facts = json.loads(counted.stdout)
     lines = stack.log_lines()

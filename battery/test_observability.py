@@ -35,12 +35,12 @@ from .conftest import (
     SYSTEM_PATH,
     LiveStack,
     Stacks,
+    fetch,
     free_port,
     needs_the_example,
     wait_for,
     worker_pids,
 )
-from .test_live import fetch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

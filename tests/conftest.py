@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -94,6 +95,74 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# Kubernetes versions the manifests are validated against (oldest supported, newest).
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+# ./scripts/bench, as a person runs it.
+BENCH_SCRIPT = TEMPLATE_DIR / "scripts" / "bench"
+
+
+LEFTOVER_TAG = re.compile(r"(?<!\$)\{\{|\{%|cookiecutter\.")
+
+
+def rendered_text_files(project: Path) -> list[Path]:
+    files = []
+    for path in sorted(project.rglob("*")):
+        if path.is_file():
+            try:
+                path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+            files.append(path)
+    return files
+
+
+def assert_renders_cleanly(result: Bake) -> None:
+    """Valid TOML and Python everywhere, and no Jinja left in any text file."""
+    assert result.exit_code == 0, result.stderr
+    for path in rendered_text_files(result.project):
+        text = path.read_text(encoding="utf-8")
+        leftovers = [m.group() for m in LEFTOVER_TAG.finditer(text)]
+        assert not leftovers, f"{path.relative_to(result.project)}: leftover {leftovers}"
+        if path.suffix == ".toml":
+            tomllib.loads(text)
+        elif path.suffix == ".py":
+            compile(text, str(path), "exec")
+
+
+def bench(
+    project: Path, project_env: ProjectEnv, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """./scripts/bench as a person runs it, with the bakes' shared environment's Python."""
+    env = dict(project_env.environ(project), BENCH_PYTHON=str(project_env.venv / "bin" / "python"))
+    env.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [str(BENCH_SCRIPT), str(project), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+def leftover_processes(project: Path) -> list[str]:
+    """Processes still running in the project directory (the lab starts every server there)
+    or naming it on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = (entry / "cwd").resolve()
+        except OSError:
+            continue
+        if cwd == project.resolve() or str(project) in command:
+            found.append(command)
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -93,8 +93,7 @@ def add_migration(project: Path, package: str) -> None:
 
 
 def main(project: Path) -> None:
-    stack = project / "stack" / "serving_stack"
-    package = stack.name.removesuffix("_stack")
+    (package,) = [path.parent.name for path in (project / "src").glob("*/__init__.py")]
     add_endpoint(project, package)
     add_migration(project, package)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from .conftest import DEFAULT_CONTEXT, Bake, ProjectEnv, bake
+from .conftest import DEFAULT_CONTEXT, Bake, ProjectEnv, assert_renders_cleanly, bake
 from .full_suites import FullSuites
 
 
@@ -32,32 +31,6 @@ def non_default_answers() -> list[tuple[str, str]]:
 OPTION_BAKES = [
     pytest.param({key: value}, id=f"{key}={value}") for key, value in non_default_answers()
 ]
-LEFTOVER_TAG = re.compile(r"(?<!\$)\{\{|\{%|cookiecutter\.")
-
-
-def rendered_text_files(project: Path) -> list[Path]:
-    files = []
-    for path in sorted(project.rglob("*")):
-        if path.is_file():
-            try:
-                path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-            files.append(path)
-    return files
-
-
-def assert_renders_cleanly(result: Bake) -> None:
-    """Valid TOML and Python everywhere, and no Jinja left in any text file."""
-    assert result.exit_code == 0, result.stderr
-    for path in rendered_text_files(result.project):
-        text = path.read_text(encoding="utf-8")
-        leftovers = [m.group() for m in LEFTOVER_TAG.finditer(text)]
-        assert not leftovers, f"{path.relative_to(result.project)}: leftover {leftovers}"
-        if path.suffix == ".toml":
-            tomllib.loads(text)
-        elif path.suffix == ".py":
-            compile(text, str(path), "exec")
 
 
 def assert_make(env: ProjectEnv, project: Path, target: str, *args: str) -> None:

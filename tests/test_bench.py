@@ -16,45 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake
+from .conftest import BENCH_SCRIPT, TEMPLATE_DIR, Bake, ProjectEnv, bake, bench, leftover_processes
 from .full_suites import FullSuites
 
-SCRIPT = TEMPLATE_DIR / "scripts" / "bench"
 # "About a minute": 12 one-second runs after as many warm-ups, and 4 stacks to start (43 s
 # measured on a quiet 2-CPU machine), with room for a slower CI runner.
 QUICK_BUDGET_S = 120.0
 # What the cost gate must reproduce between two runs of the same command (measured: 0.2-0.3 %;
 # the deadline's sweeper wakes by the clock, so a slower run counts a few more wake-ups).
 REPEAT_TOLERANCE = 0.005
-
-
-def bench(
-    project: Path, project_env: ProjectEnv, *args: str, cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    """./scripts/bench as a person runs it, with the bakes' shared environment's Python."""
-    env = dict(project_env.environ(project), BENCH_PYTHON=str(project_env.venv / "bin" / "python"))
-    env.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [str(SCRIPT), str(project), *args],
-        cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
-
-
-def leftover_processes(project: Path) -> list[str]:
-    """Processes still running in the project directory (the lab starts every server there)
-    or naming it on their command line."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = (entry / "cwd").resolve()
-        except OSError:
-            continue
-        if cwd == project.resolve() or str(project) in command:
-            found.append(command)
-    return found
 
 
 @pytest.fixture
@@ -154,7 +124,7 @@ def test_the_lab_assumes_none_of_the_default_names(
     assert other.exit_code == 0, other.stderr
     done = bench(other.project, project_env, "--only", "cost", "--quick", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "measuring billing-api: app billing.main:app, stack billing_stack" in done.stdout
+    assert "measuring billing-api: app billing.main:app, stack serving_stack" in done.stdout
     measured = json.loads((tmp_path / "build" / "bench" / "cost.json").read_text())
     assert measured["factory"] == "billing.main:create_app"
 
@@ -163,7 +133,7 @@ def test_a_directory_that_is_no_service_is_one_line(tmp_path: Path) -> None:
     """./scripts/bench on a directory without a service says so in one line and exits 1."""
     (tmp_path / "src").mkdir()
     done = subprocess.run(
-        [str(SCRIPT), str(tmp_path), "--only", "cost"],
+        [str(BENCH_SCRIPT), str(tmp_path), "--only", "cost"],
         env=dict(os.environ, BENCH_PYTHON=str(TEMPLATE_DIR / ".venv" / "bin" / "python")),
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip

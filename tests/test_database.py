@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import Bake, bake
+from .conftest import KUBERNETES_VERSIONS, Bake, assert_renders_cleanly, bake
 from .full_suites import FullSuites
-from .test_bake import assert_renders_cleanly
-from .test_kubernetes import KUBERNETES_VERSIONS
 
 # What database=postgresql adds, as whole files and directories.
 DATABASE_PATHS = [

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Bake, ProjectEnv
-from .test_readme import free_port
+from .conftest import Bake, ProjectEnv, free_port
 
 # What a person sees before scrolling: the title, the description and this many lines.
 FIRST_SCREEN_LINES = 45

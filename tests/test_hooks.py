@@ -42,9 +42,10 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
     if "author_name" in answers:
         assert pyproject["project"]["authors"][0]["name"] == answers["author_name"]
     if "app_module" in answers:
-        # The Makefile and the image name it to the stack (which has no default).
-        makefile = (result.project / "Makefile").read_text(encoding="utf-8")
-        dockerfile = (result.project / "Dockerfile").read_text(encoding="utf-8")
+        # The make fragment and the image name it to the stack (which has no default).
+        deploy = result.project / "deploy"
+        makefile = (deploy / "serving.mk").read_text(encoding="utf-8")
+        dockerfile = (deploy / "Dockerfile").read_text(encoding="utf-8")
         assert f"\nexport APP_MODULE ?= {answers['app_module']}\n" in makefile
         assert f"    APP_MODULE={answers['app_module']}\n" in dockerfile
     for source in result.project.rglob("*.py"):

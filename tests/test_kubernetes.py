@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import Bake, ProjectEnv, bake
+from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, bake
 
 TOOLS = Path(sys.executable).parent
 OVERLAYS = ("base", "overlays/dev", "overlays/prod")
 # The validated range: preStop's native sleep is beta (on by default) in 1.30, GA in 1.34.
-KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+
 CHECKOV = "checkov==3.3.30"
 # PostgreSQL's defaults: max_connections 100, superuser_reserved_connections 3; and 5 kept
 # for everyone else (a DBA's session, a metrics exporter, a migration Job).

@@ -18,7 +18,7 @@ import pytest
 
 from lab.peers import EDGE_LIMITS
 
-from .test_bench import bench, leftover_processes
+from .conftest import bench, leftover_processes
 
 if TYPE_CHECKING:
     from pathlib import Path

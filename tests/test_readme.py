@@ -6,7 +6,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR
+from .conftest import TEMPLATE_DIR, free_port
 
 README = TEMPLATE_DIR / "README.md"
 CI_RUN = TEMPLATE_DIR / ".ci" / "run"
@@ -25,12 +24,6 @@ def readme_commands() -> list[str]:
     """The lines of the README's ```sh blocks, which are the commands a person runs."""
     blocks = re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
     return [line for block in blocks for line in block.splitlines() if line.strip()]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_readme_shows_the_demo_and_test_commands() -> None:

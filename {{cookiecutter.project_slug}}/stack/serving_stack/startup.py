@@ -1,6 +1,7 @@
 """Start-up: the command line (serve | render | check), the checks before anything runs (an
-app named, nginx installed, not root unless SERVE_AS_ROOT, RUN_DIR usable, nginx.conf
-rendered and accepted by `nginx -t`), then the supervisor.
+app named, the installed versions within the stack's ranges, nginx installed, not root
+unless SERVE_AS_ROOT, RUN_DIR usable, nginx.conf rendered and accepted by `nginx -t`), then
+the supervisor.
 
     python -m serving_stack [serve]   the stack and the metrics listener, in the foreground
     python -m serving_stack render    write $RUN_DIR/nginx.conf and print its path
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import urllib.request
 
+from . import environment
 from .errors import ServeError
 from .log_relay import log
 from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
@@ -45,6 +47,9 @@ def serve(settings: StackSettings) -> int:
     run the Stack."""
     if settings.app_module is None:
         log("error", NO_APP_MODULE)
+        return 1
+    if refused := environment.refusal():
+        log("error", refused)
         return 1
     nginx = settings.nginx_bin
     if nginx is None or not os.access(nginx, os.X_OK):
