@@ -1,0 +1,91 @@
+"""The stack's contract, live: started with the project's deploy/ files around a plain ASGI
+app, it serves through nginx, refuses what nginx refuses (JSON with the request id, never
+reaching the app), writes only JSON lines, and stops cleanly on SIGTERM. Needs nginx."""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+# Any ASGI app: the stack never imports one of its own.
+PLAIN_APP = """\
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"plain " + scope["path"].encode()})
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def ask(port: int, path: str, host: str = "localhost") -> tuple[int, str, bytes]:
+    """Status, request id and body of a GET with this Host."""
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        client.request("GET", path, headers={"Host": host})
+        answer = client.getresponse()
+        return answer.status, answer.getheader("X-Request-ID", ""), answer.read()
+    finally:
+        client.close()
+
+
+@pytest.mark.skipif(shutil.which("nginx", path=SYSTEM_PATH) is None, reason="no nginx")
+def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text(PLAIN_APP, encoding="utf-8")
+    port = free_port()
+    env = {
+        "PATH": SYSTEM_PATH,
+        "APP_MODULE": "plain:app",
+        "NGINX_CONF": str(DEPLOY / "nginx.conf"),
+        "GUNICORN_CONF": str(DEPLOY / "gunicorn.conf.py"),
+        "RUN_DIR": str(tmp_path / "run"),
+        "PORT": str(port),
+        "METRICS_PORT": str(free_port()),
+        "LISTEN_ADDRESS": "127.0.0.1",
+        "WEB_CONCURRENCY": "1",
+        "NGINX_WORKER_PROCESSES": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
+    }
+    log = tmp_path / "stack.log"
+    with log.open("wb") as out:
+        stack = subprocess.Popen(
+            [sys.executable, "-m", "serving_stack"], cwd=tmp_path, env=env, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while '"message":"ready"' not in log.read_text(errors="replace"):
+            assert stack.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.05)
+
+        assert ask(port, "/hello")[::2] == (200, b"plain /hello")
+        status, request_id, body = ask(port, "/hello", host="elsewhere.example")
+        assert status == 400
+        assert json.loads(body) == {"detail": "Bad Request", "request_id": request_id}
+        refused_id = request_id
+    finally:
+        stack.send_signal(signal.SIGTERM)
+        code = stack.wait(timeout=60)
+
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert code == 0
+    assert lines[-1]["message"] == "stopped cleanly"
+    refused = [line for line in lines if line.get("request_id") == refused_id]
+    assert [line["status"] for line in refused] == [400]
+    assert refused[0]["upstream_response_time"] in {"", "-"}, "it never reached the app"
