@@ -135,7 +135,7 @@ def pytest_config(project: Path) -> dict[str, object]:
 def generated_tests_for(project: Path, default: Path) -> list[str]:
     """The generated tests whose outcome this bake can change, relative to the default bake.
 
-    Every test module the option changes runs. All of tests/unit and tests/stack run as well
+    Every test module the option changes runs. All of tests/unit and stack/tests run as well
     when the code, a shared test helper or pytest's configuration differs; otherwise only the
     unit modules that name a changed file (README.md's settings table): every other unit test
     would run the very bytes that the default bake's full `make test` already ran with the same
@@ -152,8 +152,8 @@ def generated_tests_for(project: Path, default: Path) -> list[str]:
         for name in changed
     )
     if shared or pytest_config(project) != pytest_config(default):
-        # tests/stack too: the stack package is code under src/ (its tests take seconds).
-        whole = ("tests/stack", "tests/unit")
+        # stack/tests too: the stack's own (its tests take seconds).
+        whole = ("stack/tests", "tests/unit")
         inside = tuple(f"{folder}/" for folder in whole)
         return [*whole, *sorted(m for m in modules if not m.startswith(inside))]
     names = {Path(name).name for name in changed} - {"pyproject.toml"}

@@ -53,6 +53,7 @@ def test_gunicorn_accepts_its_config_and_the_app(
 ) -> None:
     """`gunicorn --check-config` loads deploy/gunicorn.conf.py and imports the app."""
     env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path)}
+    env["APP_MODULE"] = f"{default_bake.package_name}.main:app"  # as the Makefile sets it
     python = str(project_env.venv / "bin" / "python")
 
     result = subprocess.run(
