@@ -17,7 +17,8 @@ from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 {% if cookiecutter.auth == "oidc" -%}
-from ..auth import require_scopes
+from {{ cookiecutter.package_name }}.auth import require_scopes
+
 {% endif -%}
 from .body_limits import max_body_bytes
 

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import jwt
 
-from ..settings import Settings
+from {{ cookiecutter.package_name }}.settings import Settings
+
 from .keys import KeySet
 
 # Claims every access token must carry (RFC 9068, section 2.2, those this service reads).
@@ -47,17 +48,20 @@ def scopes_of(value: object) -> frozenset[str]:
 class TokenVerifier:
     """Verifies access tokens for one issuer and one audience; one per worker (main.py)."""
 
-    def __init__(self, settings: Settings, *, keys: KeySet | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        """``transport``: httpx's, where the keys are fetched from (tests pass an issuer's)."""
         self.issuer = settings.auth_issuer
         self.audience = settings.auth_audience
         self.algorithms = frozenset(settings.auth_algorithms)
         self.leeway = settings.auth_leeway_seconds
         self.scope_claim = settings.auth_scope_claim
-        self.keys = keys or KeySet(
+        self.keys = KeySet(
             settings.auth_issuer,
             algorithms=self.algorithms,
             cooldown_seconds=settings.auth_jwks_cooldown_seconds,
-            client=httpx.AsyncClient(timeout=FETCH_TIMEOUT_SECONDS),
+            client=httpx.AsyncClient(timeout=FETCH_TIMEOUT_SECONDS, transport=transport),
         )
 
     async def verify(self, token: str) -> Principal:
