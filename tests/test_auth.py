@@ -90,9 +90,10 @@ class Provider:
     def _call(self, method: str, path: str, body: str = "", **headers: str) -> bytes:
         url = urllib.parse.urlsplit(self.issuer)
         connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-        connection.request(method, path, body, headers)
-        answer = connection.getresponse()
-        data = answer.read()
+        with contextlib.closing(connection):
+            connection.request(method, path, body, headers)
+            answer = connection.getresponse()
+            data = answer.read()
         assert answer.status == 200, data
         return data
 
@@ -149,18 +150,19 @@ def provider_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start_provider(script: Path, keys: Path) -> Provider:
     port = free_port()
     issuer = f"http://127.0.0.1:{port}"
-    log = (script.parent / f"provider-{port}.log").open("wb")
-    process = subprocess.Popen(
-        ["node", str(script), str(port), issuer, str(keys)],
-        cwd=script.parent,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    log = script.parent / f"provider-{port}.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["node", str(script), str(port), issuer, str(keys)],
+            cwd=script.parent,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     provider = Provider(process, issuer)
 
     def answers() -> bool:
         if process.poll() is not None:
-            pytest.fail(f"provider.mjs exited: {(script.parent / log.name).read_text()}")
+            pytest.fail(f"provider.mjs exited: {log.read_text()}")
         with contextlib.suppress(OSError, AssertionError):
             return provider.requests("/") >= 0
         return False
@@ -210,9 +212,10 @@ class Stack:
         if data is not None:
             headers["Content-Type"] = "application/json"
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
-        connection.request(method, path, data, headers)
-        answer = connection.getresponse()
-        raw = answer.read()
+        with contextlib.closing(connection):
+            connection.request(method, path, data, headers)
+            answer = connection.getresponse()
+            raw = answer.read()
         fields = {name.lower(): value for name, value in answer.getheaders()}
         try:
             parsed = json.loads(raw) if raw else {}
@@ -389,13 +392,14 @@ def test_a_token_naming_an_unknown_key_is_a_401(stack: Stack, provider: Provider
 def test_a_rotated_key_is_picked_up_without_a_restart(stack: Stack, provider: Provider) -> None:
     """rotation: the provider's new key signs the next token; the same worker verifies it
     once the cooldown allows a refetch."""
-    worker_pids = pids_of(stack)
+    worker_pids, fetches = pids_of(stack), provider.requests("/jwks")
     new_kid = provider.rotate()
     token = provider.token()
     assert parts(token)[0]["kid"] == new_kid
     time.sleep(COOLDOWN_SECONDS + 0.1)
     assert stack.write(token)[0] == 201
     assert pids_of(stack) == worker_pids
+    assert provider.requests("/jwks") == fetches + 1
 
 
 def pids_of(stack: Stack) -> set[int]:
