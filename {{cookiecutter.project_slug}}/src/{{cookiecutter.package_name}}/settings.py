@@ -7,8 +7,20 @@ import re
 from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any, Literal, Self
 {%- if cookiecutter.database == "postgresql" %}
 from urllib.parse import urlsplit, urlunsplit
+{%- if cookiecutter.auth == "oidc" %}
 
-from pydantic import AliasChoices, {% if cookiecutter.auth == "oidc" %}BeforeValidator, {% endif %}Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+{%- else %}
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+{%- endif %}
 {%- else %}
 
 from pydantic import {% if cookiecutter.auth == "oidc" %}BeforeValidator, {% endif %}Field, SecretStr, model_validator
