@@ -192,6 +192,7 @@ def test_garbage_and_oversized_tokens_are_401s(served: TestClient, issuer: Issue
     cases = {
         "not-a-jwt": invalid("the token is not a JWT"),
         "a.b.c": invalid("the token is not a JWT"),
+        base64url_encode(b"[]").decode() + ".e30.c2ln": invalid("the token is not a JWT"),
         issuer.token() + "x" * MAX_TOKEN_LENGTH: invalid("the token is too long"),
     }
     for token, challenge in cases.items():
