@@ -5,7 +5,9 @@ same cases against a certified provider, through nginx: the template's tests/tes
 
 import asyncio
 import json
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -420,3 +422,23 @@ def test_invalid_token_error_never_holds_the_token(issuer: Issuer) -> None:
     with pytest.raises(InvalidTokenError) as refused:
         asyncio.run(verifier.verify(token))
     assert str(refused.value) == "the token is invalid"
+
+
+def test_the_documented_route_examples_work(
+    issuer: Issuer, client_for: ClientFor, project_root: Path
+) -> None:
+    """docs/auth.md's "Protecting a route" code, run as written: a scope on DELETE, the
+    principal's subject on GET /me."""
+    page = (project_root / "docs" / "auth.md").read_text(encoding="utf-8")
+    [source] = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "docs/auth.md", "exec"), namespace)  # noqa: S102 (our own page)
+    app = app_for(issuer)
+    app.include_router(namespace["router"])
+    client = client_for(app)
+    me = client.get("/me", headers=bearer(issuer.token(scope="", sub="svc-a")))
+    assert (me.status_code, me.json()) == (200, {"subject": "svc-a"})
+    assert_refused(client.get("/me"), 401, "Bearer")
+    reader = bearer(issuer.token(scope="items:read"))
+    refused = client.delete("/items/1", headers=reader)
+    assert_refused(refused, 403, 'Bearer error="insufficient_scope", scope="items:write"')
