@@ -66,7 +66,7 @@ def _credentials() -> tuple[dict[str, Any], str]:
     token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
     # lab/drive.py sends its fixed headers (what nginx forwards) to every app it drives; the
     # token goes with them, so both apps parse the same bytes and only the route differs.
-    sys.modules["__main__"]._HEADERS.append((b"authorization", f"Bearer {token}".encode()))  # noqa: SLF001
+    sys.modules["__main__"]._HEADERS.append((b"authorization", f"Bearer {token}".encode()))
     return jwk, token
 
 
