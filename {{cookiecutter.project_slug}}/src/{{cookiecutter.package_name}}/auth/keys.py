@@ -85,7 +85,6 @@ class KeySet:
         self.algorithms = frozenset(algorithms)
         self.cooldown_seconds = cooldown_seconds
         self.client = client
-        self.fetches = 0  # attempts, successful or not (tests and the log read it)
         self._keys: dict[tuple[str, str], PyJWK] = {}
         self._jwks_uri: str | None = None
         self._next_fetch = 0.0  # time.monotonic() from which an unknown kid may refetch
@@ -104,7 +103,6 @@ class KeySet:
         return self._keys.get((kid, algorithm))
 
     async def _refresh(self) -> None:
-        self.fetches += 1
         try:
             if self._jwks_uri is None:
                 self._jwks_uri = await self._discover()
