@@ -186,7 +186,8 @@ def test_a_key_of_another_type_is_never_tried(served: TestClient, issuer: Issuer
 
 
 def test_garbage_and_oversized_tokens_are_401s(served: TestClient, issuer: Issuer) -> None:
-    """Not a JWT, no kid, a kid too long, a token past MAX_TOKEN_LENGTH: 401s, no key fetched."""
+    """Not a JWT (a header that is no object, or 5,000 nested arrays deep), no kid, a kid too
+    long, a token past MAX_TOKEN_LENGTH: 401s (never the error guard's 500), no key fetched."""
     _, key = next(iter(issuer.keys.values()))
     claims = jwt.decode(issuer.token(), options={"verify_signature": False})
     no_kid = jwt.encode(claims, key, algorithm="RS256")
@@ -195,6 +196,7 @@ def test_garbage_and_oversized_tokens_are_401s(served: TestClient, issuer: Issue
         "not-a-jwt": invalid("the token is not a JWT"),
         "a.b.c": invalid("the token is not a JWT"),
         base64url_encode(b"[]").decode() + ".e30.c2ln": invalid("the token is not a JWT"),
+        base64url_encode(b"[" * 5000).decode() + ".e30.c2ln": invalid("the token is not a JWT"),
         issuer.token() + "x" * MAX_TOKEN_LENGTH: invalid("the token is too long"),
     }
     for token, challenge in cases.items():

@@ -42,12 +42,14 @@ class Principal:
 def unverified_header(token: str) -> dict[str, Any]:
     """The token's JOSE header, to pick the key: only the first segment is decoded. PyJWT's
     get_unverified_header decodes and checks the whole token, which jwt.decode then does
-    again (measured: about 40 % of a verification, docs/auth.md, Cost); jwt.decode still
-    checks this header strictly, and the key found is bound to the algorithm read here."""
+    again (a quarter of a verification's instructions, docs/auth.md, Cost); jwt.decode
+    still checks this header strictly, and the key found is bound to the algorithm read here."""
     head, dot, _ = token.partition(".")
     try:
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
-    except (ValueError, binascii.Error):
+    # RecursionError: a header of thousands of nested "[" (json's parser recurses), which
+    # would otherwise escape as a 500 (PyJWT's own header parse catches ValueError only).
+    except (ValueError, binascii.Error, RecursionError):
         header = None
     if not dot or not isinstance(header, dict):
         raise InvalidTokenError("the token is not a JWT")
