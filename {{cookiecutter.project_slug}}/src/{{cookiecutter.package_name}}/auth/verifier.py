@@ -47,8 +47,8 @@ def unverified_header(token: str) -> dict[str, Any]:
     head, dot, _ = token.partition(".")
     try:
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
-    # RecursionError: a header of thousands of nested "[" (json's parser recurses), which
-    # would otherwise escape as a 500 (PyJWT's own header parse catches ValueError only).
+    # RecursionError: a header of thousands of nested "[" (json's parser recurses) would
+    # escape as a 500; PyJWT's own parse turns it into a DecodeError too.
     except (ValueError, binascii.Error, RecursionError):
         header = None
     if not dot or not isinstance(header, dict):
