@@ -42,16 +42,23 @@ DATABASE_ONLY = (
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).
 NO_DATABASE_ONLY = ("tests/unit/test_items.py",)
+# auth=oidc only: the token verification package, its tests and its guide.
+AUTH_ONLY = (
+    "src/{package}/auth", "tests/unit/test_auth.py", "tests/token_issuer.py", "docs/auth.md",
+)  # fmt: skip
 
 
 def disabled_paths(context: dict[str, object]) -> list[Path]:
     """The rendered paths that belong to options switched off in ``context``."""
     package = context["package_name"]
     if context["layout"] == "serving-only":
-        return [Path(path.format(package=package)) for path in (*SERVICE_ONLY, *DATABASE_ONLY)]
+        serving_only = (*SERVICE_ONLY, *DATABASE_ONLY, *AUTH_ONLY)
+        return [Path(path.format(package=package)) for path in serving_only]
     database_paths = NO_DATABASE_ONLY if context["database"] != "none" else DATABASE_ONLY
     paths = [Path(path) for path in SERVING_ONLY]
     paths += [Path(path.format(package=package)) for path in database_paths]
+    if context.get("auth", "none") != "oidc":
+        paths += [Path(path.format(package=package)) for path in AUTH_ONLY]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:

@@ -133,6 +133,25 @@ def check_database(value: str, layout: str) -> None:
         )
 
 
+AUTHS = ("none", "oidc")
+# Import names auth=oidc adds (PyJWT, its crypto backend, the JWKS fetcher).
+AUTH_DEPENDENCY_MODULES = frozenset({"jwt", "cryptography", "cffi", "pycparser", "httpx"})
+
+
+def check_auth(value: str, layout: str, package: str) -> None:
+    if value not in AUTHS:
+        raise AnswerError(f"auth {value!r} is not one of {', '.join(AUTHS)}")
+    if value == "none":
+        return
+    if layout == "serving-only":
+        raise AnswerError(
+            f"auth={value} needs layout=service: serving-only renders no app to protect "
+            "(verify tokens in your own app)"
+        )
+    if package in AUTH_DEPENDENCY_MODULES:
+        raise AnswerError(f"package_name {package!r} would shadow auth={value}'s dependency")
+
+
 def validate(context: dict[str, object]) -> None:
     """Raise AnswerError for the first answer that would break the generated project."""
     answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
@@ -143,6 +162,7 @@ def validate(context: dict[str, object]) -> None:
     check_email(answers["author_email"])
     check_app_module(answers["app_module"], answers["layout"], answers["package_name"])
     check_database(answers["database"], answers["layout"])
+    check_auth(answers.get("auth", "none"), answers["layout"], answers["package_name"])
 
 
 def main() -> int:

@@ -18,8 +18,9 @@ def non_default_answers() -> list[tuple[str, str]]:
     answers = []
     for key, default in DEFAULT_CONTEXT.items():
         # database=postgresql brings its own dependencies and its own full suite (a real
-        # PostgreSQL server): tests/test_database.py bakes it.
-        if key.startswith("_") or key == "database":
+        # PostgreSQL server): tests/test_database.py bakes it. auth=oidc too (PyJWT, httpx, a
+        # real OpenID provider): tests/test_auth.py.
+        if key.startswith("_") or key in {"database", "auth"}:
             continue
         if isinstance(default, list):
             answers += [(key, str(value)) for value in default[1:]]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake
+from .conftest import TEMPLATE_DIR, Bake, bake
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,15 +44,20 @@ def named_tests(project: Path) -> list[tuple[Path, str]]:
         for path, name in NAMED.findall((project / page).read_text(encoding="utf-8")):
             if path.startswith(("tests/", "stack/tests/")):
                 named.append((project / path, name))
+            elif path.startswith("template/"):  # the template's own tests (auth=oidc's)
+                named.append((TEMPLATE_DIR / path.removeprefix("template/"), name))
             else:
                 named.append((BATTERY / path.removeprefix("battery/"), name))
     return named
 
 
 @pytest.fixture(scope="module")
-def projects(default_bake: Bake, database_bake: Bake) -> list[Path]:
-    """The default bake and a database=postgresql one (its docs name the database's tests)."""
-    return [default_bake.project, database_bake.project]
+def projects(default_bake: Bake, database_bake: Bake, shared_tmp: Path) -> list[Path]:
+    """The default bake, a database=postgresql one and an auth=oidc one (their docs name the
+    database's and the tokens' tests)."""
+    auth = bake(shared_tmp / "auth-docs", auth="oidc")
+    assert auth.exit_code == 0, auth.stderr
+    return [default_bake.project, database_bake.project, auth.project]
 
 
 def test_every_test_the_docs_name_exists(projects: list[Path]) -> None:

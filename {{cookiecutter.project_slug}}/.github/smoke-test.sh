@@ -86,6 +86,11 @@ fi
 {%- else %}
 run_options+=(--publish "127.0.0.1:$port:8080")
 {%- endif %}
+{%- if cookiecutter.auth == "oidc" %}
+# An issuer nothing answers for: the service starts without it (keys are fetched per token).
+run_options+=(--env "{{ cookiecutter.package_name | upper }}_AUTH_ISSUER=https://issuer.invalid"
+  --env "{{ cookiecutter.package_name | upper }}_AUTH_AUDIENCE=smoke")
+{%- endif %}
 "$engine" run --detach --name "$name" "${run_options[@]}" "$image" >/dev/null
 
 echo "==> waiting for the HEALTHCHECK to report healthy"
@@ -127,15 +132,29 @@ if found := [tool for tool in tools if shutil.which(tool, path=path)]:
     problems.append(f"build tools in the final image: {found}")
 print("\n".join(problems) or f"{len(pids)} processes checked")
 raise SystemExit(1 if problems else 0)'
+{%- if cookiecutter.auth == "oidc" %}
+
+# auth=oidc: the smoke test has no token; a write without one is the app's 401 challenge.
+refused_write() {
+  local answer
+  answer=$(curl --silent --show-error --max-time 5 --include --json '{"name": "smoke", "price_cents": 100}' "$base/items")
+  grep -qi '^www-authenticate: Bearer' <<<"$answer" || fail "POST /items without a token: no 401 challenge in: $answer"
+  echo "POST /items without a token: 401"
+}
+{%- endif %}
 
 echo "==> requests through nginx"
 {%- if cookiecutter.database == "postgresql" %}
 if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
   get --write-out '\n' "$base/readyz"
+{%- if cookiecutter.auth == "oidc" %}
+  refused_write
+{%- else %}
   created=$(get --json '{"name": "smoke", "price_cents": 100}' "$base/items")
   id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
   get "$base/items/$id" | grep -q '"name":"smoke"' || fail "GET /items/$id: not the item just created"
   echo "created and read back item $id"
+{%- endif %}
 else
   ready=$(curl --silent --show-error --max-time 5 --write-out ' %{http_code}' "$base/readyz")
   echo "$ready"
@@ -148,10 +167,14 @@ fi
 {%- else %}
 get --write-out '\n' "$base/readyz"
 {%- if cookiecutter.layout == "service" %}
+{%- if cookiecutter.auth == "oidc" %}
+refused_write
+{%- else %}
 created=$(get --json '{"name": "smoke", "price_cents": 100}' "$base/items")
 id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
 get "$base/items/$id" | grep -q '"name":"smoke"' || fail "GET /items/$id: not the item just created"
 echo "created and read back item $id"
+{%- endif %}
 {%- endif %}
 {%- endif %}
 # nginx gives every request an id and the app echoes it: proof the request crossed the socket.

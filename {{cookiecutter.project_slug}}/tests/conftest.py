@@ -3,8 +3,10 @@
 One PostgreSQL server (pg_server.py) per session; a test that asks gets a migrated database.
 {%- endif %}"""
 
-{% if cookiecutter.database == "postgresql" -%}
+{% if cookiecutter.database == "postgresql" or cookiecutter.auth == "oidc" -%}
 import os
+{% endif -%}
+{% if cookiecutter.database == "postgresql" -%}
 import sys
 {% endif -%}
 from collections.abc import Callable, Iterator
@@ -22,8 +24,21 @@ from starlette.types import ASGIApp
 
 from pg_server import PostgresServer, ServerError, start_server
 {%- endif %}
+{%- if cookiecutter.auth == "oidc" %}
+{%- if cookiecutter.database != "postgresql" %}
+{# a blank line: ruff's isort puts the tests' own modules apart #}
+{%- endif %}
+from token_issuer import AUDIENCE, ISSUER
+{%- endif %}
 
 PROJECT = Path(__file__).resolve().parent.parent
+{%- if cookiecutter.auth == "oidc" %}
+# At import, before main.py builds its app: production refuses to start without an issuer
+# and an audience. The tests' in-process issuer (token_issuer.py); nothing fetches from it
+# unless a test's app trusts it.
+os.environ["{{ cookiecutter.package_name | upper }}_AUTH_ISSUER"] = ISSUER
+os.environ["{{ cookiecutter.package_name | upper }}_AUTH_AUDIENCE"] = AUDIENCE
+{%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
 MIGRATED = "migrated_template"
 

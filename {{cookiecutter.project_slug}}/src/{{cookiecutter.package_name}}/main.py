@@ -19,6 +19,9 @@ from .api import health, index, items
 {%- endif %}
 from .api.docs import add_api_docs
 from .api.health import ReadinessChecks
+{%- if cookiecutter.auth == "oidc" %}
+from .auth.verifier import TokenVerifier
+{%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
 from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- endif %}
@@ -85,6 +88,9 @@ def create_app(
 {%- else %}
         yield
 {%- endif %}
+{%- if cookiecutter.auth == "oidc" %}
+        await app.state.token_verifier.aclose()
+{%- endif %}
         logger.info("application stopped")
 
     application = FastAPI(
@@ -108,6 +114,10 @@ def create_app(
     # Read by tests; under gunicorn the stack's metrics listener serves every worker's values.
     application.state.metrics = metrics
     application.state.readiness = ReadinessChecks(on_outcome=metrics.readiness_outcome)
+{%- if cookiecutter.auth == "oidc" %}
+    # Keys are fetched at the first token, never here: start-up does not need the provider.
+    application.state.token_verifier = TokenVerifier(settings)
+{%- endif %}
     application.include_router(index.router)
     application.include_router(health.router)
 {%- if cookiecutter.database == "postgresql" %}

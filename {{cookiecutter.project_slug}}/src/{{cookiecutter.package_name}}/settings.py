@@ -4,13 +4,32 @@ you add too), naming the variable to fix. Two variables are the serving stack's,
 names (REQUEST_TIMEOUT_SECONDS, CORS_ORIGINS: one definition each, in serving_stack)."""
 
 import re
-from typing import Any, Literal, Self
+from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any, Literal, Self
 {%- if cookiecutter.database == "postgresql" %}
 from urllib.parse import urlsplit, urlunsplit
 {%- endif %}
+{%- if cookiecutter.database == "postgresql" and cookiecutter.auth == "oidc" %}
 
-from pydantic import AliasChoices, Field, SecretStr, {% if cookiecutter.database == "postgresql" %}field_validator, {% endif %}model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+{%- elif cookiecutter.database == "postgresql" %}
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+{%- else %}
+
+from pydantic import AliasChoices, {% if cookiecutter.auth == "oidc" %}BeforeValidator, {% endif %}Field, SecretStr, model_validator
+{%- endif %}
+{%- if cookiecutter.auth == "oidc" %}
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+{%- else %}
 from pydantic_settings import BaseSettings, SettingsConfigDict
+{%- endif %}
 
 from serving_stack.settings import (
     APP_CORS_NAME,
@@ -47,6 +66,22 @@ PLACEHOLDERS = frozenset(
     }
 )
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
+{%- if cookiecutter.auth == "oidc" %}
+
+# Signature algorithms a token may use: asymmetric only. "none" and HS* (a shared secret,
+# the key confusion of RFC 8725 section 2.1) are no choice at all.
+Algorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]
+Algorithms = Annotated[
+    tuple[Algorithm, ...],
+    NoDecode,  # a comma-separated list, not JSON
+    BeforeValidator(lambda v: tuple(re.split(r"[\s,]+", v.strip())) if isinstance(v, str) else v),
+    Field(min_length=1),
+]
+# An issuer is an https URL (http for a provider on this machine), no query or fragment.
+ISSUER_PATTERN = r"^(https?://[^\s?#]+)?$"
+{%- endif %}
 
 
 def is_placeholder(value: str) -> bool:
@@ -82,6 +117,21 @@ class Settings(BaseSettings):
     # Origins whose pages may call the API (CORS), comma-separated; empty: CORS is off. The
     # stack's variable and type, as nginx's CORS map reads it too: "*" and paths are refused.
     cors_origins: Origins = Field(default=(), validation_alias=AliasChoices(APP_CORS_NAME))
+{%- if cookiecutter.auth == "oidc" %}
+    # The OpenID provider whose access tokens the API accepts, exactly as its tokens' "iss"
+    # and its discovery document say it (docs/auth.md); required in production.
+    auth_issuer: str = Field(default="", pattern=ISSUER_PATTERN, max_length=2000)
+    # The "aud" a token must hold: this API's identifier at the provider; required in production.
+    auth_audience: str = Field(default="", max_length=2000)
+    # Clock skew forgiven on exp, nbf and iat: a minute at most keeps an expired token expired.
+    auth_leeway_seconds: float = Field(default=30.0, ge=0, le=60)
+    # The algorithms the issuer signs with, comma-separated; asymmetric only.
+    auth_algorithms: Algorithms = ("RS256", "PS256", "ES256", "EdDSA")
+    # The claim holding a token's scopes: "scope" (RFC 9068), "scp" (Entra ID), "roles"...
+    auth_scope_claim: str = Field(default="scope", pattern=r"^[A-Za-z0-9_.:/-]{1,100}$")
+    # A token naming an unknown key refetches the JWKS at most once per this many seconds.
+    auth_jwks_cooldown_seconds: float = Field(default=30.0, ge=1, le=3600)
+{%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
     # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
     database_url: SecretStr = Field(
@@ -161,6 +211,13 @@ class Settings(BaseSettings):
                 f"{self.env_var('debug')} is true in production: debug puts tracebacks in "
                 f"error responses; unset it or set {self.env_var('environment')}=development"
             )
+{%- if cookiecutter.auth == "oidc" %}
+        if not (self.auth_issuer and self.auth_audience):
+            raise ValueError(
+                f"{self.env_var('auth_issuer')} and {self.env_var('auth_audience')} must be set in "
+                "production: without them no token can be verified (docs/auth.md)"
+            )
+{%- endif %}
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr) and is_placeholder(value.get_secret_value()):

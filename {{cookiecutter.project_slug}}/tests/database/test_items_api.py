@@ -18,6 +18,10 @@ from {{ cookiecutter.package_name }}.db.engine import APPLICATION_NAME, create_e
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
 
+{%- if cookiecutter.auth == "oidc" %}
+from token_issuer import SHARED, bearer, trusting
+{%- endif %}
+
 from .tables import fetch
 
 NEW = {"name": "lamp", "price_cents": 1999, "tags": ["home"]}
@@ -37,13 +41,24 @@ def url(new_database: Callable[..., str]) -> str:
 
 
 def app_on(url: str) -> FastAPI:
+{%- if cookiecutter.auth == "oidc" %}
+    return trusting(create_app(Settings(database_url=SecretStr(url))))
+{%- else %}
     return create_app(Settings(database_url=SecretStr(url)))
+{%- endif %}
 
 
 @pytest.fixture
 def client(url: str, client_for: Callable[[FastAPI], TestClient]) -> TestClient:
+{%- if cookiecutter.auth == "oidc" %}
+    """The app on ``url``, its lifespan (engine, readiness check) running; a writer's token."""
+    client = client_for(app_on(url))
+    client.headers.update(bearer(SHARED.token()))
+    return client
+{%- else %}
     """The app on ``url``, its lifespan (engine, readiness check) running."""
     return client_for(app_on(url))
+{%- endif %}
 
 
 def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> None:
@@ -160,7 +175,12 @@ def test_an_unreachable_database_is_a_503_and_readiness_may_require_it(
     reporting it (the worker still answers), or 503 when <PREFIX>READINESS_REQUIRES_DATABASE
     is on. A server restarted under load: the template's battery (test_database.py)."""
     settings = Settings(database_url=SecretStr(url.replace("127.0.0.1", "db.invalid")))
+{%- if cookiecutter.auth == "oidc" %}
+    gone = client_for(trusting(create_app(settings)))
+    gone.headers.update(bearer(SHARED.token()))
+{%- else %}
     gone = client_for(create_app(settings))
+{%- endif %}
     for response in [gone.get("/items"), gone.get("/items/1"), gone.post("/items", json=NEW)]:
         assert unavailable_503(response)
         assert response.headers["retry-after"] == "2"

@@ -27,6 +27,9 @@ from {{ cookiecutter.package_name }}.logs import JsonFormatter
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 {%- endif %}
+{%- if cookiecutter.auth == "oidc" %}
+from token_issuer import AUDIENCE, ISSUER, SHARED, bearer, trusting
+{%- endif %}
 
 # tests/conftest.py's fixture: client_for(app) starts a client of app for this test.
 ClientFor = Callable[[ASGIApp], TestClient]
@@ -101,6 +104,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         # OTEL_*: an exporter endpoint in the shell would make every test app export spans.
         if name.upper().startswith((ENV_PREFIX, "OTEL_")):
             monkeypatch.delenv(name)
+{%- if cookiecutter.auth == "oidc" %}
+    # Production refuses to start without them: the in-process issuer's (token_issuer.py).
+    monkeypatch.setenv(f"{ENV_PREFIX}AUTH_ISSUER", ISSUER)
+    monkeypatch.setenv(f"{ENV_PREFIX}AUTH_AUDIENCE", AUDIENCE)
+{%- endif %}
 {%- endif %}
 
 
@@ -118,6 +126,19 @@ def _restore_logging() -> Iterator[None]:
 
 @pytest.fixture
 def app() -> FastAPI:
+{%- if cookiecutter.auth == "oidc" %}
+    """The application as production builds it, from default settings, trusting the tests'
+    issuer (token_issuer.py)."""
+    return trusting(create_app(Settings()))
+
+
+@pytest.fixture
+def client(app: FastAPI, client_for: ClientFor) -> TestClient:
+    """A running client of ``app``, sending a token with the scope items:write."""
+    client = client_for(app)
+    client.headers.update(bearer(SHARED.token()))
+    return client
+{%- else %}
     """The application as production builds it, from default settings."""
     return create_app(Settings())
 
@@ -126,6 +147,7 @@ def app() -> FastAPI:
 def client(app: FastAPI, client_for: ClientFor) -> TestClient:
     """A running client of ``app``."""
     return client_for(app)
+{%- endif %}
 {%- endif %}
 
 

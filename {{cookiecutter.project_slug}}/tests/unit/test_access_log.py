@@ -34,6 +34,9 @@ def test_one_line_per_request_with_the_contracts_fields(json_lines: JsonLines) -
         "status",
         "duration_ms",
         "client",
+{%- if cookiecutter.auth == "oidc" %}
+        "subject",  # a verified token's sub; None here: nothing verified one (test_auth.py)
+{%- endif %}
     ]
     assert (line["level"], line["client"]) == ("info", "203.0.113.7")
     assert line["message"] == "GET /items/7 200"

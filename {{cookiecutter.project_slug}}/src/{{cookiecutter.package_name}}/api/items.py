@@ -16,6 +16,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+{% if cookiecutter.auth == "oidc" -%}
+from {{ cookiecutter.package_name }}.auth import require_scopes
+
+{% endif -%}
 from .body_limits import max_body_bytes
 
 router = APIRouter(prefix="/items", tags=["items"])
@@ -94,8 +98,16 @@ async def get_item(
         # FastAPI's own answer to a body it cannot decode, before validation (422) runs.
         400: {"description": "The body is not valid JSON"},
         413: {"description": "The body is over ITEM_BODY_BYTES (nginx's answer)"},
+{%- if cookiecutter.auth == "oidc" %}
+        401: {"description": "No valid bearer token"},
+        403: {"description": "The token lacks the scope items:write"},
+{%- endif %}
     },
     openapi_extra=max_body_bytes(ITEM_BODY_BYTES),
+{%- if cookiecutter.auth == "oidc" %}
+    # Reads stay open; creating needs a token with this scope (docs/auth.md).
+    dependencies=[require_scopes("items:write")],
+{%- endif %}
 )
 async def create_item(new: ItemIn) -> Item:
     """Create an item from a JSON body and return it with its id."""

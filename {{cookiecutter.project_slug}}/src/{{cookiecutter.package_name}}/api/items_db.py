@@ -9,6 +9,9 @@ from pydantic import ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+{% if cookiecutter.auth == "oidc" -%}
+from {{ cookiecutter.package_name }}.auth import require_scopes
+{% endif -%}
 from {{ cookiecutter.package_name }}.db.engine import session
 from {{ cookiecutter.package_name }}.db.models import ItemRow
 
@@ -70,6 +73,10 @@ async def get_item(item_id: int, db: Session) -> StoredItem:
     status_code=status.HTTP_201_CREATED,
     responses={400: {"description": "Not JSON"}, 413: {"description": "Over ITEM_BODY_BYTES"}},
     openapi_extra=max_body_bytes(ITEM_BODY_BYTES),  # nginx enforces it (api/items.py)
+{%- if cookiecutter.auth == "oidc" %}
+    # Reads stay open; creating needs a token with this scope (docs/auth.md): 401 or 403.
+    dependencies=[require_scopes("items:write")],
+{%- endif %}
 )
 async def create_item(new: NewItem, db: Session) -> StoredItem:
     """Create an item from a JSON body and return it, committed, with PostgreSQL's id."""

@@ -1,7 +1,10 @@
 """Write one structured log line per HTTP request, after the response is done.
 
 Fields: ``method``, ``path`` (no query string: it often carries tokens), ``status``,
-``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``."""
+``duration_ms``, ``request_id`` (request_id.py must run outside this), ``client``
+{%- if cookiecutter.auth == "oidc" %},
+``subject`` (a verified token's ``sub``, which auth/dependencies.py leaves in the request's
+state; never the token){% endif %}."""
 
 import logging
 import time
@@ -39,5 +42,8 @@ class AccessLogMiddleware:
                     "duration_ms": round((time.perf_counter() - start) * 1000.0, 2),
                     # None over a unix socket unless the server trusts X-Forwarded-For.
                     "client": client[0] if client else None,
+{%- if cookiecutter.auth == "oidc" %}
+                    "subject": scope.get("state", {}).get("subject"),
+{%- endif %}
                 }
                 self.logger.info("%s %s %d", scope["method"], scope["path"], status, extra=extra)

@@ -1,0 +1,521 @@
+"""auth=oidc: the service as an OAuth 2.0 resource server, against a real OpenID provider.
+
+The provider is the certified `oidc-provider` from npm on the machine's Node.js (installed
+once into the bakes' cache), run by tests/oidc/provider.mjs: JWT access tokens by client
+credentials for one resource, keys rotated on request, each path's requests counted. The
+service is the auth=oidc bake's whole stack (nginx -> unix socket -> gunicorn), one worker,
+so the keys it caches are one worker's. auth=none bakes carry no trace of the option.
+The bake's own tests/unit/test_auth.py covers the same refusals in process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .conftest import CACHE_DIR, Bake, ProjectEnv, bake, install_env
+from .test_bake import assert_lints_and_tests, assert_renders_cleanly
+
+PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
+# The provider's major version is pinned: a new major is a change to review, not a surprise.
+NPM_PACKAGE = "oidc-provider@9"
+# provider.mjs mints tokens for this audience unless a client asks for another resource.
+API = "https://api.test"
+# Short, so rotation and the outage take seconds; the flood's bound is counted in it.
+COOLDOWN_SECONDS = 2
+# What auth=oidc adds; none of it may be in a bake without it.
+AUTH_WORDS = re.compile(r"pyjwt|jwks|AUTH_ISSUER|require_scopes|bearer|token_issuer", re.I)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming what did not happen in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def parts(token: str) -> tuple[dict[str, object], dict[str, object], str]:
+    """A JWT's header and claims, decoded, and its signature as sent."""
+    header, claims, signature = token.split(".")
+    return json.loads(unb64(header)), json.loads(unb64(claims)), signature
+
+
+def reassemble(header: dict[str, object], claims: dict[str, object], signature: str) -> str:
+    encoded = [b64(json.dumps(part).encode()) for part in (header, claims)]
+    return ".".join([*encoded, signature])
+
+
+@dataclass
+class Provider:
+    """One provider.mjs process: its issuer URL, requests to it, tokens from it."""
+
+    process: subprocess.Popen[bytes]
+    issuer: str
+
+    def _call(self, method: str, path: str, body: str = "", **headers: str) -> bytes:
+        url = urllib.parse.urlsplit(self.issuer)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        with contextlib.closing(connection):
+            connection.request(method, path, body, headers)
+            answer = connection.getresponse()
+            data = answer.read()
+        assert answer.status == 200, data
+        return data
+
+    def token(self, client: str = "writer", scope: str = "items:write", resource: str = API) -> str:
+        """An access token by client credentials (client_secret_basic)."""
+        form = urllib.parse.urlencode(
+            {"grant_type": "client_credentials", "scope": scope, "resource": resource}
+        )
+        basic = base64.b64encode(f"{client}:{client}-secret".encode()).decode()
+        headers = {
+            "Authorization": f"Basic {basic}",
+            "Content-Type": "application/x-www-form-urlencoded",
+        }
+        answer = json.loads(self._call("POST", "/token", form, **headers))
+        token: str = answer["access_token"]
+        return token
+
+    def requests(self, path: str) -> int:
+        """How many requests for ``path`` the provider has answered."""
+        count: int = json.loads(self._call("GET", "/admin/stats")).get(path, 0)
+        return count
+
+    def rotate(self) -> str:
+        """A new signing key; its kid."""
+        kid: str = json.loads(self._call("POST", "/admin/rotate"))["kid"]
+        return kid
+
+    def public_pem(self) -> bytes:
+        return self._call("GET", "/admin/pem")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def provider_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """provider.mjs beside the npm package's node_modules (installed once, then cached)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Node.js is not installed (sudo apt-get install -y nodejs npm)")
+    prefix = CACHE_DIR / f"npm-{NPM_PACKAGE.replace('@', '-')}"
+    if not (prefix / "ok").exists():
+        command = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", NPM_PACKAGE]
+        subprocess.run(command, check=True, capture_output=True, timeout=600)
+        (prefix / "ok").write_text(NPM_PACKAGE, encoding="utf-8")
+    here = tmp_path_factory.mktemp("oidc")
+    (here / "node_modules").symlink_to(prefix / "node_modules")
+    shutil.copy(PROVIDER_SCRIPT, here / "provider.mjs")
+    return here / "provider.mjs"
+
+
+def start_provider(script: Path, keys: Path) -> Provider:
+    port = free_port()
+    issuer = f"http://127.0.0.1:{port}"
+    log = script.parent / f"provider-{port}.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["node", str(script), str(port), issuer, str(keys)],
+            cwd=script.parent,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    provider = Provider(process, issuer)
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"provider.mjs exited: {log.read_text()}")
+        with contextlib.suppress(OSError, AssertionError):
+            return provider.requests("/") >= 0
+        return False
+
+    wait_for(answers, 30, "the OpenID provider")
+    return provider
+
+
+@pytest.fixture(scope="module")
+def provider(provider_script: Path) -> Iterator[Provider]:
+    started = start_provider(provider_script, provider_script.parent / "keys.json")
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def auth_bake(shared_tmp: Path) -> Bake:
+    """The project rendered with auth=oidc, the other answers default (read only)."""
+    result = bake(shared_tmp / "auth", auth="oidc")
+    assert result.exit_code == 0, result.stderr
+    (shared_tmp / "auth").chmod(0o755)
+    return result
+
+
+@pytest.fixture(scope="module")
+def auth_env(auth_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    """The auth bake's dependencies (PyJWT, httpx on top of the default's), cached."""
+    venv = install_env(auth_bake.project)
+    return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))
+
+
+@dataclass
+class Stack:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    package: str
+
+    def call(
+        self, method: str, path: str, token: str | None = None, body: object = None
+    ) -> tuple[int, dict[str, str], dict[str, object]]:
+        """Status, headers (lower case) and JSON body of one request through nginx."""
+        headers = {"Host": "localhost", "Connection": "close"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None if body is None else json.dumps(body)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
+        with contextlib.closing(connection):
+            connection.request(method, path, data, headers)
+            answer = connection.getresponse()
+            raw = answer.read()
+        fields = {name.lower(): value for name, value in answer.getheaders()}
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {"raw": raw.decode("latin-1")}
+        return answer.status, fields, parsed
+
+    def write(self, token: str | None) -> tuple[int, dict[str, str], dict[str, object]]:
+        return self.call("POST", "/items", token, {"name": "lamp", "price_cents": 1999})
+
+    def access_lines(self) -> list[dict[str, object]]:
+        lines = []
+        for raw in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                line = json.loads(raw)
+                if line.get("logger") == f"{self.package}.access":
+                    lines.append(line)
+        return lines
+
+
+@pytest.fixture(scope="module")
+def stack(
+    auth_bake: Bake,
+    auth_env: ProjectEnv,
+    provider: Provider,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    """The bake's production stack trusting ``provider``: one worker, its access line on."""
+    if shutil.which("nginx", path=f"{os.environ['PATH']}:/usr/sbin") is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    run_dir = tmp_path_factory.mktemp("auth-stack")
+    port, package = free_port(), auth_bake.package_name
+    prefix = package.upper()
+    environment = auth_env.environ(auth_bake.project) | {
+        "RUN_DIR": str(run_dir / "run"),
+        "PORT": str(port),
+        "METRICS_PORT": str(free_port()),
+        "LISTEN_ADDRESS": "127.0.0.1",
+        "WEB_CONCURRENCY": "1",
+        "NGINX_WORKER_PROCESSES": "1",
+        f"{prefix}_ACCESS_LOG": "true",
+        f"{prefix}_AUTH_ISSUER": provider.issuer,
+        f"{prefix}_AUTH_AUDIENCE": API,
+        f"{prefix}_AUTH_LEEWAY_SECONDS": "0",
+        f"{prefix}_AUTH_JWKS_COOLDOWN_SECONDS": str(COOLDOWN_SECONDS),
+        **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
+    }
+    log = run_dir / "stack.log"
+    python = str(auth_env.venv / "bin" / "python")
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [python, "-m", f"{package}_stack"],
+            cwd=auth_bake.project,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    served = Stack(process, port, log, package)
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"the stack exited: {log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            return served.call("GET", "/readyz")[0] == 200
+        return False
+
+    try:
+        wait_for(ready, 90, "the auth bake's stack")
+        yield served
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def assert_refused(
+    answer: tuple[int, dict[str, str], dict[str, object]], status: int, challenge: str
+) -> None:
+    """The app's JSON error with the request id, and the RFC 6750 challenge."""
+    code, headers, body = answer
+    assert code == status, body
+    assert headers["www-authenticate"] == challenge
+    assert body["request_id"] == headers["x-request-id"], body
+
+
+def invalid(description: str) -> str:
+    return f'Bearer error="invalid_token", error_description="{description}"'
+
+
+@pytest.mark.slow
+def test_a_valid_token_writes_and_reads_stay_open(stack: Stack, provider: Provider) -> None:
+    """valid: a writer's token creates an item (its subject in the access line); reads,
+    /livez and /readyz need none; no token at all is a 401 with the bare challenge."""
+    status, headers, item = stack.write(provider.token())
+    assert status == 201, item
+    assert stack.call("GET", f"/items/{item['id']}")[0] == 200
+    assert stack.call("GET", "/livez")[0] == 200
+    assert stack.call("GET", "/readyz")[0] == 200
+    assert_refused(stack.write(None), 401, "Bearer")
+    wait_for(lambda: len(stack.access_lines()) >= 5, 10, "the access lines")
+    [line] = [ln for ln in stack.access_lines() if ln["request_id"] == headers["x-request-id"]]
+    assert (line["status"], line["subject"]) == (201, "writer")
+
+
+@pytest.mark.slow
+def test_a_token_without_the_scope_is_a_403(stack: Stack, provider: Provider) -> None:
+    """insufficient_scope: the reader client's token holds items:read only."""
+    token = provider.token("reader", scope="items:read")
+    assert parts(token)[1]["scope"] == "items:read"
+    challenge = 'Bearer error="insufficient_scope", scope="items:write"'
+    assert_refused(stack.write(token), 403, challenge)
+
+
+@pytest.mark.slow
+def test_an_expired_token_is_a_401(stack: Stack, provider: Provider) -> None:
+    """expired: the "short" client's tokens live 1 s; the stack's leeway here is 0."""
+    token = provider.token("short")
+    time.sleep(2.1)
+    assert_refused(stack.write(token), 401, invalid("the token has expired"))
+
+
+@pytest.mark.slow
+def test_a_token_for_another_audience_is_a_401(stack: Stack, provider: Provider) -> None:
+    """wrong audience: minted by the same issuer and key for another resource."""
+    token = provider.token(resource="https://other.test")
+    assert parts(token)[1]["aud"] == "https://other.test"
+    assert_refused(stack.write(token), 401, invalid("the token is invalid"))
+
+
+@pytest.mark.slow
+def test_a_token_from_another_issuer_is_a_401(
+    stack: Stack, provider: Provider, provider_script: Path
+) -> None:
+    """wrong issuer: a second provider signing with the very same keys (the kid is known)."""
+    other = start_provider(provider_script, provider_script.parent / "keys.json")
+    try:
+        token = other.token()
+    finally:
+        other.stop()
+    assert parts(token)[0]["kid"] == parts(provider.token())[0]["kid"]
+    assert_refused(stack.write(token), 401, invalid("the token is invalid"))
+
+
+@pytest.mark.slow
+def test_a_tampered_token_is_a_401(stack: Stack, provider: Provider) -> None:
+    """tampered: the reader's token with items:write added after signing."""
+    header, claims, signature = parts(provider.token("reader", scope="items:read"))
+    forged = reassemble(header, {**claims, "scope": "items:write"}, signature)
+    assert_refused(stack.write(forged), 401, invalid("the token is invalid"))
+
+
+@pytest.mark.slow
+def test_alg_none_and_hs256_with_the_public_key_are_401s(stack: Stack, provider: Provider) -> None:
+    """alg none, and HS256 keyed with the provider's published public key (key confusion)."""
+    header, claims, _ = parts(provider.token())
+    unsigned = reassemble({**header, "alg": "none"}, claims, "")
+    assert_refused(stack.write(unsigned), 401, invalid("the token's algorithm is not allowed"))
+    signing_input = ".".join(
+        b64(json.dumps(p).encode()) for p in ({**header, "alg": "HS256"}, claims)
+    )
+    mac = hmac.new(provider.public_pem(), signing_input.encode(), hashlib.sha256).digest()
+    confused = f"{signing_input}.{b64(mac)}"
+    assert_refused(stack.write(confused), 401, invalid("the token's algorithm is not allowed"))
+
+
+@pytest.mark.slow
+def test_a_token_naming_an_unknown_key_is_a_401(stack: Stack, provider: Provider) -> None:
+    """unknown kid: a valid token's header pointing at a key the provider never published."""
+    header, claims, signature = parts(provider.token())
+    relabelled = reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature)
+    assert_refused(stack.write(relabelled), 401, invalid("the token's signing key is unknown"))
+
+
+@pytest.mark.slow
+def test_a_rotated_key_is_picked_up_without_a_restart(stack: Stack, provider: Provider) -> None:
+    """rotation: the provider's new key signs the next token; the same worker verifies it
+    once the cooldown allows a refetch."""
+    worker_pids, fetches = pids_of(stack), provider.requests("/jwks")
+    new_kid = provider.rotate()
+    token = provider.token()
+    assert parts(token)[0]["kid"] == new_kid
+    time.sleep(COOLDOWN_SECONDS + 0.1)
+    assert stack.write(token)[0] == 201
+    assert pids_of(stack) == worker_pids
+    assert provider.requests("/jwks") == fetches + 1
+
+
+def pids_of(stack: Stack) -> set[int]:
+    """The stack's process tree below the runner (nginx, gunicorn, its worker)."""
+    found, todo = set(), [stack.process.pid]
+    while todo:
+        pid = todo.pop()
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        with contextlib.suppress(OSError):
+            kids = [int(child) for child in children.read_text().split()]
+            found.update(kids)
+            todo += kids
+    return found
+
+
+@pytest.mark.slow
+def test_a_flood_of_random_kids_refetches_no_more_than_the_cooldown_allows(
+    stack: Stack, provider: Provider
+) -> None:
+    """200 tokens naming random kids: every one a 401, never a 5xx; the JWKS fetched at most
+    once per cooldown of the flood's duration (counted at the provider), plus one."""
+    header, claims, signature = parts(provider.token())
+    before, start = provider.requests("/jwks"), time.monotonic()
+    statuses = [
+        stack.write(reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature))[0]
+        for _ in range(200)
+    ]
+    elapsed = time.monotonic() - start
+    fetches = provider.requests("/jwks") - before
+    assert set(statuses) == {401}
+    assert fetches <= math.ceil(elapsed / COOLDOWN_SECONDS) + 1, (fetches, elapsed)
+
+
+@pytest.mark.slow
+def test_a_16_kb_token_is_refused_by_nginx_before_the_app(stack: Stack, provider: Provider) -> None:
+    """A 16 KB Authorization header: nginx's 400 (its header buffers are 8 KB); no app line."""
+    lines = len(stack.access_lines())
+    huge = provider.token() + "A" * (16 * 1024)
+    status, _, _ = stack.write(huge)
+    assert status == 400
+    assert stack.call("GET", "/livez")[0] == 200
+    wait_for(lambda: len(stack.access_lines()) == lines + 1, 10, "the /livez access line")
+    assert [line["path"] for line in stack.access_lines()[lines:]] == ["/livez"]
+
+
+@pytest.mark.slow
+def test_no_token_reaches_the_logs(stack: Stack, provider: Provider) -> None:
+    """Every line every process wrote so far: no token's signature in any of them."""
+    token = provider.token()
+    assert stack.write(token)[0] == 201
+    time.sleep(0.5)
+    text = stack.log.read_text(encoding="utf-8", errors="replace")
+    assert parts(token)[2] not in text
+    assert "Bearer ey" not in text
+
+
+@pytest.mark.slow
+def test_the_provider_stopped_known_keys_verify_unknown_fail_closed(
+    stack: Stack, provider: Provider
+) -> None:
+    """provider stopped (last: it stops the module's provider): a token from a key the worker
+    knows still writes, one from a key it never saw is a 401 (never a 500), /readyz is 200."""
+    known = provider.token()
+    time.sleep(COOLDOWN_SECONDS + 0.1)
+    assert stack.write(known)[0] == 201
+    provider.rotate()
+    unseen = provider.token()
+    provider.stop()
+    time.sleep(COOLDOWN_SECONDS + 0.1)
+    assert_refused(stack.write(unseen), 401, invalid("the token's signing key is unknown"))
+    assert stack.write(known)[0] == 201
+    assert stack.call("GET", "/readyz")[0] == 200
+    warnings = [
+        line for line in stack.log.read_text().splitlines() if "could not be fetched" in line
+    ]
+    assert warnings, "the failed fetch is logged"
+
+
+@pytest.mark.slow
+def test_the_auth_bake_lints_and_passes_its_own_tests(
+    auth_bake: Bake, auth_env: ProjectEnv
+) -> None:
+    """make lint and make test, green, on the auth=oidc bake (its unit tests: test_auth.py)."""
+    assert_renders_cleanly(auth_bake)
+    assert_lints_and_tests(auth_env, auth_bake.project)
+
+
+def test_none_bakes_carry_no_trace_of_auth(default_bake: Bake) -> None:
+    """auth=none: no auth file, dependency, variable or word (docs/security.md aside)."""
+    project = default_bake.project
+    assert not (project / "src" / default_bake.package_name / "auth").exists()
+    assert not (project / "tests" / "token_issuer.py").exists()
+    assert not (project / "docs" / "auth.md").exists()
+    found = [
+        f"{path.relative_to(project)}: {match.group()}"
+        for path in sorted(project.rglob("*"))
+        if path.is_file() and path.suffix not in {".png", ".json"}
+        for match in AUTH_WORDS.finditer(path.read_text(encoding="utf-8", errors="ignore"))
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"auth": "oidc", "layout": "serving-only"}, "auth=oidc needs layout=service"),
+        ({"auth": "oidc", "package_name": "jwt"}, "package_name 'jwt' would shadow auth=oidc's"),
+    ],
+)
+def test_auth_answers_that_cannot_work_are_refused(
+    tmp_path: Path, answers: dict[str, str], message: str
+) -> None:
+    """One line naming the answer; nothing is left behind."""
+    result = bake(tmp_path, **answers)
+    assert result.exit_code != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert message in errors[0]
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,60 @@
+"""What a route declares to need a token: ``dependencies=[require_scopes("items:write")]``, or
+``principal: Annotated[Principal, require_scopes()]`` to read who called. Answers 401 with
+``WWW-Authenticate: Bearer error="invalid_token"`` and 403 with ``error="insufficient_scope"``
+(RFC 6750, section 3), in the app's JSON error shape (validation.py adds the request id)."""
+
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from opentelemetry import trace
+
+from .verifier import InvalidTokenError, Principal, TokenVerifier
+
+# Declares the scheme in the OpenAPI document, so /docs can send a token. auto_error=False:
+# a missing token gets this module's 401 (the JSON shape, the challenge), not FastAPI's.
+bearer = HTTPBearer(
+    auto_error=False,
+    bearerFormat="JWT",
+    description="An access token from the service's OpenID issuer (docs/auth.md)",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def unauthorized(description: str | None) -> HTTPException:
+    """401; RFC 6750 section 3.1: a request without credentials gets the challenge, no error."""
+    challenge = "Bearer"
+    if description is not None:
+        challenge += f' error="invalid_token", error_description="{description}"'
+    detail = description or "a bearer token is required"
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, {"WWW-Authenticate": challenge})
+
+
+def forbidden(needed: frozenset[str]) -> HTTPException:
+    """403 naming the scopes the route needs (the token had a subject, not the right)."""
+    scope = " ".join(sorted(needed))
+    challenge = f'Bearer error="insufficient_scope", scope="{scope}"'
+    detail = f"the token lacks the scope {scope}"
+    return HTTPException(status.HTTP_403_FORBIDDEN, detail, {"WWW-Authenticate": challenge})
+
+
+def require_scopes(*scopes: str) -> Any:
+    """A dependency: a verified bearer token holding every one of ``scopes``; its Principal."""
+    needed = frozenset(scopes)
+
+    async def authorize(request: Request, credentials: Credentials) -> Principal:
+        if credentials is None:
+            raise unauthorized(None)
+        verifier: TokenVerifier = request.app.state.token_verifier
+        try:
+            principal = await verifier.verify(credentials.credentials)
+        except InvalidTokenError as refused:
+            raise unauthorized(str(refused)) from None
+        # Who, never the token: the access line (middleware/access_log.py) and the trace.
+        request.state.subject = principal.subject
+        trace.get_current_span().set_attribute("enduser.id", principal.subject)
+        if not needed <= principal.scopes:
+            raise forbidden(needed)
+        return principal
+
+    return Depends(authorize)
