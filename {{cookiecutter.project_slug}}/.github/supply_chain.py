@@ -1,10 +1,10 @@
 """Supply-chain checks, the same for CI and for a person: `make audit` and `make sbom`.
 
-audit: pip-audit of requirements.lock (without a lock: what pyproject.toml resolves to today),
+audit: pip-audit of uv.lock's runtime set (what the image installs, exported with its hashes),
        blocking; a vulnerability is accepted only while .github/audit-allowlist.toml names it
        with a reason and an expiry date.
 sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's database) and
-       its virtualenv's Python packages, each of the latter checked against the lock.
+       its virtualenv's Python packages, each of the latter checked against uv.lock.
 Standard library only: `make sbom` runs on a CI runner without the project's virtualenv.
 """
 
@@ -23,7 +23,9 @@ from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCK = ROOT / "requirements.lock"
+LOCK = ROOT / "uv.lock"
+# What `make audit` hands pip-audit: uv.lock's runtime set as pinned, hashed requirements.
+EXPORTED = ROOT / "build" / "audit-requirements.txt"
 ALLOWLIST = ROOT / ".github" / "audit-allowlist.toml"
 # PYSEC-2024-1, GHSA-xxxx-xxxx-xxxx, CVE-2024-12345: the ids pip-audit reports and ignores.
 VULN_ID = re.compile(r"(PYSEC-\d{4}-\d+|GHSA(-[23456789cfghjmpqrvwx]{4}){3}|CVE-\d{4}-\d{4,})")
@@ -43,13 +45,32 @@ def normalize(name: str) -> str:
 
 
 def locked_versions() -> dict[str, str]:
-    """Every ``name==version`` of requirements.lock by normalized name; none without a lock."""
+    """Every package version of uv.lock by normalized name (the project itself aside)."""
     if not LOCK.is_file():
-        return {}
-    pins = re.findall(
-        r"^([A-Za-z0-9][\w.-]*)(?:\[[^]]*\])?==([^\s;\\]+)", LOCK.read_text(), re.MULTILINE
+        raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
+    packages = tomllib.loads(LOCK.read_text(encoding="utf-8")).get("package", [])
+    # The project is the lock's only package from a directory ("editable" or "virtual").
+    return {
+        normalize(package["name"]): package["version"]
+        for package in packages
+        if not {"editable", "virtual"} & set(package.get("source", {}))
+    }
+
+
+def export_runtime_set(uv: Path) -> Path:
+    """uv.lock's runtime dependencies as a requirements file with hashes, for pip-audit."""
+    locked_versions()  # a missing lock: one line, before uv's own words
+    EXPORTED.parent.mkdir(exist_ok=True)
+    export = ["export", "--frozen", "--no-dev", "--no-emit-project", "--quiet"]
+    output = ["--format", "requirements-txt", "--output-file", str(EXPORTED)]
+    # S603: our own argument list.
+    done = subprocess.run(  # noqa: S603
+        [str(uv), *export, *output], capture_output=True, text=True, check=False, cwd=ROOT
     )
-    return {normalize(name): version for name, version in pins}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RefusalError(f"uv export failed: {last}")
+    return EXPORTED
 
 
 def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
@@ -99,17 +120,14 @@ def probe_database() -> None:
 
 def audit() -> int:
     accepted = accepted_vulnerabilities(dt.datetime.now(dt.UTC).date())
-    pip_audit = Path(sys.executable).parent / "pip-audit"
-    if not pip_audit.is_file():
-        raise RefusalError(f"{pip_audit} is missing: make install")
+    tools = Path(sys.executable).parent
+    pip_audit, uv = tools / "pip-audit", tools / "uv"
+    for tool in (pip_audit, uv):
+        if not tool.is_file():
+            raise RefusalError(f"{tool} is missing: make install")
     probe_database()
-    if LOCK.is_file():
-        # --disable-pip: the lock is fully pinned and hashed, nothing to resolve or install.
-        audited = ["--requirement", str(LOCK), "--require-hashes", "--disable-pip"]
-    else:
-        notice = "no requirements.lock (make lock): auditing what pyproject.toml resolves to today"
-        print(notice)  # noqa: T201 - a report for the terminal
-        audited = [str(ROOT)]
+    # --disable-pip: the export is fully pinned and hashed, nothing to resolve or install.
+    audited = ["--requirement", str(export_runtime_set(uv)), "--require-hashes", "--disable-pip"]
     # --strict: a pin the database does not know fails the audit instead of passing it.
     command = [str(pip_audit), *audited, "--strict", "--vulnerability-service", "pypi",
                "--progress-spinner", "off", "--aliases", "on",
@@ -165,10 +183,10 @@ def sbom(engine: str, image: str, output: Path) -> int:
     stale = [
         f"{name} {version} (lock: {locked.get(name, 'absent')})"
         for name, version in python.items()
-        if locked and locked.get(name) != version
+        if locked.get(name) != version
     ]
     if stale:
-        raise RefusalError(f"{image} does not hold requirements.lock's versions (rebuild): {stale}")
+        raise RefusalError(f"{image} does not hold uv.lock's versions (rebuild): {stale}")
     components += [component("pypi", name, version) for name, version in python.items()]
     bom = {
         "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
@@ -179,7 +197,7 @@ def sbom(engine: str, image: str, output: Path) -> int:
             "component": {
                 "type": "container", "bom-ref": image, "name": image, "version": image_id,
                 "description": f"{found['os'].get('PRETTY_NAME', distro)}; Python packages"
-                + (" pinned by requirements.lock" if locked else " (no requirements.lock)"),
+                " pinned by uv.lock",
             },
         },
         "components": components,
@@ -194,7 +212,7 @@ def sbom(engine: str, image: str, output: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("audit", help="pip-audit of requirements.lock with the allow-list")
+    commands.add_parser("audit", help="pip-audit of uv.lock's runtime set with the allow-list")
     bom = commands.add_parser("sbom", help="CycloneDX SBOM of a built image")
     bom.add_argument("--engine", default="docker", help="docker or podman")
     bom.add_argument("--image", required=True)

@@ -63,6 +63,18 @@ def test_a_wrong_database_setting_is_refused_naming_it(
     assert variable != "DATABASE_URL" or value.strip() == "" or value not in refused
 
 
+def test_a_missing_database_url_is_the_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without DATABASE_URL the settings refuse with that one error, saying what to give, and
+    not also with the timeouts whose defaults pydantic then skips."""
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    with pytest.raises(ValidationError) as caught:
+        Settings(_env_file=None)
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("DATABASE_URL",)
+    assert error["msg"].endswith("DATABASE_URL is not set: give the PostgreSQL URL, "
+                                 "postgresql+asyncpg://user:password@host:5432/name")
+
+
 def test_database_timeouts_follow_the_request_deadline() -> None:
     """Unset: statements get 80 % of the deadline, connects 5 s or 80 % of it; else as set."""
 
