@@ -8,12 +8,12 @@ for this checkout, its address kept in .run/database.json, its URL printed) and 
 
 import json
 import os
-import sys
 import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,7 +57,9 @@ class PostgresServer:
     def __init__(self, bindir: Path, kept: dict[str, str] | None = None) -> None:
         """A new cluster, or with ``kept`` (``address()``'s) the one already there."""
         self.bindir, self.password, self.ids = bindir, secrets.token_urlsafe(16), server_ids()
-        self.root = Path(tempfile.mkdtemp(prefix="pg-test-")) if kept is None else Path(kept["root"])
+        self.root = (
+            Path(tempfile.mkdtemp(prefix="pg-test-")) if kept is None else Path(kept["root"])
+        )
         self.data, self.log = self.root / "data", self.root / "server.log"
         if kept is not None:
             self.password, self.port = kept["password"], int(kept["port"])
