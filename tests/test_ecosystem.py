@@ -95,9 +95,10 @@ def test_workflow_is_valid_for_github(ci_bake: Bake) -> None:
 
 
 def test_dependabot_keeps_actions_python_and_the_base_image_current(default_bake: Bake) -> None:
-    """dependabot.yml validates against its schema; it updates the action pins, uv.lock (and
-    pyproject.toml's floors) and the Dockerfile's base image, each in one grouped pull request, each a
-    week after a release (the actions' cooldown); the base image's tag is literal, so it can."""
+    """dependabot.yml validates against its schema; it updates the action pins, uv.lock
+    (pyproject.toml's floors too) and the Dockerfile's base image, each in one grouped pull
+    request, each a week after a release (the actions' cooldown); the base image's tag is
+    literal, so it can."""
     config = default_bake.project / ".github" / "dependabot.yml"
     run(
         tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", config, cwd=config.parent
