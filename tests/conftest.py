@@ -167,6 +167,7 @@ def install_env(project: Path) -> Path:
         if lock.is_file():
             uv = Path(sys.executable).parent / "uv"
             sync = [uv, "sync", "--locked", "--inexact", "--no-install-project", "--quiet"]
+            sync.append("--compile-bytecode")  # as the bake's `make install` (and pip) does
             environment = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
             environment.pop("VIRTUAL_ENV", None)
             subprocess.run(

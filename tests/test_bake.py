@@ -84,7 +84,8 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 
 
 # What a team inherits must stay small enough to own in a day (issue 18): the code, config
-# and tests of a fresh bake, in the file kinds below, .venv excluded.
+# and tests of a fresh bake, in the file kinds below, .venv excluded. Issue 33 added 50 lines
+# to each bound (uv's install path and lock check, `make db`; uv.lock itself is not counted).
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml")
 
@@ -102,7 +103,7 @@ def counted_lines(project: Path) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 6_500), ({"database": "postgresql"}, 7_500)],
+    [({}, 6_550), ({"database": "postgresql"}, 7_550)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(

@@ -172,7 +172,7 @@ def test_make_db_runs_the_documented_migration_steps(
             ["bash", "-c", lines[-1]], cwd=project, env=environment, capture_output=True, text=True
         )
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert stopped.stderr.strip() == "the development database is stopped and its data deleted"
+    assert stopped.stdout == "the development database is stopped, its data deleted\n"
     assert not Path(server["root"]).exists()
     assert not (project / ".run" / "database.json").exists()
     with pytest.raises(ConnectionRefusedError):

@@ -45,32 +45,12 @@ def normalize(name: str) -> str:
 
 
 def locked_versions() -> dict[str, str]:
-    """Every package version of uv.lock by normalized name (the project itself aside)."""
+    """uv.lock's versions by normalized name, the project (its one directory source) aside."""
     if not LOCK.is_file():
         raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
     packages = tomllib.loads(LOCK.read_text(encoding="utf-8")).get("package", [])
-    # The project is the lock's only package from a directory ("editable" or "virtual").
-    return {
-        normalize(package["name"]): package["version"]
-        for package in packages
-        if not {"editable", "virtual"} & set(package.get("source", {}))
-    }
-
-
-def export_runtime_set(uv: Path) -> Path:
-    """uv.lock's runtime dependencies as a requirements file with hashes, for pip-audit."""
-    locked_versions()  # a missing lock: one line, before uv's own words
-    EXPORTED.parent.mkdir(exist_ok=True)
-    export = ["export", "--frozen", "--no-dev", "--no-emit-project", "--quiet"]
-    output = ["--format", "requirements-txt", "--output-file", str(EXPORTED)]
-    # S603: our own argument list.
-    done = subprocess.run(  # noqa: S603
-        [str(uv), *export, *output], capture_output=True, text=True, check=False, cwd=ROOT
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RefusalError(f"uv export failed: {last}")
-    return EXPORTED
+    sources = ("editable", "virtual")
+    return {normalize(p["name"]): p["version"] for p in packages if p["source"].keys() - sources}
 
 
 def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
@@ -120,14 +100,16 @@ def probe_database() -> None:
 
 def audit() -> int:
     accepted = accepted_vulnerabilities(dt.datetime.now(dt.UTC).date())
-    tools = Path(sys.executable).parent
-    pip_audit, uv = tools / "pip-audit", tools / "uv"
-    for tool in (pip_audit, uv):
-        if not tool.is_file():
-            raise RefusalError(f"{tool} is missing: make install")
+    pip_audit, uv = Path(sys.executable).parent / "pip-audit", Path(sys.executable).parent / "uv"
+    if not pip_audit.is_file() or not uv.is_file():
+        raise RefusalError(f"{pip_audit} or {uv} is missing: make install")
     probe_database()
+    locked_versions()  # a missing lock: one line, before uv's own words
+    export = ["export", "--frozen", "--no-dev", "--no-emit-project", "--quiet", "-o", str(EXPORTED)]
+    if subprocess.run([str(uv), *export], check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argument list
+        raise RefusalError("uv export failed (above): uv.lock's runtime set could not be read")
     # --disable-pip: the export is fully pinned and hashed, nothing to resolve or install.
-    audited = ["--requirement", str(export_runtime_set(uv)), "--require-hashes", "--disable-pip"]
+    audited = ["--requirement", str(EXPORTED), "--require-hashes", "--disable-pip"]
     # --strict: a pin the database does not know fails the audit instead of passing it.
     command = [str(pip_audit), *audited, "--strict", "--vulnerability-service", "pypi",
                "--progress-spinner", "off", "--aliases", "on",

@@ -2,9 +2,8 @@
 random password (TCP, scram-sha-256, as in production); as root it runs as ``postgres`` or
 ``nobody``. Standard library only: conftest.py starts it before collection.
 
-Also the development database: `make db` runs ``python tests/pg_server.py start`` (one server
-for this checkout, its address kept in .run/database.json, its URL printed) and `make db-stop`
-``stop`` (the server and its data deleted)."""
+Also `make db` (``python tests/pg_server.py start``) and `make db-stop` (``stop``): the
+development database."""
 
 import json
 import os
@@ -55,22 +54,16 @@ class PostgresServer:
     """One cluster in a temporary directory; ``start`` and ``stop`` may repeat (restarts)."""
 
     def __init__(self, bindir: Path, kept: dict[str, str] | None = None) -> None:
-        """A new cluster, or with ``kept`` (``address()``'s) the one already there."""
+        """A new cluster, or with ``kept`` (root, port, password) the one already there."""
         self.bindir, self.password, self.ids = bindir, secrets.token_urlsafe(16), server_ids()
-        self.root = (
-            Path(tempfile.mkdtemp(prefix="pg-test-")) if kept is None else Path(kept["root"])
-        )
+        self.root = Path(kept["root"] if kept else tempfile.mkdtemp(prefix="pg-test-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
-        if kept is not None:
+        if kept:
             self.password, self.port = kept["password"], int(kept["port"])
             return
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-
-    def address(self) -> dict[str, str]:
-        """What another process needs to find this server again (``kept`` above)."""
-        return {"root": str(self.root), "port": str(self.port), "password": self.password}
 
     @property
     def running(self) -> bool:
@@ -145,56 +138,32 @@ def start_server() -> PostgresServer:
     return server
 
 
-# `make db`'s server: one per checkout, found again through this file (a secret: mode 0600).
+# `make db`'s server: one per checkout, found again through this file (mode 0600: a password).
 DEV_SERVER = Path(".run") / "database.json"
-DEV_DATABASE = "development"
 
 
-def start_dev_server() -> str:
-    """Start the development server unless it runs; its database's URL."""
-    if DEV_SERVER.is_file():
-        server = PostgresServer(find_bindir(), json.loads(DEV_SERVER.read_text(encoding="utf-8")))
-        if server.running:
-            return server.url(DEV_DATABASE)
-        server.remove()  # its data outlived the server (a reboot): start afresh
-    server = start_server()
-    try:
-        url = server.create_database("template1", DEV_DATABASE)
-    except ServerError:
-        server.remove()
-        raise
-    DEV_SERVER.parent.mkdir(exist_ok=True)
-    DEV_SERVER.touch(mode=0o600)
-    DEV_SERVER.write_text(json.dumps(server.address()), encoding="utf-8")
-    return url
-
-
-def stop_dev_server() -> str:
-    """Stop the development server and delete its data; what happened."""
-    if not DEV_SERVER.is_file():
-        return "no development database is running (make db starts one)"
-    PostgresServer(find_bindir(), json.loads(DEV_SERVER.read_text(encoding="utf-8"))).remove()
-    DEV_SERVER.unlink()
-    return "the development database is stopped and its data deleted"
-
-
-def main(command: str) -> int:
-    try:
-        if command == "start":
-            url = start_dev_server()
-            # stdout holds only the export line: eval "$(make --silent db)" sets it.
-            print(f"export DATABASE_URL='{url}'")  # noqa: T201 - the command's output
-            print("a throwaway PostgreSQL (make db-stop deletes it)", file=sys.stderr)  # noqa: T201
-        elif command == "stop":
-            print(stop_dev_server(), file=sys.stderr)  # noqa: T201 - a report for the terminal
-        else:
-            print(f"usage: {sys.argv[0]} start|stop", file=sys.stderr)  # noqa: T201
-            return 2
-    except ServerError as error:
-        print(f"error: {error}", file=sys.stderr)  # noqa: T201 - one line, no traceback
-        return 1
-    return 0
+def dev_server(command: str) -> str:
+    """start: `make db`'s server, started unless it runs, and the line exporting its URL;
+    stop: the server stopped and its data deleted. What to print."""
+    kept = json.loads(DEV_SERVER.read_text(encoding="utf-8")) if DEV_SERVER.is_file() else None
+    server = PostgresServer(find_bindir(), kept) if kept else None
+    if server and not (command == "start" and server.running):
+        server.remove()  # stopping, or data that outlived its server (a reboot)
+        DEV_SERVER.unlink()
+    if command == "stop":
+        return "the development database is stopped, its data deleted" if server else ""
+    if not (server and server.running):
+        server = start_server()
+        DEV_SERVER.parent.mkdir(exist_ok=True)
+        DEV_SERVER.touch(mode=0o600)  # first: should createdb fail, make db-stop still finds it
+        kept = {"root": str(server.root), "port": str(server.port), "password": server.password}
+        DEV_SERVER.write_text(json.dumps(kept), encoding="utf-8")
+        server.create_database("template1", "development")
+    return f"export DATABASE_URL='{server.url('development')}'"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) == 2 else ""))
+    try:  # stdout: only the export line, for eval "$(make --silent db)"
+        print(dev_server(sys.argv[1]))  # noqa: T201 - the command's output
+    except ServerError as error:
+        sys.exit(f"error: {error}")  # one line, no traceback
