@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from .full_suites import FullSuites
 
 # The images' sizes as podman reports them (bytes), measured 2026-11-27 on the stand-in base
-# (121 MB; CONTRIBUTING.md), with templates/uv-locks/ of that day: 190.4 and 238.6 MB, 0.95 x
-# and 0.96 x the 2026-11-24 builds (201.3, 249.0 MB) since uv's venv holds no pip. A build more than 20 %
+# (121 MB; CONTRIBUTING.md), with templates/uv-locks/ of that day: 0.95 x and 0.96 x the
+# 2026-11-24 builds (201.3, 249.0 MB), uv's venv holding no pip. A build more than 20 %
 # larger fails: a compiler left in, a cache not cleaned, a heavy dependency. Smaller is fine;
 # record the new figure when a change means it.
 RECORDED_SIZE = {"image": 190_400_000, "image-postgresql": 238_600_000}
