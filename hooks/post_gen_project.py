@@ -5,12 +5,16 @@ answers arrive as one JSON document and are read as data (see pre_gen_project.py
 Whole directories are removed here because cookiecutter cannot skip a directory by name
 without leaving an empty one behind; so are the files that only one layout has. The serving
 stack, stack/, is the same in every layout (copied, never rendered: cookiecutter.json).
+The service's uv.lock arrives as the template locked it (templates/uv-locks/, for the default
+project name): its root package is renamed to this project here, where `uv lock` sorts it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 
 CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
@@ -26,6 +30,8 @@ SERVICE_ONLY = (
     "tests/unit/test_body_limits.py",
     "tests/unit/test_settings.py", "tests/unit/test_docs.py",
     "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
+    # pip installs an existing app's own requirements there: the repository's lock is its own.
+    "uv.lock",
 )  # fmt: skip
 # layout=service: the Makefile fragment a repository adopting the stack alone includes.
 SERVING_ONLY = ("deploy/serving.mk",)
@@ -66,6 +72,32 @@ def disabled_paths(context: dict[str, object]) -> list[Path]:
     return paths
 
 
+# templates/uv-locks/ is written for the default bake (scripts/lock-bakes): its project name.
+LOCKED_PROJECT = "my-service"
+# uv.lock's tables: each [[package]] holds one distribution, the first line its name.
+PACKAGE_TABLE = "\n[[package]]\n"
+
+
+def normalize(name: str) -> str:
+    """PEP 503: how uv.lock spells a distribution's name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def rename_lock(lock: str, project: str) -> str:
+    """``lock`` with its root package (the editable project) named ``project``, and placed
+    where `uv lock` writes it: uv sorts packages by name, so a later lock moves nothing."""
+    header, *packages = lock.split(PACKAGE_TABLE)
+    root = f'name = "{LOCKED_PROJECT}"\n'
+    renamed = [
+        f'name = "{normalize(project)}"\n{package.removeprefix(root)}'
+        if package.startswith(root) and 'source = { editable = "." }' in package
+        else package
+        for package in packages
+    ]
+    renamed.sort(key=lambda package: package.split("\n", 1)[0])
+    return PACKAGE_TABLE.join([header, *renamed])
+
+
 def main() -> None:
     # A path missing already is fine: tests/test_layout.py checks the serving-only tree whole.
     for path in disabled_paths(CONTEXT):
@@ -73,6 +105,14 @@ def main() -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    lock = Path("uv.lock")
+    if lock.is_file() and not lock.read_text(encoding="utf-8").strip():
+        # A dependency answer the template has no lock for yet: scripts/lock-bakes writes it.
+        print("warning: no uv.lock for these answers: make lock writes one", file=sys.stderr)
+        lock.unlink()
+    elif lock.is_file():
+        renamed = rename_lock(lock.read_text(encoding="utf-8"), str(CONTEXT["project_slug"]))
+        lock.write_text(renamed, encoding="utf-8")
     if CONTEXT["layout"] == "serving-only":
         for source, target in SERVING_ONLY_MOVES:
             shutil.move(source, target)

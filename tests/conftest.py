@@ -239,17 +239,53 @@ def _dependencies(project: Path) -> list[str]:
     return [*own, *stack["project"]["dependencies"], *data["dependency-groups"]["dev"]]
 
 
+def locked_packages(lock: Path) -> dict[str, str]:
+    """uv.lock's versions by name, the project and the serving stack (their directory
+    sources) aside."""
+    packages = tomllib.loads(lock.read_text(encoding="utf-8"))["package"]
+    return {
+        package["name"]: package["version"]
+        for package in packages
+        if not {"editable", "virtual", "directory"} & set(package["source"])
+    }
+
+
 def install_env(project: Path) -> Path:
-    """A venv with ``project``'s dependencies, cached by their hash (bakes with the same share)."""
-    requirements = _dependencies(project)
+    """A venv with ``project``'s dependencies, cached by them (bakes with the same share).
+
+    A service bake's are exactly its uv.lock's, runtime and dev (`uv sync --locked`, as its
+    `make install` does): the template's tests run against the set every bake ships. pip stays
+    in the venv (--inexact). The serving stack itself is not installed: each bake's stack/ is
+    on PYTHONPATH (ProjectEnv.environ). A serving-only bake has no lock: its pyproject.toml's
+    ranges and the stack's, with pip.
+    """
+    lock = project / "uv.lock"
+    if lock.is_file():
+        requirements = [f"{name}=={version}" for name, version in locked_packages(lock).items()]
+    else:
+        requirements = _dependencies(project)
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
     venv = CACHE_DIR / f"project-env-{digest}"
     if not (venv / "ok").exists():
         CACHE_DIR.mkdir(mode=0o755, exist_ok=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, "--upgrade", "pip"], check=True)
-        subprocess.run([*pip, *requirements], check=True)
+        if lock.is_file():
+            uv = Path(sys.executable).parent / "uv"
+            sync = [uv, "sync", "--locked", "--inexact", "--no-install-project", "--quiet"]
+            sync += ["--no-install-package", "serving-stack"]  # on PYTHONPATH, per bake
+            sync.append("--compile-bytecode")  # as the bake's `make install` (and pip) does
+            environment = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
+            environment.pop("VIRTUAL_ENV", None)
+            subprocess.run(
+                [*sync, "--python", venv / "bin" / "python"],
+                cwd=project,
+                env=environment,
+                check=True,
+            )
+        else:
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+            subprocess.run([*pip, "--upgrade", "pip"], check=True)
+            subprocess.run([*pip, *requirements], check=True)
         (venv / "ok").write_text("\n".join(requirements), encoding="utf-8")
     return venv
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from .conftest import DEFAULT_CONTEXT, Bake, ProjectEnv, assert_renders_cleanly, bake
+from .conftest import DEFAULT_CONTEXT, TEMPLATE_DIR, Bake, ProjectEnv, assert_renders_cleanly, bake
 from .full_suites import FullSuites
 
 
@@ -223,3 +225,20 @@ def test_default_bake_passes_lint_and_its_own_tests(full_suites: FullSuites) -> 
     for result in results:
         assert result.returncode == 0, f"make {result.args[-1]}\n{result.stdout}\n{result.stderr}"
     assert [result.args[-1] for result in results] == ["lint", "test"]
+
+
+def test_the_bake_names_the_template_release_it_came_from(default_bake: Bake) -> None:
+    """cookiecutter.json's _template_version is CHANGELOG.md's newest release, or a later
+    version's .dev0 while Unreleased has entries; the bake's README names it."""
+    changelog = (TEMPLATE_DIR / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.MULTILINE)
+    assert released, "CHANGELOG.md has no released section"
+    unreleased = changelog.split("## [Unreleased]", 1)[1].split(f"## [{released[0]}]", 1)[0]
+    version = Version(str(DEFAULT_CONTEXT["_template_version"]))
+    if unreleased.strip():
+        assert version.is_devrelease, version
+        assert version > Version(released[0]), version
+    else:
+        assert version == Version(released[0]), version
+    readme = (default_bake.project / "README.md").read_text(encoding="utf-8")
+    assert f"baked from release {version} of the template" in readme

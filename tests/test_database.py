@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import KUBERNETES_VERSIONS, Bake, assert_renders_cleanly, bake
+from .conftest import (
+    KUBERNETES_VERSIONS,
+    Bake,
+    ProjectEnv,
+    assert_renders_cleanly,
+    bake,
+    install_env,
+)
 from .full_suites import FullSuites
 
 # What database=postgresql adds, as whole files and directories.
@@ -130,3 +139,46 @@ def test_postgresql_bake_lints_and_passes_its_full_suite(full_suites: FullSuites
     skipped = [line for line in test.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "database" in line or "uid" in line], skipped
     assert "1 passed" in battery.stdout, battery.stdout[-5000:]
+
+
+@pytest.mark.slow
+def test_make_db_runs_the_documented_migration_steps(
+    database_bake: Bake, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """docs/database.md's development database, its lines run as written on a machine with
+    no PostgreSQL running: `make db` exports a URL, `make migrate` migrates that database,
+    `make db-stop` stops the server and deletes its data."""
+    project = tmp_path_factory.mktemp("make-db") / "project"
+    shutil.copytree(database_bake.project, project, ignore=shutil.ignore_patterns("*_cache"))
+    env = ProjectEnv(install_env(project), tmp_path_factory.mktemp("mypy-cache"))
+    docs = (project / "docs" / "database.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", docs, re.DOTALL) if "make db-stop" in b]
+    lines = block.splitlines()
+    assert lines == ['eval "$(make --silent db)"', "make migrate", "make db-stop"]
+    environment = {**env.environ(project), "VENV": str(env.venv)}
+    environment.pop("DATABASE_URL", None)
+
+    # All but db-stop, then where the server stands, then db-stop: one shell, as a person's.
+    shown = ['"$VENV/bin/alembic" current', 'echo "url=$DATABASE_URL"', "cat .run/database.json"]
+    script = "\n".join(["set -e", *lines[:-1], *shown])
+    try:
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=project, env=environment, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "0001 (head)" in done.stdout, done.stdout + done.stderr
+        url_line = r"^url=(postgresql\+asyncpg://tester:\S+@127\.0\.0\.1:\d+/development)$"
+        (url,) = re.findall(url_line, done.stdout, re.MULTILINE)
+        server = json.loads(done.stdout.splitlines()[-1])
+        assert f":{server['port']}/" in url
+        assert Path(server["root"], "data", "postmaster.pid").is_file()
+    finally:
+        stopped = subprocess.run(
+            ["bash", "-c", lines[-1]], cwd=project, env=environment, capture_output=True, text=True
+        )
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout == "the development database is stopped, its data deleted\n"
+    assert not Path(server["root"]).exists()
+    assert not (project / ".run" / "database.json").exists()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(server["port"])), timeout=5).close()

@@ -95,15 +95,16 @@ def test_workflow_is_valid_for_github(ci_bake: Bake) -> None:
 
 
 def test_dependabot_keeps_actions_python_and_the_base_image_current(default_bake: Bake) -> None:
-    """dependabot.yml validates against its schema; it updates the action pins, pyproject.toml's
-    dependencies and the Dockerfile's base image, each in one grouped pull request, each a
-    week after a release (the actions' cooldown); the base image's tag is literal, so it can."""
+    """dependabot.yml validates against its schema; it updates the action pins, uv.lock
+    (pyproject.toml's floors too) and the Dockerfile's base image, each in one grouped pull
+    request, each a week after a release (the actions' cooldown); the base image's tag is
+    literal, so it can."""
     config = default_bake.project / ".github" / "dependabot.yml"
     run(
         tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", config, cwd=config.parent
     )
     updates = {update["package-ecosystem"]: update for update in load_yaml(config)["updates"]}
-    assert set(updates) == {"github-actions", "pip", "docker"}
+    assert set(updates) == {"github-actions", "uv", "docker"}
     for update in updates.values():
         assert update["directory"] == "/"
         assert update["cooldown"] == updates["github-actions"]["cooldown"] == {"default-days": 7}

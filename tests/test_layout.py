@@ -182,7 +182,10 @@ def test_the_stack_asks_for_few_dependencies_and_the_app_for_the_stack(default_b
     assert all(",<" in r for r in requirements), "each range has an upper bound"
     assert stack["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["serving_stack"]
     assert any(r.startswith("serving-stack") for r in pyproject["project"]["dependencies"])
-    assert pyproject["tool"]["uv"]["sources"]["serving-stack"] == {"path": "stack"}
+    assert pyproject["tool"]["uv"]["sources"]["serving-stack"] == {
+        "path": "stack",
+        "editable": True,
+    }
 
 
 def test_dockerfile_installs_the_stack_with_the_app_in_one_pass(serving_bake: Bake) -> None:

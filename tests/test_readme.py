@@ -104,3 +104,25 @@ def test_demo_bakes_serves_and_reuses_its_environment(tmp_path: Path) -> None:
     _, second = run_demo(tmp_path / "second.log", port)
     assert "==> reusing build/demo" in second, second
     assert "make install" not in second, "the unchanged template was installed again"
+
+
+# What a person sees of the README before scrolling.
+FIRST_SCREEN_LINES = 40
+
+
+def test_the_first_screen_answers_what_why_and_how() -> None:
+    """Within the first screen: what a bake is, why nginx and gunicorn rather than `fastapi
+    run` with the measured trade both ways and a link to its tables, the bake command, how to
+    run and test a bake, and the two scripts of this checkout."""
+    text = README.read_text(encoding="utf-8")
+    screen = "\n".join(text.splitlines()[:FIRST_SCREEN_LINES])
+    what = ["nginx", "gunicorn", "uv.lock"]
+    why = ["`fastapi run --workers N`", "0.96 x", "0.18-0.21 x", "0.76-0.88 x"]
+    how = ["cookiecutter --no-input", "make install", "make test", "make serve"]
+    here = ["./scripts/demo", "./scripts/test", "(#against-the-servers-users-pick-instead)"]
+    for needle in [*what, *why, *how, *here]:
+        assert needle in screen, needle
+    # The link's target: the peers tables, whose figures the first screen quotes.
+    peers = text.split("### Against the servers users pick instead", 1)[1].split("\n## ", 1)[0]
+    for figure in ["(0.96 x)", "(0.18 x)", "(0.21 x)", "(0.76 x)", "(0.88 x)"]:
+        assert figure in peers, figure

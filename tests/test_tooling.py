@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from .conftest import TEMPLATE_DIR
 
@@ -38,3 +42,54 @@ def test_shell_scripts_pass_shellcheck() -> None:
     """The README's commands and CI's entry point pass shellcheck."""
     result = run(BIN / "shellcheck", "--external-sources", *SHELL_SCRIPTS)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- the template's own CI workflow ------------------------------------------------------
+
+WORKFLOW = TEMPLATE_DIR / ".github" / "workflows" / "ci.yml"
+GENERATED_WORKFLOW = (
+    TEMPLATE_DIR / "{{cookiecutter.project_slug}}" / ".github" / "workflows" / "ci.yml"
+)
+
+
+def test_template_ci_runs_the_readme_test_command_on_push_and_pull_request() -> None:
+    """The workflow's one job runs `.ci/run` (the README's ./scripts/test) for every push to
+    main and every pull request, with a read-only token and no token left in .git/config."""
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    # PyYAML reads the key `on` as True (YAML 1.1's boolean).
+    assert workflow[True] == {"push": {"branches": ["main"]}, "pull_request": None}
+    assert workflow["permissions"] == {"contents": "read"}
+    ((_, job),) = workflow["jobs"].items()
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert runs[-1] == ".ci/run"
+    (checkout,) = [step for step in job["steps"] if "uses" in step]
+    assert checkout["with"]["persist-credentials"] is False
+
+
+def test_template_ci_pins_the_generated_workflows_actions() -> None:
+    """Every `uses:` is a full commit SHA with its release in a comment, the same line the
+    generated project's workflow pins (one set of pins for Dependabot and reviewers)."""
+    generated = GENERATED_WORKFLOW.read_text(encoding="utf-8")
+    uses = [
+        line.split("uses:", 1)[1].strip()
+        for line in WORKFLOW.read_text(encoding="utf-8").splitlines()
+        if "uses:" in line
+    ]
+    assert uses
+    for pin in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+", pin), pin
+        assert f"uses: {pin}\n" in generated, pin
+
+
+def test_template_ci_passes_the_schema_and_zizmor() -> None:
+    """GitHub's workflow schema accepts it; zizmor finds nothing, and its pedantic persona only
+    the container image pinned by tag, as in the generated workflow (Debian's updates)."""
+    schema = run(BIN / "check-jsonschema", "--builtin-schema", "vendor.github-workflows", WORKFLOW)
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+    zizmor = [BIN / "zizmor", "--offline", "--no-progress"]
+    default = run(*zizmor, "--format", "plain", WORKFLOW.parent.parent)
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert "No findings to report" in default.stdout
+    pedantic = run(*zizmor, "--persona", "pedantic", "--format", "json", WORKFLOW.parent.parent)
+    findings = json.loads(pedantic.stdout)
+    assert [finding["ident"] for finding in findings] == ["unpinned-images"], findings

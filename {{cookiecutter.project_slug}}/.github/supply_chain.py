@@ -1,10 +1,10 @@
 """Supply-chain checks, the same for CI and for a person: `make audit` and `make sbom`.
 
-audit: pip-audit of requirements.lock (without a lock: what pyproject.toml resolves to today),
+audit: pip-audit of uv.lock's runtime set (what the image installs, exported with its hashes),
        blocking; a vulnerability is accepted only while .github/audit-allowlist.toml names it
        with a reason and an expiry date.
 sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's database) and
-       its virtualenv's Python packages, each of the latter checked against the lock.
+       its virtualenv's Python packages, each of the latter checked against uv.lock.
 Standard library only: `make sbom` runs on a CI runner without the project's virtualenv.
 """
 
@@ -23,7 +23,9 @@ from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCK = ROOT / "requirements.lock"
+LOCK = ROOT / "uv.lock"
+# What `make audit` hands pip-audit: uv.lock's runtime set as pinned, hashed requirements.
+EXPORTED = ROOT / "build" / "audit-requirements.txt"
 ALLOWLIST = ROOT / ".github" / "audit-allowlist.toml"
 # PYSEC-2024-1, GHSA-xxxx-xxxx-xxxx, CVE-2024-12345: the ids pip-audit reports and ignores.
 VULN_ID = re.compile(r"(PYSEC-\d{4}-\d+|GHSA(-[23456789cfghjmpqrvwx]{4}){3}|CVE-\d{4}-\d{4,})")
@@ -43,13 +45,12 @@ def normalize(name: str) -> str:
 
 
 def locked_versions() -> dict[str, str]:
-    """Every ``name==version`` of requirements.lock by normalized name; none without a lock."""
+    """uv.lock's versions by normalized name, the project (its one directory source) aside."""
     if not LOCK.is_file():
-        return {}
-    pins = re.findall(
-        r"^([A-Za-z0-9][\w.-]*)(?:\[[^]]*\])?==([^\s;\\]+)", LOCK.read_text(), re.MULTILINE
-    )
-    return {normalize(name): version for name, version in pins}
+        raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
+    packages = tomllib.loads(LOCK.read_text(encoding="utf-8")).get("package", [])
+    sources = ("editable", "virtual")
+    return {normalize(p["name"]): p["version"] for p in packages if p["source"].keys() - sources}
 
 
 def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
@@ -99,17 +100,16 @@ def probe_database() -> None:
 
 def audit() -> int:
     accepted = accepted_vulnerabilities(dt.datetime.now(dt.UTC).date())
-    pip_audit = Path(sys.executable).parent / "pip-audit"
-    if not pip_audit.is_file():
-        raise RefusalError(f"{pip_audit} is missing: make install")
+    pip_audit, uv = Path(sys.executable).parent / "pip-audit", Path(sys.executable).parent / "uv"
+    if not pip_audit.is_file() or not uv.is_file():
+        raise RefusalError(f"{pip_audit} or {uv} is missing: make install")
     probe_database()
-    if LOCK.is_file():
-        # --disable-pip: the lock is fully pinned and hashed, nothing to resolve or install.
-        audited = ["--requirement", str(LOCK), "--require-hashes", "--disable-pip"]
-    else:
-        notice = "no requirements.lock (make lock): auditing what pyproject.toml resolves to today"
-        print(notice)  # noqa: T201 - a report for the terminal
-        audited = [str(ROOT)]
+    locked_versions()  # a missing lock: one line, before uv's own words
+    export = ["export", "--frozen", "--no-dev", "--no-emit-project", "--quiet", "-o", str(EXPORTED)]
+    if subprocess.run([str(uv), *export], check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argument list
+        raise RefusalError("uv export failed (above): uv.lock's runtime set could not be read")
+    # --disable-pip: the export is fully pinned and hashed, nothing to resolve or install.
+    audited = ["--requirement", str(EXPORTED), "--require-hashes", "--disable-pip"]
     # --strict: a pin the database does not know fails the audit instead of passing it.
     command = [
         str(pip_audit),
@@ -183,10 +183,10 @@ def sbom(engine: str, image: str, output: Path) -> int:
     stale = [
         f"{name} {version} (lock: {locked.get(name, 'absent')})"
         for name, version in python.items()
-        if locked and locked.get(name) != version
+        if locked.get(name) != version
     ]
     if stale:
-        raise RefusalError(f"{image} does not hold requirements.lock's versions (rebuild): {stale}")
+        raise RefusalError(f"{image} does not hold uv.lock's versions (rebuild): {stale}")
     components += [component("pypi", name, version) for name, version in python.items()]
     bom = {
         "bomFormat": "CycloneDX",
@@ -202,7 +202,7 @@ def sbom(engine: str, image: str, output: Path) -> int:
                 "name": image,
                 "version": image_id,
                 "description": f"{found['os'].get('PRETTY_NAME', distro)}; Python packages"
-                + (" pinned by requirements.lock" if locked else " (no requirements.lock)"),
+                " pinned by uv.lock",
             },
         },
         "components": components,
@@ -217,7 +217,7 @@ def sbom(engine: str, image: str, output: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("audit", help="pip-audit of requirements.lock with the allow-list")
+    commands.add_parser("audit", help="pip-audit of uv.lock's runtime set with the allow-list")
     bom = commands.add_parser("sbom", help="CycloneDX SBOM of a built image")
     bom.add_argument("--engine", default="docker", help="docker or podman")
     bom.add_argument("--image", required=True)

@@ -1,13 +1,18 @@
 """A throwaway PostgreSQL server for the tests (initdb, pg_ctl) on a free loopback port with a
 random password (TCP, scram-sha-256, as in production); as root it runs as ``postgres`` or
-``nobody``. Standard library only: conftest.py starts it before collection."""
+``nobody``. Standard library only: conftest.py starts it before collection.
 
+Also `make db` (``python tests/pg_server.py start``) and `make db-stop` (``stop``): the
+development database."""
+
+import json
 import os
 import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -48,13 +53,17 @@ def server_ids() -> tuple[int, int] | None:
 class PostgresServer:
     """One cluster in a temporary directory; ``start`` and ``stop`` may repeat (restarts)."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, kept: dict[str, str] | None = None) -> None:
+        """A new cluster, or with ``kept`` (root, port, password) the one already there."""
         self.bindir, self.password, self.ids = bindir, secrets.token_urlsafe(16), server_ids()
-        self.root = Path(tempfile.mkdtemp(prefix="pg-test-"))
+        self.root = Path(kept["root"] if kept else tempfile.mkdtemp(prefix="pg-test-"))
         self.data, self.log = self.root / "data", self.root / "server.log"
+        if kept:
+            self.password, self.port = kept["password"], int(kept["port"])
+            return
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            self.port: int = probe.getsockname()[1]
+            self.port = probe.getsockname()[1]
 
     @property
     def running(self) -> bool:
@@ -150,3 +159,34 @@ def start_server() -> PostgresServer:
         server.remove()
         raise
     return server
+
+
+# `make db`'s server: one per checkout, found again through this file (mode 0600: a password).
+DEV_SERVER = Path(".run") / "database.json"
+
+
+def dev_server(command: str) -> str:
+    """start: `make db`'s server, started unless it runs, and the line exporting its URL;
+    stop: the server stopped and its data deleted. What to print."""
+    kept = json.loads(DEV_SERVER.read_text(encoding="utf-8")) if DEV_SERVER.is_file() else None
+    server = PostgresServer(find_bindir(), kept) if kept else None
+    if server and not (command == "start" and server.running):
+        server.remove()  # stopping, or data that outlived its server (a reboot)
+        DEV_SERVER.unlink()
+    if command == "stop":
+        return "the development database is stopped, its data deleted" if server else ""
+    if not (server and server.running):
+        server = start_server()
+        DEV_SERVER.parent.mkdir(exist_ok=True)
+        DEV_SERVER.touch(mode=0o600)  # first: should createdb fail, make db-stop still finds it
+        kept = {"root": str(server.root), "port": str(server.port), "password": server.password}
+        DEV_SERVER.write_text(json.dumps(kept), encoding="utf-8")
+        server.create_database("template1", "development")
+    return f"export DATABASE_URL='{server.url('development')}'"
+
+
+if __name__ == "__main__":
+    try:  # stdout: only the export line, for eval "$(make --silent db)"
+        print(dev_server(sys.argv[1]))  # noqa: T201 - the command's output
+    except ServerError as error:
+        sys.exit(f"error: {error}")  # one line, no traceback

@@ -133,10 +133,6 @@ class Settings(BaseSettings):
     auth_jwks_cooldown_seconds: float = Field(default=30.0, ge=1, le=3600)
 {%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
-    # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
-    database_url: SecretStr = Field(
-        default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
-    )
     # Connections this server's workers may open together (docs/database.md, the budget).
     database_max_connections: int = Field(default=20, ge=1, le=10_000)
     # PostgreSQL cancels a longer statement; unset: 80 % of the deadline (the rest: pool,
@@ -157,6 +153,12 @@ class Settings(BaseSettings):
         ge=1,
         le=1024,
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
+    )
+    # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
+    # Last: pydantic calls no default factory above once a field before it failed, and a
+    # missing URL would then be three errors instead of the one that says what to do.
+    database_url: SecretStr = Field(
+        default=SecretStr(""), validation_alias="DATABASE_URL", validate_default=True
     )
 {%- endif %}
 

@@ -27,6 +27,8 @@ def doc_commands(project_root: Path) -> list[str]:
     text = (project_root / "docs" / "database.md").read_text(encoding="utf-8")
     body = text.split("\n## Migrations\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", body, flags=re.DOTALL)
+    # Not `make db`'s block: it starts a server of its own (the template's tests run it).
+    blocks = [block for block in blocks if "make db-stop" not in block]
     return [line for block in blocks for line in block.splitlines() if line.strip()]
 
 
