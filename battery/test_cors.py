@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import PACKAGE, needs_the_example
+from .conftest import needs_the_example
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.live, needs_the_example()]
 
-ORIGINS = f"{PACKAGE.upper()}_CORS_ORIGINS"
+ORIGINS = "CORS_ORIGINS"  # the stack's variable, which the app reads too
 ALLOWED = "https://app.example.com"
 PREFLIGHT = {
     "Access-Control-Request-Method": "POST",

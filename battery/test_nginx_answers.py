@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .conftest import (
-    PACKAGE,
     Stacks,
     app_access,
     exchange,
@@ -44,7 +43,7 @@ BAD_PORTS = ["localhost:99999", "localhost:0", "localhost:00080", "localhost:655
 @pytest.fixture(scope="module")
 def stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
     started = Stacks(nginx_bin, identity)
-    yield started.start(**{f"{PACKAGE.upper()}_CORS_ORIGINS": ALLOWED_ORIGIN})
+    yield started.start(CORS_ORIGINS=ALLOWED_ORIGIN)
     started.stop_all()
 
 

@@ -42,6 +42,8 @@ def group_alive(pgid: int) -> bool:
 def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
     """SIGHUP is said and ignored (deploys replace the container): the same processes serve."""
     stack = stacks.start()
+    # gunicorn, nginx, then the metrics listener: all three before the signal.
+    wait_for(lambda: len(runner_children(stack)) == 3, 30, "the metrics listener")
     children = runner_children(stack)
     stack.process.send_signal(signal.SIGHUP)
     wait_for_line(

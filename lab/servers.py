@@ -189,6 +189,8 @@ def wait_ready(process: Process, address: Path | tuple[str, int], path: str) -> 
 
 def shipped_worker_count(project: Project) -> int:
     """The worker count deploy/gunicorn.conf.py decides on this machine (WEB_CONCURRENCY...)."""
+    # gunicorn.conf.py names the app it serves, which the stack refuses to leave unset.
+    os.environ.setdefault("APP_MODULE", project.app_module)
     namespace = runpy.run_path(str(project.gunicorn_conf))
     return int(namespace["workers"])
 

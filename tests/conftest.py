@@ -83,10 +83,11 @@ def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
 
 
 def tree(project: Path) -> dict[str, bytes]:
+    """Every file's bytes by path, what running the code leaves (bytecode, caches) aside."""
     return {
         str(path.relative_to(project)): path.read_bytes()
         for path in sorted(project.rglob("*"))
-        if path.is_file()
+        if path.is_file() and not {"__pycache__", ".pytest_cache"} & set(path.parts)
     }
 
 

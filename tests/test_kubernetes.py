@@ -437,12 +437,17 @@ def test_the_grace_period_covers_every_process_the_runner_stops(
     pod, container = pod_spec(found), app_container(found)
     env = {**project_env.environ(project), **env_of(container)}
     env.pop("GRACEFUL_TIMEOUT", None)
+    env.setdefault("APP_MODULE", f"{default_bake.package_name}.main:app")  # the image's ENV
     # gunicorn's own parser, with the pod's environment: the value gunicorn would really use.
+    gunicorn = str(project_env.venv / "bin" / "gunicorn")
     printed = subprocess.run(
-        [str(project_env.venv / "bin" / "gunicorn"), "--print-config", "-c",
-         "deploy/gunicorn.conf.py"], cwd=project, env=env, capture_output=True, text=True,
+        [gunicorn, "--print-config", "-c", "deploy/gunicorn.conf.py"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
         check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
     stack = (project / "stack" / "serving_stack").name
     numbers = subprocess.run(
