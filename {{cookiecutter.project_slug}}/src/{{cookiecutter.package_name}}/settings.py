@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     request_timeout_seconds: Deadline = Field(
         default=DEADLINE_DEFAULT, validation_alias=AliasChoices(APP_DEADLINE_NAME)
     )
+    # A started response (a stream) is cut after this long without sending anything; unset: the
+    # deadline. At most the deadline: nginx's proxy_read_timeout (the deadline + 5 s) would cut
+    # it first, silently (docs/streaming.md).
+    stream_idle_timeout_seconds: float | None = Field(default=None, gt=0, le=3600)
+    # A started response is cut this long after it started, however busy; unset: never.
+    stream_max_seconds: float | None = Field(default=None, gt=0, le=86400)
     # Off: nginx's access line has the request id and timings already (docs/app.md, Logs).
     access_log: bool = False
     # Prometheus request metrics (docs/observability.md); off only to measure their cost.
@@ -151,6 +157,17 @@ class Settings(BaseSettings):
             raise ValueError(f"{budget} is {need}")
         return self
 {%- endif %}
+
+    @model_validator(mode="after")
+    def _stream_idle_within_the_deadline(self) -> Self:
+        idle = self.stream_idle_timeout_seconds
+        if idle is not None and idle > self.request_timeout_seconds:
+            raise ValueError(
+                f"{self.env_var('stream_idle_timeout_seconds')}={idle:g} is above"
+                f" {APP_DEADLINE_NAME}={self.request_timeout_seconds:g}: nginx would cut a silent"
+                " stream first, without a word; lower it, or raise the deadline"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Self:

@@ -93,6 +93,10 @@ def nginx_values(
         connections = f"limit_conn client_requests {settings.connections_per_client};"
     else:
         connections = "# CONNECTIONS_PER_CLIENT=0: no per-client limit of requests in flight."
+    if settings.websockets_per_client:
+        websockets = f"limit_conn websockets {settings.websockets_per_client};"
+    else:
+        websockets = "# WEBSOCKETS_PER_CLIENT=0: no per-client limit of open WebSockets."
     # Matched only when the app sent no Access-Control-Allow-Origin (the key starts ":").
     origins = "\n        ".join(f'":{origin}" "{origin}";' for origin in settings.cors_origins)
     return {
@@ -115,6 +119,8 @@ def nginx_values(
         "CLIENT_RATE": rate,
         "CLIENT_CONNECTIONS": connections,
         "OVERSIZED_RATE": oversized,
+        "WEBSOCKET_CONNECTIONS": websockets,
+        "WEBSOCKET_IDLE_TIMEOUT": nginx_time(settings.websocket_idle_timeout),
         "CORS_ORIGINS": origins or "# No CORS origins: nginx's errors carry no CORS headers.",
     }
 

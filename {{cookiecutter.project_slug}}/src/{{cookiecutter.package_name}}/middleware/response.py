@@ -4,12 +4,18 @@ per middleware cost ~4,000 instructions a request ({{ "README.md" if cookiecutte
 
 import json
 from collections.abc import Awaitable, Mapping
+from time import monotonic
 
 from starlette.types import Message, Send
 
+# On every server-sent event stream: nginx's proxy buffering held a 64 KiB event back until the
+# next one came (tests/live); routes need not say it (docs/streaming.md).
+_UNBUFFERED = (b"x-accel-buffering", b"no")
+
 
 class ResponseTracker:
-    """Records the response's status and adds ``headers`` to its start; ``send`` is the wrapper.
+    """Records the response's status and times, adds ``headers`` to its start (and, to a
+    server-sent event stream's, ``X-Accel-Buffering: no``); ``send`` is the wrapper.
     Made by ``tracker(send)``; no ``__init__`` and no ``__call__``, as both cost more."""
 
     inner: Send
@@ -17,14 +23,29 @@ class ResponseTracker:
     status: int | None = None
     # Appended to the response's own headers (the request id). Replace, never mutate: shared.
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    # monotonic() when the response started and when it last sent a message: what bounds a
+    # started response (a stream) is the gap between its chunks (deadline.py).
+    started_at: float = 0.0
+    sent_at: float = 0.0
+    # The request's deadline (deadline.py), kept here so its sweeper finds the response too.
+    deadline: float = 0.0
 
     def send(self, message: Message) -> Awaitable[None]:
         # Returns the inner send's awaitable: no coroutine of its own halves a wrapper's cost.
         if message["type"] == "http.response.start":
             self.status = message["status"]
-            if self.headers:
+            self.started_at = self.sent_at = monotonic()
+            added = self.headers
+            for name, value in message.get("headers", ()):
+                if name == b"content-type":
+                    if value.startswith(b"text/event-stream"):
+                        added = (*added, _UNBUFFERED)
+                    break
+            if added:
                 # A new list: the one in the message may belong to the response object.
-                message["headers"] = [*message.get("headers", ()), *self.headers]
+                message["headers"] = [*message.get("headers", ()), *added]
+        else:
+            self.sent_at = monotonic()
         return self.inner(message)
 
 
