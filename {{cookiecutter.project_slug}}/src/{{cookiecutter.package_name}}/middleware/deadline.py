@@ -1,6 +1,7 @@
 """Bound each HTTP request's time until its response starts: past the deadline, cancel it and
-answer 504. Once started (a stream), what bounds it is the gap between its chunks and, if set, a
-longest duration: past either it is cut, so that the client sees no clean end.
+answer 504. A response started by then (a stream) runs on while it sends something at least
+every ``stream_idle_seconds`` and, if set, until ``stream_max_seconds``: past either it is cut,
+so that the client sees no clean end, with one warning line.
 
 Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
 sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
