@@ -162,6 +162,8 @@ def test_a_websocket_echoes_through_nginx_with_the_request_id(stack: LiveStack) 
     wait_for(lambda: bool(lines("nginx.access")), 10, "nginx's access line of the session")
     assert [line["message"] for line in lines("live_app")] == ["websocket opened"]
     assert lines("nginx.access")[0]["status"] == 101
+    page = get(stack.metrics_port, "/metrics")[2].decode()
+    assert 'websocket_session_duration_seconds_count{code="1000"}' in page
 
 
 def test_websockets_per_client_are_capped_at_nginx(stack: LiveStack) -> None:
@@ -264,6 +266,8 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
     assert len(warnings()) == 1, warnings()
     assert "stream" in str(warnings()[0]["message"])
     assert app_errors() == errors_before
+    page = get(stack.metrics_port, "/metrics")[2].decode()
+    assert "\nhttp_server_streams_cut_total 1.0\n" in page
 
 
 def test_sigterm_closes_open_websockets_with_a_close_frame(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from time import monotonic
 from starlette.types import Message, Send
 
 # On every server-sent event stream: nginx's proxy buffering held a 64 KiB event back until the
-# next one came (tests/live); routes need not say it (docs/streaming.md).
+# next one came (measured live); routes need not say it{% if cookiecutter.layout == "service" %} (docs/streaming.md){% endif %}.
 _UNBUFFERED = (b"x-accel-buffering", b"no")
 
 
