@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     # deadline. At most the deadline: nginx's proxy_read_timeout (the deadline + 5 s) would cut
     # it first, silently (docs/streaming.md).
     stream_idle_timeout_seconds: float | None = Field(default=None, gt=0, le=3600)
-    # A started response is cut this long after it started, however busy; unset: never.
+    # A response still streaming this long after its request arrived is cut; unset: never.
     stream_max_seconds: float | None = Field(default=None, gt=0, le=86400)
     # Off: nginx's access line has the request id and timings already (docs/app.md, Logs).
     access_log: bool = False
@@ -159,13 +159,19 @@ class Settings(BaseSettings):
 {%- endif %}
 
     @model_validator(mode="after")
-    def _stream_idle_within_the_deadline(self) -> Self:
-        idle = self.stream_idle_timeout_seconds
+    def _stream_bounds_around_the_deadline(self) -> Self:
+        idle, longest = self.stream_idle_timeout_seconds, self.stream_max_seconds
+        deadline = f"{APP_DEADLINE_NAME}={self.request_timeout_seconds:g}"
         if idle is not None and idle > self.request_timeout_seconds:
             raise ValueError(
-                f"{self.env_var('stream_idle_timeout_seconds')}={idle:g} is above"
-                f" {APP_DEADLINE_NAME}={self.request_timeout_seconds:g}: nginx would cut a silent"
-                " stream first, without a word; lower it, or raise the deadline"
+                f"{self.env_var('stream_idle_timeout_seconds')}={idle:g} is above {deadline}:"
+                " nginx would cut a silent stream first, without a word; lower it, or raise"
+                " the deadline"
+            )
+        if longest is not None and longest < self.request_timeout_seconds:
+            raise ValueError(
+                f"{self.env_var('stream_max_seconds')}={longest:g} is below {deadline}: no"
+                " response is cut before the deadline; raise it, or unset it"
             )
         return self
 

@@ -95,10 +95,12 @@ def nginx_values(
         connections = f"limit_conn client_requests {settings.connections_per_client};"
     else:
         connections = "# CONNECTIONS_PER_CLIENT=0: no per-client limit of requests in flight."
-    if settings.websockets_per_client:
-        websockets = f"limit_conn websockets {settings.websockets_per_client};"
-    else:
-        websockets = "# WEBSOCKETS_PER_CLIENT=0: no per-client limit of open WebSockets."
+    # Always a limit_conn of its own: without one, @websocket would inherit the server's and
+    # count sessions in the overload cap. 65535, nginx's largest, is no cap.
+    sessions = settings.websockets_per_client or 65535
+    websockets = f"limit_conn websockets {sessions};"
+    if not settings.websockets_per_client:
+        websockets += "   # WEBSOCKETS_PER_CLIENT=0: no per-client cap of open WebSockets"
     # Matched only when the app sent no Access-Control-Allow-Origin (the key starts ":").
     origins = "\n        ".join(f'":{origin}" "{origin}";' for origin in settings.cors_origins)
     return {

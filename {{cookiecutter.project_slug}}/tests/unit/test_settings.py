@@ -21,7 +21,8 @@ def test_the_defaults_are_a_safe_production() -> None:
     defaults = {
         "environment": "production", "debug": False, "log_level": "info",
         "request_timeout_seconds": 30.0, "access_log": False, "metrics": True,
-        "api_docs": False, "cors_origins": (),
+        "api_docs": False, "cors_origins": (), "stream_idle_timeout_seconds": None,
+        "stream_max_seconds": None,
     }  # fmt: skip
     assert Settings().model_dump(include=set(defaults)) == defaults
 
@@ -34,12 +35,19 @@ ACCEPTED = [
     ("cors_origins", "https://app.example.com, http://localhost:5173",
      ("https://app.example.com", "http://localhost:5173")),
     ("cors_origins", " , ", ()),
+    ("stream_idle_timeout_seconds", "5", 5.0), ("stream_idle_timeout_seconds", "30", 30.0),
+    ("stream_max_seconds", "3600", 3600.0), ("stream_max_seconds", "30", 30.0),
 ]  # fmt: skip
 REFUSED = [
     ("environment", "staging"), ("debug", "true"), ("debug", "maybe"), ("log_level", "verbose"),
     ("request_timeout_seconds", "0"), ("request_timeout_seconds", "3600.5"),
     ("request_timeout_seconds", "soon"), ("access_log", "maybe"), ("metrics", "maybe"),
     ("api_docs", "maybe"),
+    # Above the deadline (30 s): nginx would cut the silent stream first, without a word.
+    ("stream_idle_timeout_seconds", "30.5"), ("stream_idle_timeout_seconds", "0"),
+    ("stream_idle_timeout_seconds", "soon"),
+    # Below the deadline: a response is never cut before it; 86400.5: over a day.
+    ("stream_max_seconds", "29"), ("stream_max_seconds", "86400.5"),
     *(("cors_origins", origin) for origin in [
         "*", "https://app.example.com/", "app.example.com", "ftp://x.example", "https://u:p@x.io",
     ]),

@@ -33,11 +33,13 @@ class _Sweeper:
         self,
         loop: asyncio.AbstractEventLoop,
         tick: float,
+        timeout: float,
         stream_idle: float,
         stream_max: float | None,
     ) -> None:
         self.loop = loop
         self.tick = tick
+        self.timeout = timeout
         self.stream_idle = stream_idle
         self.stream_max = stream_max
         # task -> its response, whose ``deadline`` is monotonic() (a C call, unlike loop.time())
@@ -63,9 +65,12 @@ class _Sweeper:
         self.handle = self.loop.call_later(self.tick, self.sweep) if self.inflight else None
 
     def _stream_over(self, response: ResponseTracker, now: float) -> bool:
+        if not response.sent_at:  # no chunk since its start: silent from the deadline on
+            response.sent_at = now
         if now - response.sent_at > self.stream_idle:
             return True
-        return self.stream_max is not None and now - response.started_at > self.stream_max
+        arrived = response.deadline - self.timeout
+        return self.stream_max is not None and now - arrived > self.stream_max
 
 
 class DeadlineMiddleware:
@@ -109,7 +114,11 @@ class DeadlineMiddleware:
         if sweeper is None or sweeper.loop is not loop:
             # One per event loop: tests run each client in a loop of its own.
             sweeper = self._sweeper = _Sweeper(
-                loop, self.tick, self.stream_idle_seconds, self.stream_max_seconds
+                loop,
+                self.tick,
+                self.timeout_seconds,
+                self.stream_idle_seconds,
+                self.stream_max_seconds,
             )
         task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
         inflight, expired = sweeper.inflight, sweeper.expired
@@ -146,7 +155,7 @@ class DeadlineMiddleware:
         """Say in one warning line why a started response was cut, then abort it."""
         now = monotonic()
         extra: dict[str, object] = {"method": method, "path": path, "status": response.status}
-        extra["seconds"] = round(now - response.started_at, 3)
+        extra["seconds"] = round(now - response.deadline + self.timeout_seconds, 3)
         if now - response.sent_at > self.stream_idle_seconds:
             reason, extra["stream_idle_seconds"] = "silent too long", self.stream_idle_seconds
         else:

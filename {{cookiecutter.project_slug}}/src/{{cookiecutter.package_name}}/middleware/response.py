@@ -3,7 +3,7 @@ and ``send_json``, the whole-response answer of the error guard and the deadline
 per middleware cost ~4,000 instructions a request ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, One send wrapper)."""
 
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from time import monotonic
 
 from starlette.types import Message, Send
@@ -23,9 +23,8 @@ class ResponseTracker:
     status: int | None = None
     # Appended to the response's own headers (the request id). Replace, never mutate: shared.
     headers: tuple[tuple[bytes, bytes], ...] = ()
-    # monotonic() when the response started and when it last sent a message: what bounds a
-    # started response (a stream) is the gap between its chunks (deadline.py).
-    started_at: float = 0.0
+    # monotonic() when the response last sent a body message (0.0: none yet): what bounds a
+    # response past its deadline (a stream) is the gap between its chunks (deadline.py).
     sent_at: float = 0.0
     # The request's deadline (deadline.py), kept here so its sweeper finds the response too.
     deadline: float = 0.0
@@ -34,19 +33,25 @@ class ResponseTracker:
         # Returns the inner send's awaitable: no coroutine of its own halves a wrapper's cost.
         if message["type"] == "http.response.start":
             self.status = message["status"]
-            self.started_at = self.sent_at = monotonic()
             added = self.headers
-            for name, value in message.get("headers", ()):
-                if name == b"content-type":
-                    if value.startswith(b"text/event-stream"):
-                        added = (*added, _UNBUFFERED)
-                    break
+            headers = message.get("headers", ())
+            # Only a response without a length first (Starlette's fixed ones start with it) may
+            # be an event stream: the common case costs one comparison.
+            if headers and headers[0][0] != b"content-length" and _event_stream(headers):
+                added = (*added, _UNBUFFERED)
             if added:
                 # A new list: the one in the message may belong to the response object.
-                message["headers"] = [*message.get("headers", ()), *added]
+                message["headers"] = [*headers, *added]
         else:
             self.sent_at = monotonic()
         return self.inner(message)
+
+
+def _event_stream(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name == b"content-type":
+            return value.startswith(b"text/event-stream")
+    return False
 
 
 def tracker(send: Send) -> ResponseTracker:
