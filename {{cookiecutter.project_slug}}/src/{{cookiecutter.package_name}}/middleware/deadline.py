@@ -42,34 +42,34 @@ class _Sweeper:
         self.timeout = timeout
         self.stream_idle = stream_idle
         self.stream_max = stream_max
-        # task -> its response, whose ``deadline`` is monotonic() (a C call, unlike loop.time())
-        # plus the timeout; insertion order is deadline order, as every request has the same
-        # timeout. Started responses stay at the front, past their deadline: visited each tick.
-        self.inflight: dict[asyncio.Task[object], ResponseTracker] = {}
+        # task -> (deadline, its response): monotonic() (a C call, unlike loop.time()) plus the
+        # timeout; insertion order is deadline order, as every request has the same timeout.
+        # Started responses stay at the front, past their deadline: visited each tick.
+        self.inflight: dict[asyncio.Task[object], tuple[float, ResponseTracker]] = {}
         # The tasks this sweeper cancelled, until their request ends (rare: usually empty).
         self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
     def sweep(self) -> None:
         now = monotonic()
-        for task, response in self.inflight.items():
-            if response.deadline > now:
+        for task, (deadline, response) in self.inflight.items():
+            if deadline > now:
                 break
             # A task someone else is already cancelling (a server shutdown) is theirs.
             if task in self.expired or task.cancelling():
                 continue
-            if response.status is not None and not self._stream_over(response, now):
+            if response.status is not None and not self._stream_over(response, deadline, now):
                 continue  # started: the deadline bounded its first byte, the gaps bound the rest
             self.expired.add(task)
             task.cancel()
         self.handle = self.loop.call_later(self.tick, self.sweep) if self.inflight else None
 
-    def _stream_over(self, response: ResponseTracker, now: float) -> bool:
+    def _stream_over(self, response: ResponseTracker, deadline: float, now: float) -> bool:
         if not response.sent_at:  # no chunk since its start: silent from the deadline on
             response.sent_at = now
         if now - response.sent_at > self.stream_idle:
             return True
-        arrived = response.deadline - self.timeout
+        arrived = deadline - self.timeout
         return self.stream_max is not None and now - arrived > self.stream_max
 
 
@@ -122,8 +122,8 @@ class DeadlineMiddleware:
             )
         task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
         inflight, expired = sweeper.inflight, sweeper.expired
-        response.deadline = monotonic() + self.timeout_seconds
-        inflight[task] = response
+        arrived = monotonic()
+        inflight[task] = (arrived + self.timeout_seconds, response)
         if sweeper.handle is None:
             sweeper.handle = loop.call_later(self.tick, sweeper.sweep)
         try:
@@ -145,18 +145,17 @@ class DeadlineMiddleware:
                 expired.discard(task)
         method, path = scope["method"], scope["path"]
         if response.status is not None:
-            self._cut(response, method, path)
+            self._cut(response, monotonic() - arrived, method, path)
         extra = {"method": method, "path": path, "timeout_seconds": self.timeout_seconds}
         self.logger.warning("request deadline exceeded", extra=extra)
         detail = "Gateway Timeout: request deadline exceeded"
         await send_json(response.send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})
 
-    def _cut(self, response: ResponseTracker, method: str, path: str) -> NoReturn:
+    def _cut(self, response: ResponseTracker, seconds: float, method: str, path: str) -> NoReturn:
         """Say in one warning line why a started response was cut, then abort it."""
-        now = monotonic()
         extra: dict[str, object] = {"method": method, "path": path, "status": response.status}
-        extra["seconds"] = round(now - response.deadline + self.timeout_seconds, 3)
-        if now - response.sent_at > self.stream_idle_seconds:
+        extra["seconds"] = round(seconds, 3)
+        if monotonic() - response.sent_at > self.stream_idle_seconds:
             reason, extra["stream_idle_seconds"] = "silent too long", self.stream_idle_seconds
         else:
             reason, extra["stream_max_seconds"] = "too long", self.stream_max_seconds

@@ -23,26 +23,23 @@ class ResponseTracker:
     status: int | None = None
     # Appended to the response's own headers (the request id). Replace, never mutate: shared.
     headers: tuple[tuple[bytes, bytes], ...] = ()
-    # monotonic() when the response last sent a body message (0.0: none yet): what bounds a
-    # response past its deadline (a stream) is the gap between its chunks (deadline.py).
+    # monotonic() when the response last sent a chunk with more to come (0.0: none yet): what
+    # bounds a response past its deadline (a stream) is the gap between them (deadline.py).
     sent_at: float = 0.0
-    # The request's deadline (deadline.py), kept here so its sweeper finds the response too.
-    deadline: float = 0.0
 
     def send(self, message: Message) -> Awaitable[None]:
         # Returns the inner send's awaitable: no coroutine of its own halves a wrapper's cost.
         if message["type"] == "http.response.start":
             self.status = message["status"]
-            added = self.headers
             headers = message.get("headers", ())
-            # Only a response without a length first (Starlette's fixed ones start with it) may
-            # be an event stream: the common case costs one comparison.
+            # A new list: the one in the message may belong to the response object. Only a
+            # response without a length first (Starlette's fixed ones start with it) may be
+            # an event stream: the common case costs one comparison.
             if headers and headers[0][0] != b"content-length" and _event_stream(headers):
-                added = (*added, _UNBUFFERED)
-            if added:
-                # A new list: the one in the message may belong to the response object.
-                message["headers"] = [*headers, *added]
-        else:
+                message["headers"] = [*headers, *self.headers, _UNBUFFERED]
+            elif self.headers:
+                message["headers"] = [*headers, *self.headers]
+        elif message.get("more_body"):
             self.sent_at = monotonic()
         return self.inner(message)
 
