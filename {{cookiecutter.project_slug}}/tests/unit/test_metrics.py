@@ -11,7 +11,6 @@ from prometheus_client import CollectorRegistry
 from starlette.types import Message, Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.main import create_app
-from {{ cookiecutter.package_name }}.middleware.deadline import DeadlineExceeded
 from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics, buckets_for
 from {{ cookiecutter.package_name }}.settings import Settings
 
@@ -93,7 +92,7 @@ def test_in_flight_rises_and_falls_and_other_scopes_pass_uncounted() -> None:
 def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
     """A session counts as open from its accept to its end, then once under the code that
     closed it (the app's, the client's, any unregistered one as "other"); one refused before
-    its accept is neither; a cut stream is counted."""
+    its accept is neither."""
     metrics = RequestMetrics(deadline_seconds=30.0)
     open_inside: list[float | None] = []
 
@@ -139,11 +138,3 @@ def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
         for code in ("1000", "other", "1001", "1008")
     }
     assert counted == {"1000": 1.0, "other": 1.0, "1001": 1.0, "1008": None}
-
-    async def cut(_scope: Scope, _receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        raise DeadlineExceeded("GET /: response stream cut, silent too long")
-
-    with pytest.raises(DeadlineExceeded):
-        asyncio.run(call(MetricsMiddleware(cut, metrics=metrics), http_scope("/")))
-    assert value("http_server_streams_cut_total") == 1.0

@@ -1,15 +1,14 @@
-"""Count every HTTP request for Prometheus: duration by method, route and status; in flight;
-streams the deadline cut. WebSocket sessions: open now, and how long each lasted by close code.
+"""Count every HTTP request for Prometheus: duration by method, route and status; in flight.
+WebSocket sessions: open now, and how long each lasted by close code.
 
 The metrics, their labels, how gunicorn's workers add up and what it costs:
 {{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}. Values change through prometheus_client's public API only."""
 
 from time import perf_counter
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .deadline import DeadlineExceeded
 from .response import tracker
 
 # The route of requests no route matched (no template starts without "/").
@@ -55,11 +54,6 @@ class RequestMetrics:
             "Requests the app's workers are handling now.",
             registry=self.registry,
             multiprocess_mode="livesum",
-        )
-        self.streams_cut = Counter(
-            "http_server_streams_cut",
-            "Started responses the deadline cut: silent too long, or past their longest duration.",
-            registry=self.registry,
         )
         self.websockets_open = Gauge(
             "websocket_sessions_open",
@@ -109,9 +103,6 @@ class MetricsMiddleware:
         self._active.inc()
         try:
             await self.app(scope, receive, tracked.send)
-        except DeadlineExceeded:
-            self.metrics.streams_cut.inc()
-            raise
         finally:
             self._active.dec()
             # The router stores the matched route in the scope it shares with us.
