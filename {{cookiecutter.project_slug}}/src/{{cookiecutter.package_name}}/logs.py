@@ -11,6 +11,7 @@ from typing import TextIO
 from serving_stack.jsonlog import JsonFormatter as StackJsonFormatter
 from serving_stack.jsonlog import extra_fields
 
+from .middleware.deadline import DeadlineExceeded
 from .request_context import REQUEST_ID
 from .tracing import current_trace_ids
 
@@ -40,6 +41,14 @@ class HumanFormatter(logging.Formatter):
         return line
 
 
+class CutStreamFilter(logging.Filter):
+    """Drops the server's error record (a traceback) of a stream the deadline cut on purpose:
+    raising is how a stream is aborted, and the deadline said why in one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], DeadlineExceeded))
+
+
 class _Handler(logging.StreamHandler[TextIO]):
     """The one handler this module installs, recognisable so a second call replaces it. Its
     emit writes a line in one write, then flushes: several workers' lines never interleave."""
@@ -56,3 +65,6 @@ def configure_logging(level: str = "info", *, human: bool = False) -> None:
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper())
+    server = logging.getLogger("uvicorn.error")  # uvicorn's "Exception in ASGI application"
+    if not any(isinstance(each, CutStreamFilter) for each in server.filters):
+        server.addFilter(CutStreamFilter())

@@ -58,7 +58,12 @@ def middleware_stack(settings: Settings, metrics: RequestMetrics) -> list[Middle
         *([Middleware(MetricsMiddleware, metrics=metrics)] if settings.metrics else []),
         *([cors] if settings.cors_origins else []),
         *([Middleware(AccessLogMiddleware, logger=ACCESS_LOGGER)] if settings.access_log else []),
-        Middleware(DeadlineMiddleware, timeout_seconds=settings.request_timeout_seconds),
+        Middleware(
+            DeadlineMiddleware,
+            timeout_seconds=settings.request_timeout_seconds,
+            stream_idle_seconds=settings.stream_idle_timeout_seconds,
+            stream_max_seconds=settings.stream_max_seconds,
+        ),
         Middleware(ErrorGuardMiddleware, debug=settings.debug),
     ]
 

@@ -108,6 +108,12 @@ class Settings(BaseSettings):
     request_timeout_seconds: Deadline = Field(
         default=DEADLINE_DEFAULT, validation_alias=AliasChoices(APP_DEADLINE_NAME)
     )
+    # A started response (a stream) is cut after this long without sending anything; unset: the
+    # deadline. At most the deadline: nginx's proxy_read_timeout (the deadline + 5 s) would cut
+    # it first, silently (docs/streaming.md).
+    stream_idle_timeout_seconds: float | None = Field(default=None, gt=0, le=3600)
+    # A response still streaming this long after its request arrived is cut; unset: never.
+    stream_max_seconds: float | None = Field(default=None, gt=0, le=86400)
     # Off: nginx's access line has the request id and timings already (docs/app.md, Logs).
     access_log: bool = False
     # Prometheus request metrics (docs/observability.md); off only to measure their cost.
@@ -203,6 +209,23 @@ class Settings(BaseSettings):
             raise ValueError(f"{budget} is {need}")
         return self
 {%- endif %}
+
+    @model_validator(mode="after")
+    def _stream_bounds_around_the_deadline(self) -> Self:
+        idle, longest = self.stream_idle_timeout_seconds, self.stream_max_seconds
+        deadline = f"{APP_DEADLINE_NAME}={self.request_timeout_seconds:g}"
+        if idle is not None and idle > self.request_timeout_seconds:
+            raise ValueError(
+                f"{self.env_var('stream_idle_timeout_seconds')}={idle:g} is above {deadline}:"
+                " nginx would cut a silent stream first, without a word; lower it, or raise"
+                " the deadline"
+            )
+        if longest is not None and longest < self.request_timeout_seconds:
+            raise ValueError(
+                f"{self.env_var('stream_max_seconds')}={longest:g} is below {deadline}: no"
+                " response is cut before the deadline; raise it, or unset it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Self:

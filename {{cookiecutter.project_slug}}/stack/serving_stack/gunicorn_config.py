@@ -79,6 +79,10 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
         graceful = min(stack.graceful_timeout, float(self.cfg.graceful_timeout))
         self.config.timeout_graceful_shutdown = graceful
         self.config.limit_concurrency = stack.limit_concurrency or None
+        # nginx closes a WebSocket whose app side is silent for WEBSOCKET_IDLE_TIMEOUT: a ping
+        # every third of it keeps a live client's session open, a missed pong ends a dead one's.
+        self.config.ws_ping_interval = stack.websocket_idle_timeout / 3
+        self.config.ws_ping_timeout = stack.websocket_idle_timeout / 3
 
     def load_wsgi(self) -> None:
         """The app, inside ResponseGuard: an error after its response never costs another

@@ -87,12 +87,20 @@ def nginx_values(
         # 413s: 5 at once, then one a second, 28 waiting, then 429s (docs/settings.md: why).
         zone += "\n    limit_req_zone $binary_remote_addr zone=oversized:1m rate=1r/s;"
         oversized = "limit_req zone=oversized burst=32 delay=4;"
+        # WebSocket handshakes: their own rate (nginx.conf says why), off with RATE_LIMIT=0.
+        handshakes = "limit_req zone=websocket_handshakes burst=20 nodelay;"
     else:
-        zone = rate = oversized = "# RATE_LIMIT=0: no per-client rate limit."
+        zone = rate = oversized = handshakes = "# RATE_LIMIT=0: no per-client rate limit."
     if settings.connections_per_client:
         connections = f"limit_conn client_requests {settings.connections_per_client};"
     else:
         connections = "# CONNECTIONS_PER_CLIENT=0: no per-client limit of requests in flight."
+    # Always a limit_conn of its own: without one, @websocket would inherit the server's and
+    # count sessions in the overload cap. 65535, nginx's largest, is no cap.
+    sessions = settings.websockets_per_client or 65535
+    websockets = f"limit_conn websockets {sessions};"
+    if not settings.websockets_per_client:
+        websockets += "   # WEBSOCKETS_PER_CLIENT=0: no per-client cap of open WebSockets"
     # Matched only when the app sent no Access-Control-Allow-Origin (the key starts ":").
     origins = "\n        ".join(f'":{origin}" "{origin}";' for origin in settings.cors_origins)
     return {
@@ -115,6 +123,9 @@ def nginx_values(
         "CLIENT_RATE": rate,
         "CLIENT_CONNECTIONS": connections,
         "OVERSIZED_RATE": oversized,
+        "WEBSOCKET_CONNECTIONS": websockets,
+        "WEBSOCKET_HANDSHAKE_RATE": handshakes,
+        "WEBSOCKET_IDLE_TIMEOUT": nginx_time(settings.websocket_idle_timeout),
         "CORS_ORIGINS": origins or "# No CORS origins: nginx's errors carry no CORS headers.",
     }
 

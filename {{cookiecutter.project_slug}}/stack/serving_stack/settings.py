@@ -185,6 +185,13 @@ class StackSettings(BaseSettings):
     connections_per_client: int = Field(128, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
+    websockets_per_client: int = Field(32, ge=0, le=65535, alias="WEBSOCKETS_PER_CLIENT")
+    """open WebSocket sessions nginx lets each client address have, per pod (limit_conn; over
+    it: JSON 503 with Retry-After); 0: off"""
+    # Three: the app pings every third of it (gunicorn_config.py), each ping at least 1 s apart.
+    websocket_idle_timeout: float = Field(60.0, ge=3, le=86400, alias="WEBSOCKET_IDLE_TIMEOUT")
+    """seconds nginx keeps a WebSocket session whose app side sends nothing; the app pings the
+    client every third of it and closes a session whose pong misses the next third"""
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
     """the app's CORS origins: nginx's own errors (413, 429, 503...) carry their headers too"""
 
@@ -301,6 +308,12 @@ class StackSettings(BaseSettings):
     def nginx_drain(self) -> float:
         """nginx worker_shutdown_timeout: a graceful stop lets a proxied response finish."""
         return self.proxy_timeout + DRAIN_MARGIN
+
+    @property
+    def handover(self) -> float:
+        """From nginx's QUIT to gunicorn's TERM (stop_all): by then what nginx accepted, a request
+        waiting its turn at the rate limit included, has reached the app; within nginx's drain."""
+        return min(self.rate_limit_queue_seconds + STOP_MARGIN, self.nginx_drain)
 
     @property
     def stop_budget(self) -> float:

@@ -273,7 +273,8 @@ class Stack:
         if not child.running:
             self._stop_leftovers(child, budget)
             return child.status == 0
-        child.signal(signum)
+        if child.sent != signum:  # stop_all may have sent it already
+            child.signal(signum)
         if self.wait_until(lambda: not child.running, budget, stop_on_signal=False):
             return child.stopped_as_asked
         log("error", f"{child.name} did not stop within {budget:g} s: killing it", pid=child.pid)
@@ -294,7 +295,16 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def stop_all(self) -> bool:
-        nginx_ok = self.stop(self.nginx, signal.SIGQUIT, self.settings.nginx_drain + STOP_MARGIN)
+        nginx, gunicorn = self.nginx, self.gunicorn
+        if nginx is not None and nginx.running and gunicorn is not None:
+            nginx.signal(signal.SIGQUIT)
+            # Open WebSockets and streams would hold nginx's drain to its end and then be
+            # dropped: once what nginx accepted has reached the app (the handover), gunicorn's
+            # TERM lets the app end them (a WebSocket gets a 1012 close frame), nginx relaying.
+            handover = self.settings.handover
+            self.wait_until(lambda: not nginx.running, handover, stop_on_signal=False)
+            gunicorn.signal(signal.SIGTERM)
+        nginx_ok = self.stop(nginx, signal.SIGQUIT, self.settings.nginx_drain + STOP_MARGIN)
         # Last scrapes may still come while nginx drains: the listener stops after it. One
         # that died before (its restart pending) was said then and spoils nothing now.
         metrics = self.metrics if self.metrics is not None and self.metrics.running else None

@@ -24,6 +24,8 @@ BEHIND_A_LOAD_BALANCER = {
     APP_DEADLINE_NAME: "30.5",
     "RATE_LIMIT": "0",
     "CONNECTIONS_PER_CLIENT": "0",
+    "WEBSOCKETS_PER_CLIENT": "0",
+    "WEBSOCKET_IDLE_TIMEOUT": "3600",
     "NGINX_WORKER_PROCESSES": "3",
 }
 EDGE = {
@@ -49,6 +51,9 @@ EDGE = {
                 "zone=client_rate:10m rate=100r/s;",
                 "limit_req zone=client_rate burst=600 delay=200;",
                 "limit_conn client_requests 128;",
+                "limit_conn websockets 32;",
+                "limit_req zone=websocket_handshakes burst=20 nodelay;",
+                "proxy_read_timeout 60s;",
             ],
         ),
         (
@@ -63,6 +68,8 @@ EDGE = {
                 "# RATE_LIMIT=0:",
                 "# CONNECTIONS_PER_CLIENT=0:",
                 "\nworker_processes 3;",
+                "limit_conn websockets 65535;   # WEBSOCKETS_PER_CLIENT=0:",
+                "proxy_read_timeout 3600s;",
             ],
         ),
         (

@@ -58,6 +58,8 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("RATE_LIMIT_QUEUE_SECONDS", "0", 0, "60", "61"),
     ("RATE_LIMIT_DRY_RUN", "on", True, "off", "dry"),
     ("CONNECTIONS_PER_CLIENT", "0", 0, "65535", "65536"),
+    ("WEBSOCKETS_PER_CLIENT", "0", 0, "65535", "-1"),
+    ("WEBSOCKET_IDLE_TIMEOUT", "300", 300.0, "3", "2.5"),
     (
         APP_CORS_NAME,
         "https://a.example, http://[::1]:5173",
@@ -162,7 +164,8 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     ]
 
     conf = Path(outputs[0].strip()).read_text(encoding="utf-8")
-    assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s"]
+    # The server's, then the WebSocket location's own (WEBSOCKET_IDLE_TIMEOUT: no deadline's).
+    assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s", "60s", "60s"]
     assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
     assert "listen 0.0.0.0:8000 " in conf
     socket = f"unix:{tmp_path / 'gunicorn.sock'}"

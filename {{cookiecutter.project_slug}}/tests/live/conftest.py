@@ -26,6 +26,10 @@ HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
 # The app's request deadline, short so the 504 test is quick; /slow requests below it finish.
 DEADLINE_SECONDS = 2
+# A stream's longest silence here (the app's STREAM_IDLE_TIMEOUT_SECONDS), and the WebSockets
+# one client address may hold open (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
+STREAM_IDLE_SECONDS = 1
+WEBSOCKETS_PER_CLIENT = 4
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -108,13 +112,12 @@ class LiveStack:
         return {line["request_id"]: line for line in self.log_lines() if line["logger"] == access}
 
 
-@pytest.fixture(scope="package")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """The stack as the image starts it, serving live_app.py with a short deadline, shared by
-    every module here; test_contract.py's last test stops it."""
+@contextlib.contextmanager
+def running_stack(run_dir: Path, **overrides: str) -> Iterator[LiveStack]:
+    """The stack as the image starts it, serving live_app.py with a short deadline; overrides
+    set more variables. Stopped (TERM, then KILL if it hangs) when the block ends."""
     if shutil.which("nginx", path=SYSTEM_PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    run_dir = tmp_path_factory.mktemp("live-stack")
     port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
         **os.environ,
@@ -133,7 +136,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         # The app's access line says which requests (and ids) reached it (off by default).
         f"{prefix}_ACCESS_LOG": "true",
         "REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+        # A stream that sends nothing for this long is cut (the live app's /events?stall=).
+        f"{prefix}_STREAM_IDLE_TIMEOUT_SECONDS": str(STREAM_IDLE_SECONDS),
+        "WEBSOCKETS_PER_CLIENT": str(WEBSOCKETS_PER_CLIENT),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
+        **overrides,
     }
     log_path = run_dir / "stack.log"
     with log_path.open("wb") as output:
@@ -163,3 +170,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """The stack every module here shares; test_contract.py's last test stops it."""
+    with running_stack(tmp_path_factory.mktemp("live-stack")) as live:
+        yield live

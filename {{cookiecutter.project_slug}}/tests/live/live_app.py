@@ -1,10 +1,16 @@
-"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus two routes,
+"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus test routes,
 inside the app's middleware. /slow?seconds=N answers after N seconds and logs one line when
-it starts, so a test can wait for requests in flight; /boom raises (the error guard's 500).
+it starts, so a test can wait for requests in flight; /boom raises (the error guard's 500);
+/ws echoes WebSocket text and /events streams server-sent events, as FastAPI's docs write them.
 Test-only: gunicorn imports it from its working directory, tests/live/."""
 
 import asyncio
 import logging
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
 
 from {{ cookiecutter.package_name }}.main import create_app
 
@@ -23,3 +29,33 @@ async def slow(seconds: float) -> dict[str, str]:
 @app.get("/boom", include_in_schema=False)
 async def boom() -> None:
     raise RuntimeError("boom")
+
+
+@app.websocket("/ws")
+async def echo(websocket: WebSocket) -> None:
+    """Send each text message back; log one line once open (it carries the request id)."""
+    await websocket.accept()
+    logger.info("websocket opened")
+    try:
+        while True:
+            await websocket.send_text(await websocket.receive_text())
+    except WebSocketDisconnect:
+        return
+
+
+@app.get("/events", include_in_schema=False)
+async def events(
+    tokens: int, interval: float, size: int = 0, stall: float = 0
+) -> StreamingResponse:
+    """``tokens`` server-sent events, ``interval`` seconds apart, each "<n> <time it was sent>"
+    padded with ``size`` bytes; then, given ``stall``, that many seconds of silence before the
+    end (a stream the app's STREAM_IDLE_TIMEOUT_SECONDS cuts)."""
+
+    async def stream() -> AsyncIterator[str]:
+        for number in range(tokens):
+            if number:
+                await asyncio.sleep(interval)
+            yield f"data: {number} {time.time():.6f} {'x' * size}\n\n"
+        await asyncio.sleep(stall)
+
+    return StreamingResponse(stream(), media_type="text/event-stream")

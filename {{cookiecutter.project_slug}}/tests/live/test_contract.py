@@ -4,24 +4,36 @@ Needs the stack conftest.py starts (nginx installed). The heavier proofs (load, 
 reloads, faults, hostile and slow clients) run against this project from the template:
 `./scripts/battery <this directory>` (docs/security.md says which test proves what)."""
 
+import contextlib
+import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
 
 from .conftest import (
     DEADLINE_SECONDS,
     HERE,
+    STREAM_IDLE_SECONDS,
+    WEBSOCKETS_PER_CLIENT,
     LiveStack,
     assert_json_error,
     exchange,
     free_port,
     get,
+    running_stack,
     wait_for,
 )
 
@@ -120,6 +132,158 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
         ).returncode
 
     assert (check(stack.port), check(free_port())) == (0, 1)
+
+
+def websocket(port: int) -> ClientConnection:
+    """A WebSocket client session with the live app's echo route, through nginx."""
+    return connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10, close_timeout=5)
+
+
+def test_a_websocket_echoes_through_nginx_with_the_request_id(stack: LiveStack) -> None:
+    """A WebSocket route as FastAPI's docs write it answers through nginx; the handshake
+    carries nginx's request id, the app's log lines during the session carry it too, and
+    nginx's access line says 101 (an upgrade) once the session ends."""
+    with websocket(stack.port) as session:
+        session.send("hello")
+        assert session.recv(timeout=10) == "hello"
+        assert session.response is not None  # set once the handshake succeeded
+        request_id = session.response.headers["X-Request-ID"]
+
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id), request_id
+
+    def lines(logger: str) -> list[dict[str, object]]:
+        logged = stack.log_lines()
+        return [
+            line
+            for line in logged
+            if (line["logger"], line.get("request_id")) == (logger, request_id)
+        ]
+
+    wait_for(lambda: bool(lines("nginx.access")), 10, "nginx's access line of the session")
+    assert [line["message"] for line in lines("live_app")] == ["websocket opened"]
+    assert lines("nginx.access")[0]["status"] == 101
+    page = get(stack.metrics_port, "/metrics")[2].decode()
+    assert 'websocket_session_duration_seconds_count{code="1000"}' in page
+
+
+def test_websockets_per_client_are_capped_at_nginx(stack: LiveStack) -> None:
+    """One address holds at most WEBSOCKETS_PER_CLIENT open sessions: the next handshake gets
+    nginx's 503; once one closes, a new one opens."""
+    with contextlib.ExitStack() as sessions:
+        held = [sessions.enter_context(websocket(stack.port)) for _ in range(WEBSOCKETS_PER_CLIENT)]
+        with pytest.raises(InvalidStatus) as refused:
+            websocket(stack.port)
+        assert refused.value.response.status_code == 503
+        held[0].close()
+        with websocket(stack.port) as again:
+            again.send("back")
+            assert again.recv(timeout=10) == "back"
+
+
+@dataclass
+class Stream:
+    """A server-sent event stream as a client read it."""
+
+    headers: dict[str, str]
+    # Each event's number, when the app sent it and when it arrived (time.time(), one host).
+    events: list[tuple[int, float, float]]
+    complete: bool  # the chunked body ended with its terminator (False: cut)
+    request_id: str
+
+
+def read_stream(port: int, target: str) -> Stream:
+    """GET target, asking for gzip, and read its events as they arrive."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", target, headers={"Accept-Encoding": "gzip"})
+    response = connection.getresponse()
+    headers = {name.lower(): value for name, value in response.getheaders()}
+    events, complete, pending = [], True, b""
+    try:
+        # read1, not readline: readline takes a missing terminating chunk for a clean end.
+        while data := response.read1(262144):
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: "):
+                    number, sent = line.split()[1:3]
+                    events.append((int(number), float(sent), time.time()))
+    except (http.client.IncompleteRead, OSError):  # no terminating chunk: the stream was cut
+        complete = False
+    finally:
+        connection.close()
+    return Stream(headers, events, complete, headers.get("x-request-id", ""))
+
+
+# Small events, and events of 64 KiB: above nginx's proxy_buffer_size and busy buffers.
+@pytest.mark.parametrize("size", [0, 65536])
+def test_an_event_stream_longer_than_the_deadline_arrives_whole_event_by_event(
+    stack: LiveStack, size: int
+) -> None:
+    """Server-sent events for more than twice the request deadline arrive whole (the deadline
+    bounds the time to the first byte only), each before the app sent the next (never held
+    back by nginx, whatever their size), and never gzipped, though the client asked for it."""
+    interval, count = 0.5, int(4 * DEADLINE_SECONDS / 0.5) + 1
+
+    stream = read_stream(stack.port, f"/events?tokens={count}&interval={interval}&size={size}")
+
+    assert stream.complete
+    assert [number for number, _, _ in stream.events] == list(range(count))
+    assert "content-encoding" not in stream.headers, stream.headers
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    for (_, _, arrived), (_, next_sent, _) in zip(stream.events, stream.events[1:], strict=False):
+        assert arrived < next_sent, stream.events
+
+
+def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveStack) -> None:
+    """A stream that sends nothing for STREAM_IDLE_TIMEOUT_SECONDS is cut: the client gets the
+    events sent before, then no clean end of the body; the app logs one warning, no error (nginx
+    says "upstream prematurely closed connection" in its own line, at its level)."""
+
+    def app_errors() -> list[dict[str, object]]:
+        logged = stack.log_lines()
+        return [
+            line for line in logged if line["level"] == "error" and line["logger"] != "nginx.error"
+        ]
+
+    errors_before = app_errors()
+
+    stream = read_stream(
+        stack.port, f"/events?tokens=2&interval=0.1&stall={STREAM_IDLE_SECONDS * 30}"
+    )
+
+    assert [number for number, _, _ in stream.events] == [0, 1]
+    assert not stream.complete
+
+    def warnings() -> list[dict[str, object]]:
+        return [
+            line
+            for line in stack.log_lines()
+            if line.get("request_id") == stream.request_id and line["level"] == "warning"
+        ]
+
+    wait_for(lambda: bool(warnings()), 10, "the app's warning about the cut stream")
+    later = get(stack.port, "/livez")[1]["x-request-id"]
+    wait_for(lambda: later in stack.access_lines(), 10, "a later request's access line")
+    assert len(warnings()) == 1, warnings()
+    assert "stream" in str(warnings()[0]["message"])
+    assert app_errors() == errors_before
+
+
+def test_sigterm_closes_open_websockets_with_a_close_frame(tmp_path: Path) -> None:
+    """SIGTERM with a WebSocket open: the client gets a close frame (1012, service restart)
+    within nginx's drain, not a dropped connection, and the stack exits 0. A stack of its own:
+    the shared one stops in the last test."""
+    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
+    with running_stack(tmp_path) as live, websocket(live.port) as session:
+        session.send("hello")
+        assert session.recv(timeout=10) == "hello"
+
+        live.process.send_signal(signal.SIGTERM)
+        with pytest.raises(ConnectionClosed) as closed:
+            session.recv(timeout=drain)
+
+        assert closed.value.rcvd is not None, "no close frame: the connection was dropped"
+        assert closed.value.rcvd.code in (1001, 1012)
+        assert live.process.wait(timeout=60) == 0
 
 
 # Last: it stops the stack every test here shares (pytest runs a module's tests in order).

@@ -73,16 +73,22 @@ def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None
         DeadlineMiddleware(ok_app, timeout_seconds=0)
 
 
-def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered() -> None:
-    """A started response is aborted, not a 504; a server's cancel is not answered."""
+def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered(
+    json_lines: JsonLines,
+) -> None:
+    """A started response silent past the deadline for the stream idle time (by default the
+    deadline) is aborted with one warning, not a 504; a server's cancel is not answered."""
 
     async def stalls_mid_body(_scope: Scope, _receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await asyncio.sleep(5)
 
     aborting = DeadlineMiddleware(stalls_mid_body, timeout_seconds=TIMEOUT)
-    with pytest.raises(DeadlineExceeded, match="after its response had started"):
+    with pytest.raises(DeadlineExceeded, match="response stream cut, silent too long"):
         asyncio.run(call(aborting, http_scope()))
+    [line] = [line for line in json_lines.lines if line["logger"].endswith("deadline")]
+    assert (line["level"], line["message"]) == ("warning", "response stream cut: silent too long")
+    assert line["stream_idle_seconds"] == TIMEOUT
     sent: list[Message] = []
 
     async def scenario() -> None:
@@ -95,3 +101,27 @@ def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered() -> 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(scenario())
     assert [message["type"] for message in sent] == ["http.response.start"]
+
+
+def test_a_stream_outlives_the_deadline_while_it_sends_and_stops_at_its_longest() -> None:
+    """Once started, a response sending a chunk each half-deadline runs past the deadline to
+    its end; with stream_max_seconds it is cut there; wrong bounds are refused."""
+
+    async def chunks(_scope: Scope, _receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(6):
+            await asyncio.sleep(TIMEOUT / 2)
+            await send({"type": "http.response.body", "body": b"x", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    streaming = DeadlineMiddleware(chunks, timeout_seconds=TIMEOUT)
+    sent = asyncio.run(call(streaming, http_scope()))
+    assert len(sent) == 8
+    assert "more_body" not in sent[-1]
+    capped = DeadlineMiddleware(chunks, timeout_seconds=TIMEOUT, stream_max_seconds=TIMEOUT * 2)
+    with pytest.raises(DeadlineExceeded, match="too long"):
+        asyncio.run(call(capped, http_scope()))
+    with pytest.raises(ValueError, match="stream_idle_seconds must be positive"):
+        DeadlineMiddleware(ok_app, timeout_seconds=1, stream_idle_seconds=0)
+    with pytest.raises(ValueError, match="stream_max_seconds must be positive"):
+        DeadlineMiddleware(ok_app, timeout_seconds=1, stream_max_seconds=-1)

@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }}.logs import HumanFormatter, JsonFormatter, configure_logging
+from {{ cookiecutter.package_name }}.logs import (
+    CutStreamFilter,
+    HumanFormatter,
+    JsonFormatter,
+    configure_logging,
+)
+from {{ cookiecutter.package_name }}.middleware.deadline import DeadlineExceeded
 from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 from serving_stack.jsonlog import CONTRACT_KEYS
 
@@ -63,3 +69,19 @@ def test_configure_writes_each_record_once_at_the_level(
         assert line.endswith(" WARNING tests.out: shown")
     else:
         assert json.loads(line)["message"] == "shown"
+
+
+def test_the_servers_traceback_of_a_cut_stream_is_dropped_and_no_other(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """uvicorn's "Exception in ASGI application" for a stream the deadline cut (it said why in
+    one warning) is not written; any other exception's is; configuring twice adds one filter."""
+    configure_logging("info")
+    configure_logging("info")
+    server = logging.getLogger("uvicorn.error")
+    assert sum(isinstance(each, CutStreamFilter) for each in server.filters) == 1
+    for error in (DeadlineExceeded("GET /events: response stream cut"), RuntimeError("boom")):
+        server.error("Exception in ASGI application\n", exc_info=(type(error), error, None))
+
+    [line] = capsys.readouterr().out.splitlines()
+    assert "RuntimeError: boom" in json.loads(line)["exception"]

@@ -1,7 +1,10 @@
 """The application factory (main.py): settings, lifespan, request ids, CORS. Needs the app and
 its settings, run in process; the middleware order, live: tests/live/test_contract.py."""
 
+from collections.abc import AsyncIterator
+
 import pytest
+from fastapi.responses import StreamingResponse
 from fastapi.testclient import TestClient
 
 from {{ cookiecutter.package_name }} import main
@@ -51,3 +54,28 @@ def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: Clien
     assert response.headers["access-control-allow-origin"] == origin
     exposed = response.headers["access-control-expose-headers"].lower().split(", ")
     assert {"x-request-id", "retry-after"} <= set(exposed)
+
+
+def test_event_streams_and_only_they_tell_nginx_not_to_buffer(client_for: ClientFor) -> None:
+    """A server-sent event stream, as a route writes it, answers X-Accel-Buffering: no (nginx
+    would hold a large event back); a JSON answer and a plain text stream do not."""
+    app = main.create_app(Settings())
+
+    async def two_events() -> AsyncIterator[str]:
+        yield "data: 1\n\n"
+        yield "data: 2\n\n"
+
+    @app.get("/events")
+    async def events() -> StreamingResponse:
+        return StreamingResponse(two_events(), media_type="text/event-stream")
+
+    @app.get("/text")
+    async def text() -> StreamingResponse:
+        return StreamingResponse(two_events(), media_type="text/plain")
+
+    client = client_for(app)
+    answers = [client.get(path) for path in ("/events", "/text", "/livez")]
+    assert answers[0].text == "data: 1\n\ndata: 2\n\n"
+    buffering = [answer.headers.get("x-accel-buffering") for answer in answers]
+    assert buffering == ["no", None, None]
+    assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 3

@@ -8,7 +8,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics, buckets_for
@@ -91,3 +91,54 @@ def test_in_flight_rises_and_falls_and_other_scopes_pass_uncounted() -> None:
         ("GET", "unmatched", "200"): 1,
         ("GET", "unmatched", "500"): 1,
     }
+
+
+def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
+    """A session counts as open from its accept to its end, then once under the code that
+    closed it (the app's, the client's, any unregistered one as "other"); one refused before
+    its accept is neither."""
+    metrics = RequestMetrics(deadline_seconds=30.0)
+    open_inside: list[float | None] = []
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    async def session(scope: Scope, receive: Receive, send: Send) -> None:
+        code = int(scope["path"].strip("/"))
+        await receive()  # websocket.connect
+        if code == 403:  # refused: closed before the accept
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await send({"type": "websocket.accept"})
+        open_inside.append(value("websocket_sessions_open"))
+        if code == 0:  # the client leaves
+            await receive()
+        else:
+            await send({"type": "websocket.close", "code": code})
+
+    async def client(path: str) -> None:
+        messages: list[Message] = [
+            {"type": "websocket.connect"},
+            {"type": "websocket.disconnect", "code": 1001},
+        ]
+
+        async def receive() -> Message:
+            return messages.pop(0)
+
+        async def send(message: Message) -> None:
+            del message
+
+        await MetricsMiddleware(session, metrics=metrics)(
+            {"type": "websocket", "path": path}, receive, send
+        )
+
+    for path in ("/1000", "/4001", "/0", "/403"):
+        asyncio.run(client(path))
+
+    assert open_inside == [1.0, 1.0, 1.0]
+    assert value("websocket_sessions_open") == 0.0
+    counted = {
+        code: value("websocket_session_duration_seconds_count", code=code)
+        for code in ("1000", "other", "1001", "1008")
+    }
+    assert counted == {"1000": 1.0, "other": 1.0, "1001": 1.0, "1008": None}

@@ -5,7 +5,7 @@ import asyncio
 import re
 
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID, RequestIdMiddleware
 
@@ -59,3 +59,41 @@ def test_the_endpoint_sees_the_id_and_nothing_leaks_after() -> None:
     sent = asyncio.run(call(app, http_scope(headers=[(b"x-correlation-id", b"corr-1")])))
     assert header(sent[0], b"x-correlation-id") == b"corr-1"
     assert header(sent[0], b"x-request-id") is None
+
+
+@pytest.mark.parametrize(
+    ("incoming", "kept"), [(b"3f2c7c1e-9c1a-4e8b", True), (None, False), (b"new\nline", False)]
+)
+def test_a_websocket_session_gets_the_id_in_its_logs_and_on_its_accept(
+    incoming: bytes | None, *, kept: bool
+) -> None:
+    """A WebSocket handshake's id (or a fresh one) is the session's while it runs, and comes
+    back on the accept; lifespan passes through untouched."""
+    seen: list[str | None] = []
+    sent: list[Message] = []
+
+    async def session(scope: Scope, receive: Receive, send: Send) -> None:
+        del receive
+        seen.append(REQUEST_ID.get())
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.accept", "headers": [(b"x-other", b"1")]})
+            await send({"type": "websocket.close", "code": 1000})
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+
+    async def nothing() -> Message:
+        return {"type": "websocket.connect"}
+
+    headers = [] if incoming is None else [(b"x-request-id", incoming)]
+    scope = {"type": "websocket", "path": "/ws", "headers": headers}
+    asyncio.run(RequestIdMiddleware(session)(scope, nothing, record))
+    asyncio.run(RequestIdMiddleware(session)({"type": "lifespan"}, nothing, record))
+
+    accept_headers = dict(sent[0]["headers"])
+    assert accept_headers[b"x-other"] == b"1"
+    echoed = accept_headers[b"x-request-id"]
+    assert echoed == incoming if kept else re.fullmatch(rb"[0-9a-f]{32}", echoed)
+    assert seen == [echoed.decode(), None]
+    assert sent[1] == {"type": "websocket.close", "code": 1000}
+    assert REQUEST_ID.get() is None

@@ -27,6 +27,8 @@ def test_the_defaults_are_a_safe_production() -> None:
         "metrics": True,
         "api_docs": False,
         "cors_origins": (),
+        "stream_idle_timeout_seconds": None,
+        "stream_max_seconds": None,
     }
     assert Settings().model_dump(include=set(defaults)) == defaults
 
@@ -46,6 +48,10 @@ ACCEPTED = [
         ("https://app.example.com", "http://localhost:5173"),
     ),
     ("cors_origins", " , ", ()),
+    ("stream_idle_timeout_seconds", "5", 5.0),
+    ("stream_idle_timeout_seconds", "30", 30.0),
+    ("stream_max_seconds", "3600", 3600.0),
+    ("stream_max_seconds", "30", 30.0),
 ]
 REFUSED = [
     ("environment", "staging"),
@@ -58,6 +64,13 @@ REFUSED = [
     ("access_log", "maybe"),
     ("metrics", "maybe"),
     ("api_docs", "maybe"),
+    # Above the deadline (30 s): nginx would cut the silent stream first, without a word.
+    ("stream_idle_timeout_seconds", "30.5"),
+    ("stream_idle_timeout_seconds", "0"),
+    ("stream_idle_timeout_seconds", "soon"),
+    # Below the deadline: a response is never cut before it; 86400.5: over a day.
+    ("stream_max_seconds", "29"),
+    ("stream_max_seconds", "86400.5"),
     *(
         ("cors_origins", origin)
         for origin in [

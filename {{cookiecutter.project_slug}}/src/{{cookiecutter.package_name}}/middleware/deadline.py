@@ -1,4 +1,7 @@
-"""Bound each HTTP request's total time: past the deadline, cancel it and answer 504.
+"""Bound each HTTP request's time until its response starts: past the deadline, cancel it and
+answer 504. A response started by then (a stream) runs on while it sends something at least
+every ``stream_idle_seconds`` and, if set, until ``stream_max_seconds``: past either it is cut,
+so that the client sees no clean end, with one warning line.
 
 Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
 sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
@@ -9,49 +12,94 @@ import asyncio
 import logging
 from asyncio import CancelledError, current_task, get_running_loop
 from time import monotonic
+from typing import NoReturn
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .request_id import REQUEST_ID
-from .response import send_json, tracker
+from .response import ResponseTracker, send_json, tracker
 
 
 class DeadlineExceeded(Exception):  # noqa: N818 (names what happened, like TimeoutError)
-    """The deadline passed after the response had started: the response must be aborted."""
+    """A started response was cut (a stream silent too long, or past its longest duration): it
+    must be aborted, so the client sees no clean end. logs.py keeps the server's traceback of
+    it out of the log: the middleware has said it in one warning line."""
 
 
 class _Sweeper:
     """The in-flight requests of one event loop, and the one timer that expires them."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        tick: float,
+        timeout: float,
+        stream_idle: float,
+        stream_max: float | None,
+    ) -> None:
         self.loop = loop
         self.tick = tick
-        # task -> monotonic() deadline (a C call, unlike loop.time()); insertion order is
-        # deadline order, as every request has the same timeout.
-        self.inflight: dict[asyncio.Task[object], float] = {}
+        self.timeout = timeout
+        self.stream_idle = stream_idle
+        self.stream_max = stream_max
+        # task -> (deadline, its response): monotonic() (a C call, unlike loop.time()) plus the
+        # timeout; insertion order is deadline order, as every request has the same timeout.
+        # Started responses stay at the front, past their deadline: visited each tick.
+        self.inflight: dict[asyncio.Task[object], tuple[float, ResponseTracker]] = {}
         # The tasks this sweeper cancelled, until their request ends (rare: usually empty).
         self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 
     def sweep(self) -> None:
         now = monotonic()
-        for task, deadline in self.inflight.items():
+        for task, (deadline, response) in self.inflight.items():
             if deadline > now:
                 break
             # A task someone else is already cancelling (a server shutdown) is theirs.
-            if task not in self.expired and not task.cancelling():
-                self.expired.add(task)
-                task.cancel()
+            if task in self.expired or task.cancelling():
+                continue
+            if response.status is not None and not self._stream_over(response, deadline, now):
+                continue  # started: the deadline bounded its first byte, the gaps bound the rest
+            self.expired.add(task)
+            task.cancel()
         self.handle = self.loop.call_later(self.tick, self.sweep) if self.inflight else None
+
+    def _stream_over(self, response: ResponseTracker, deadline: float, now: float) -> bool:
+        if not response.sent_at:  # no chunk since its start: silent from the deadline on
+            response.sent_at = now
+        if now - response.sent_at > self.stream_idle:
+            return True
+        arrived = deadline - self.timeout
+        return self.stream_max is not None and now - arrived > self.stream_max
 
 
 class DeadlineMiddleware:
-    def __init__(self, app: ASGIApp, *, timeout_seconds: float, logger: str = __name__) -> None:
-        if timeout_seconds <= 0:
-            raise ValueError(f"timeout_seconds must be positive, not {timeout_seconds}")
+    """``timeout_seconds`` until the response starts; then ``stream_idle_seconds`` (default: the
+    same) between two of its messages and, when set, ``stream_max_seconds`` in all."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        timeout_seconds: float,
+        stream_idle_seconds: float | None = None,
+        stream_max_seconds: float | None = None,
+        logger: str = __name__,
+    ) -> None:
+        if stream_idle_seconds is None:
+            stream_idle_seconds = timeout_seconds
+        for name, value in [
+            ("timeout_seconds", timeout_seconds),
+            ("stream_idle_seconds", stream_idle_seconds),
+            ("stream_max_seconds", stream_max_seconds),
+        ]:
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, not {value}")
         self.app = app
         self.timeout_seconds = timeout_seconds
-        self.tick = min(0.1, timeout_seconds / 10)
+        self.stream_idle_seconds = stream_idle_seconds
+        self.stream_max_seconds = stream_max_seconds
+        self.tick = min(0.1, timeout_seconds / 10, stream_idle_seconds / 10)
         self.logger = logging.getLogger(logger)
         self._sweeper: _Sweeper | None = None
 
@@ -65,10 +113,17 @@ class DeadlineMiddleware:
         sweeper = self._sweeper
         if sweeper is None or sweeper.loop is not loop:
             # One per event loop: tests run each client in a loop of its own.
-            sweeper = self._sweeper = _Sweeper(loop, self.tick)
+            sweeper = self._sweeper = _Sweeper(
+                loop,
+                self.tick,
+                self.timeout_seconds,
+                self.stream_idle_seconds,
+                self.stream_max_seconds,
+            )
         task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
         inflight, expired = sweeper.inflight, sweeper.expired
-        inflight[task] = monotonic() + self.timeout_seconds
+        arrived = monotonic()
+        inflight[task] = (arrived + self.timeout_seconds, response)
         if sweeper.handle is None:
             sweeper.handle = loop.call_later(self.tick, sweeper.sweep)
         try:
@@ -78,22 +133,31 @@ class DeadlineMiddleware:
             if task not in expired or task.uncancel():
                 raise
         else:
-            if expired and task in expired:
-                # The app swallowed our cancellation: rebalance it for asyncio.timeout() above.
-                task.uncancel()
-            return
+            if not expired or task not in expired:
+                return
+            # The app swallowed our cancellation: rebalance it for asyncio.timeout() above.
+            task.uncancel()
+            if response.status is None:
+                return
         finally:
             del inflight[task]
             if expired:
                 expired.discard(task)
-        started = response.status is not None
         method, path = scope["method"], scope["path"]
+        if response.status is not None:
+            self._cut(response, monotonic() - arrived, method, path)
         extra = {"method": method, "path": path, "timeout_seconds": self.timeout_seconds}
-        extra["response_started"] = started
         self.logger.warning("request deadline exceeded", extra=extra)
-        if started:
-            raise DeadlineExceeded(
-                f"{method} {path} ran past {self.timeout_seconds} s after its response had started"
-            )
         detail = "Gateway Timeout: request deadline exceeded"
         await send_json(response.send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})
+
+    def _cut(self, response: ResponseTracker, seconds: float, method: str, path: str) -> NoReturn:
+        """Say in one warning line why a started response was cut, then abort it."""
+        extra: dict[str, object] = {"method": method, "path": path, "status": response.status}
+        extra["seconds"] = round(seconds, 3)
+        if monotonic() - response.sent_at > self.stream_idle_seconds:
+            reason, extra["stream_idle_seconds"] = "silent too long", self.stream_idle_seconds
+        else:
+            reason, extra["stream_max_seconds"] = "too long", self.stream_max_seconds
+        self.logger.warning("response stream cut: %s", reason, extra=extra)
+        raise DeadlineExceeded(f"{method} {path}: response stream cut, {reason}")

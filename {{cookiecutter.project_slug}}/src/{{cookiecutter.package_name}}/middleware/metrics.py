@@ -1,4 +1,5 @@
 """Count every HTTP request for Prometheus: duration by method, route and status; in flight.
+WebSocket sessions: open now, and how long each lasted by close code.
 
 The metrics, their labels, how gunicorn's workers add up and what it costs:
 {{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}. Values change through prometheus_client's public API only."""
@@ -6,7 +7,7 @@ The metrics, their labels, how gunicorn's workers add up and what it costs:
 from time import perf_counter
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .response import tracker
 
@@ -20,6 +21,11 @@ OTHER_METHOD = "_OTHER"
 # Latency buckets below the request deadline, then the deadline: ``le="<deadline>"`` counts
 # the requests that finished in time.
 _LADDER = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0)
+# A WebSocket session lasts seconds to hours: its own buckets, up to a day.
+SESSION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+# Close codes as labels: RFC 6455's registered ones; any other (an app's 4000-4999) is "other".
+CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012})
+OTHER_CODE = "other"
 
 
 def buckets_for(deadline_seconds: float) -> tuple[float, ...]:
@@ -49,6 +55,19 @@ class RequestMetrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+        self.websockets_open = Gauge(
+            "websocket_sessions_open",
+            "WebSocket sessions the app's workers hold open now.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self.websocket_duration = Histogram(
+            "websocket_session_duration_seconds",
+            "Time from a WebSocket's accept to its close, by close code (whoever closed).",
+            ("code",),
+            buckets=SESSION_BUCKETS,
+            registry=self.registry,
+        )
         # livemostrecent: each worker sees only the probes that reach it; the newest wins.
         self.readiness = Gauge(
             "readiness_check_passing",
@@ -73,7 +92,10 @@ class MetricsMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "websocket":
+                await self._websocket(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
 
         tracked = tracker(send)
@@ -94,3 +116,32 @@ class MetricsMiddleware:
             if child is None:
                 child = self._children[key] = self.metrics.duration.labels(*key[:2], str(key[2]))
             child.observe(perf_counter() - start)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One session: open from its accept; its duration under the code that closed it (the
+        app's close, else the client's disconnect; 1006 when neither said one)."""
+        accepted: list[float] = []  # perf_counter() at the accept, once accepted
+        codes: list[int] = []
+
+        async def watch_send(message: Message) -> None:
+            if message["type"] == "websocket.accept":
+                accepted.append(perf_counter())
+                self.metrics.websockets_open.inc()
+            elif message["type"] == "websocket.close":
+                codes.append(message.get("code", 1000))
+            await send(message)
+
+        async def watch_receive() -> Message:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                codes.append(message.get("code", 1005))
+            return message
+
+        try:
+            await self.app(scope, watch_receive, watch_send)
+        finally:
+            if accepted:
+                self.metrics.websockets_open.dec()
+                code = codes[0] if codes else 1006
+                label = str(code) if code in CLOSE_CODES else OTHER_CODE
+                self.metrics.websocket_duration.labels(label).observe(perf_counter() - accepted[0])
