@@ -45,12 +45,13 @@ def normalize(name: str) -> str:
 
 
 def locked_versions() -> dict[str, str]:
-    """uv.lock's versions by normalized name, the project (its one directory source) aside."""
+    """uv.lock's versions by normalized name, the project (its own directory, ".") aside; the
+    serving stack (stack/, a directory source) is locked like any package."""
     if not LOCK.is_file():
         raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
     packages = tomllib.loads(LOCK.read_text(encoding="utf-8")).get("package", [])
-    sources = ("editable", "virtual")
-    return {normalize(p["name"]): p["version"] for p in packages if p["source"].keys() - sources}
+    project = ({"editable": "."}, {"virtual": "."})
+    return {normalize(p["name"]): p["version"] for p in packages if p["source"] not in project}
 
 
 def entry_problem(entry: dict[str, Any], today: dt.date) -> str | None:
@@ -105,7 +106,18 @@ def audit() -> int:
         raise RefusalError(f"{pip_audit} or {uv} is missing: make install")
     probe_database()
     locked_versions()  # a missing lock: one line, before uv's own words
-    export = ["export", "--frozen", "--no-dev", "--no-emit-project", "--quiet", "-o", str(EXPORTED)]
+    # The serving stack is this repository's own code (stack/), in no vulnerability database.
+    export = [
+        "export",
+        "--frozen",
+        "--no-dev",
+        "--no-emit-project",
+        "--no-emit-package",
+        "serving-stack",
+        "--quiet",
+        "--output-file",
+        str(EXPORTED),
+    ]
     if subprocess.run([str(uv), *export], check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argument list
         raise RefusalError("uv export failed (above): uv.lock's runtime set could not be read")
     # --disable-pip: the export is fully pinned and hashed, nothing to resolve or install.

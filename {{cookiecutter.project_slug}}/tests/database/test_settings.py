@@ -8,7 +8,7 @@ from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 from serving_stack import gunicorn_config
 
 REAL = "postgresql+asyncpg://svc:Zt8-kq2V93xLm0@db.internal:5432/items"
-DEADLINE = f"{ENV_PREFIX}REQUEST_TIMEOUT_SECONDS=30"
+DEADLINE = "REQUEST_TIMEOUT_SECONDS=30"  # the stack's variable, which the app reads
 BUDGET = f"{ENV_PREFIX}DATABASE_MAX_CONNECTIONS"
 TIMEOUTS = [f"{ENV_PREFIX}DATABASE_{kind}_TIMEOUT_SECONDS" for kind in ("STATEMENT", "CONNECT")]
 
