@@ -161,6 +161,8 @@ _NGINX_ERROR = re.compile(
 _NGINX_EARLY = re.compile(rb"nginx: \[(?P<level>\w+)\] (?P<text>.*)")
 # The context nginx appends to a message: ", client: 1.2.3.4, server: _, request: "GET / ..."".
 _NGINX_CONTEXT = re.compile(r", (?=(?:client|server|request|upstream|host|referrer): )")
+# The order nginx writes them in (ngx_http_log_error_handler); client and server always.
+_NGINX_CONTEXT_ORDER = ("client", "server", "request", "upstream", "host", "referrer")
 _NGINX_LEVELS = {"emerg": "critical", "alert": "critical", "crit": "critical", "error": "error"}
 _NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": "debug"}
 
@@ -188,11 +190,28 @@ def nginx_error_line(raw: bytes) -> str:
     if match is None:
         return json_line("nginx.error", "error", _text(raw))
     message, *context = _NGINX_CONTEXT.split(_text(match["text"]))
-    for item in context:
-        key, _, value = item.partition(": ")
-        fields[key] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+    fields |= _nginx_context(context)
     level = _NGINX_LEVELS.get(match["level"].decode("ascii"), "error")
     return json_line("nginx.error", level, message, created, **fields)
+
+
+def _nginx_context(items: list[str]) -> dict[str, str]:
+    """The context nginx appends, in the order it writes it: a key out of that order (or again)
+    is a client's text imitating it (a Referer `x", client: "198.51.100.77`), kept inside the
+    field before it, so ``client`` is always the one nginx wrote first."""
+    raw: dict[str, str] = {}
+    last = -1
+    for item in items:
+        key, _, value = item.partition(": ")
+        if key in _NGINX_CONTEXT_ORDER and _NGINX_CONTEXT_ORDER.index(key) > last:
+            raw[key], last = value, _NGINX_CONTEXT_ORDER.index(key)
+        elif raw:
+            previous = _NGINX_CONTEXT_ORDER[last]
+            raw[previous] += ", " + item
+    return {
+        key: value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+        for key, value in raw.items()
+    }
 
 
 def stderr_line(logger: str, raw: bytes) -> str:

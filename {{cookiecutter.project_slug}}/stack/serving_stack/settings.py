@@ -180,9 +180,10 @@ class StackSettings(BaseSettings):
     answers 429 (RATE_LIMIT x this many wait); 0: refuse at once"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
-    # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one
-    # address can never fill the overload cap alone. nginx's limit_conn stops at 65535.
-    connections_per_client: int = Field(128, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
+    # A sixteenth of the 512 requests in flight a pod takes (nginx.conf's app_requests): a
+    # request still sending its body holds one of them, and four addresses with slow uploads
+    # filled a quarter each (issue 30); now it takes sixteen. limit_conn stops at 65535.
+    connections_per_client: int = Field(32, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
