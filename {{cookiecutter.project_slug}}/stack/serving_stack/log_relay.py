@@ -34,8 +34,9 @@ ZONES = ("client_rate", "oversized", "client_requests", "app_requests", "probes"
 ZONES += ("probe_connections",)
 # An error line is cut here before it is read: nginx appends the request line, Host and Referer
 # (8 KiB each), and a client sending them with every refused request would make the relay's
-# CPU and the log's bytes its own. The message and the client address come first.
-MAX_ERROR_LINE = 2048
+# CPU and the log's bytes its own. The message and the client address come first. A byte that
+# is not UTF-8 is written as 5 (\\xff): at most about 5 KiB a JSON line.
+MAX_ERROR_LINE = 1024
 # nginx's error lines relayed a second at most; past it dropped, counted, one warning a second.
 # Refusals are counted before: the metric stays true when the log is shed.
 ERROR_LINES_PER_SECOND = 200
