@@ -82,6 +82,14 @@ def _listed(check: Callable[[str], str]) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
+def _proxy_network(value: str) -> str:
+    network = ipaddress.ip_network(value, strict=False)
+    # Every address trusted is every client naming its own address, id and scheme.
+    if network.prefixlen == 0:
+        raise ValueError(f"{value} is every address: list your load balancers' networks")
+    return str(network)
+
+
 def _origin(value: str) -> str:
     # Quoted into nginx's CORS map; the app's cors_origins is this type too: no "*", path or @.
     if not _ORIGIN.fullmatch(value):
@@ -110,9 +118,7 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
-Networks = Annotated[
-    tuple[str, ...], NoDecode, _listed(lambda value: str(ipaddress.ip_network(value, strict=False)))
-]
+Networks = Annotated[tuple[str, ...], NoDecode, _listed(_proxy_network)]
 Hosts = Annotated[tuple[str, ...], NoDecode, _listed(_host)]
 Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 # Requests per second, or in a burst, per client address: nginx's limit_req takes integers.

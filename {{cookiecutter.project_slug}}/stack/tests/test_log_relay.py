@@ -105,9 +105,9 @@ def test_the_counter_file_never_grows(tmp_path: Path) -> None:
 
 
 def test_lines_are_cut_and_relayed_under_a_budget(tmp_path: Path) -> None:
-    """A 100 KB error line of 0xFF bytes becomes a JSON line under 6 KB (each byte cut to is
-    written as 5: \\\\xff); past the budget of lines a second
-    they are dropped and counted, and the next second says how many, once."""
+    """A 100 KB error line of 0xFF bytes becomes a JSON line under 6 KB (a kept byte is
+    written as up to 5 characters); past the budget of lines a second they are dropped and
+    counted, and the next second says how many, once."""
     long = HEAD + b"upstream timed out" + CONTEXT + b', referrer: "' + b"\xff" * 100_000 + b'"'
     out, _, dropped, _ = relay(tmp_path, [long] * 10, budget=3, new_second=True)
     assert [bool(text) for text in out[:10]] == [True] * 3 + [False] * 7
