@@ -30,8 +30,14 @@ _LIMITED = re.compile(
 )
 # deploy/nginx.conf's zones: the only label values (a zone not listed is not counted), so the
 # counter file holds a fixed set of series and never grows (metrics_files.py reserved it).
-ZONES = ("client_rate", "oversized", "client_requests", "app_requests", "probes")
-ZONES += ("probe_connections",)
+ZONES = (
+    "client_rate",
+    "oversized",
+    "client_requests",
+    "app_requests",
+    "probes",
+    "probe_connections",
+)
 # An error line is cut here before it is read: nginx appends the request line, Host and Referer
 # (8 KiB each), and a client sending them with every refused request would make the relay's
 # CPU and the log's bytes its own. The message and the client address come first. A byte that
