@@ -97,10 +97,13 @@ def test_no_answer_names_a_filesystem_path(stack: LiveStack) -> None:
     ]
 
 
-@pytest.mark.parametrize("probe", ["/livez", "/readyz"])
+@pytest.mark.parametrize("probe", ["/livez", "/readyz", "/nginx-health"])
 def test_the_probes_take_no_body(stack: LiveStack, probe: str) -> None:
-    """A probe with a body over 1 KB is nginx's 413: nothing to spool, nothing to fill."""
-    assert_refused_before_the_app(stack, request(stack.port, "POST", probe, b"x" * 2048), 413)
+    """A probe is GET or HEAD without a body: POST is nginx's 405, a GET with a body its 400,
+    neither read: nothing to spool, nothing to fill (battery/test_side_doors.py: chunked)."""
+    assert_refused_before_the_app(stack, request(stack.port, "POST", probe, b"x"), 405)
+    with_body = request(stack.port, "GET", probe, b"", headers={"Content-Length": "2048"})
+    assert_refused_before_the_app(stack, with_body, 400)
 
 
 @needs_the_example()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from typing import TYPE_CHECKING
 
-from .jsonlog import nginx_error_line, write_line
+from .jsonlog import json_line, nginx_error_line, write_line
 from .metrics_files import prepare_worker
 
 if TYPE_CHECKING:
@@ -19,10 +20,32 @@ if TYPE_CHECKING:
     from prometheus_client import Counter
 
 # What nginx 1.22 writes for a refusal: `limiting requests[, dry run], excess: 1.000 by zone
-# "client_rate"` and `limiting connections[, dry run] by zone "app_requests"`.
+# "client_rate"` and `limiting connections[, dry run] by zone "app_requests"`, matched from the
+# line's first byte to the ", client: " nginx appends next: all of it nginx's own text. What a
+# client wrote (the request line, Host, Referer) comes after, and can imitate a whole line.
 _LIMITED = re.compile(
-    rb'\] \d+#\d+: \*\d+ limiting (requests|connections)(, dry run)?\b.*? by zone "(\w+)"'
+    rb"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\] \d+#\d+: \*\d+ "
+    rb"limiting (requests|connections)(, dry run)?(?:, excess: \d+\.\d{3})? "
+    rb'by zone "(\w+)", client: '
 )
+# deploy/nginx.conf's zones: the only label values (a zone not listed is not counted), so the
+# counter file holds a fixed set of series and never grows (metrics_files.py reserved it).
+ZONES = (
+    "client_rate",
+    "oversized",
+    "client_requests",
+    "app_requests",
+    "probes",
+    "probe_connections",
+)
+# An error line is cut here before it is read: nginx appends the request line, Host and Referer
+# (8 KiB each), and a client sending them with every refused request would make the relay's
+# CPU and the log's bytes its own. The message and the client address come first. A byte that
+# is not UTF-8 is written as 5 (\\xff): at most about 5 KiB a JSON line.
+MAX_ERROR_LINE = 1024
+# nginx's error lines relayed a second at most; past it dropped, counted, one warning a second.
+# Refusals are counted before: the metric stays true when the log is shed.
+ERROR_LINES_PER_SECOND = 200
 
 log = functools.partial(write_line, "serve")
 
@@ -53,8 +76,14 @@ class LimitCounter:
     """Counts nginx's refusals by a limit (429s, 503s that never reach the app) from its error
     lines, into this process's own multiprocess file (the metrics listener serves it)."""
 
-    def __init__(self, metrics_dir: Path) -> None:
+    def __init__(self, metrics_dir: Path, budget: int = ERROR_LINES_PER_SECOND) -> None:
         self.counter: Counter | None = None
+        self.dropped_counter: Counter | None = None
+        self.budget = budget
+        self.second = 0  # the second the budget is for (monotonic), and what it let through
+        self.relayed = 0
+        self.dropped = 0  # in that second
+        self.failed = False  # a counter raised once: said once
         # Allocated first, as the workers' (metrics_files.py): SIGBUS on a full RUN_DIR would
         # take the runner, and the whole stack, down. Refused: nginx's lines go uncounted.
         if refused := prepare_worker(metrics_dir, os.getpid(), ("counter",)):
@@ -73,15 +102,59 @@ class LimitCounter:
             ["zone", "dry_run"],
             registry=None,  # read from the file by the listener, never served from here
         )
+        self.dropped_counter = Counter(
+            "nginx_log_lines_dropped",
+            "nginx error lines not written: over the relay's budget of lines a second",
+            registry=None,
+        )
         # Every series exists from the start (at 0), so a dashboard's rate() has a baseline.
-        for zone in ("client_rate", "oversized", "client_requests", "app_requests"):
+        for zone in ZONES:
             for dry_run in ("false", "true"):
                 self.counter.labels(zone=zone, dry_run=dry_run)
 
     def line(self, raw: bytes) -> str:
-        """One nginx error line as the stack's JSON line, counted when it is a refusal."""
-        match = _LIMITED.search(raw)
-        if match is not None and self.counter is not None:
+        """One nginx error line as the stack's JSON line, counted when it is a refusal; ""
+        (nothing to write) past the second's budget."""
+        raw = raw[:MAX_ERROR_LINE]
+        match = _LIMITED.match(raw)
+        if match is not None and (zone := match[3].decode("ascii")) in ZONES:
             dry_run = "true" if match[2] else "false"
-            self.counter.labels(zone=match[3].decode("ascii"), dry_run=dry_run).inc()
-        return nginx_error_line(raw)
+            self._count(self.counter, zone=zone, dry_run=dry_run)
+        summary = self._over_budget()
+        if summary is None:
+            return ""
+        return summary + nginx_error_line(raw)
+
+    def _over_budget(self) -> str | None:
+        """None to drop this line; else what to write before it ("" or the last second's
+        count of dropped lines, as a warning line)."""
+        now = int(time.monotonic())
+        said = ""
+        if now != self.second:
+            if self.dropped:
+                said = json_line(
+                    "serve",
+                    "warning",
+                    "nginx's error lines over the budget were dropped",
+                    dropped=self.dropped,
+                    lines_per_second=self.budget,
+                )
+                said += "\n"
+            self.second, self.relayed, self.dropped = now, 0, 0
+        if self.relayed >= self.budget:
+            self.dropped += 1
+            self._count(self.dropped_counter)
+            return None
+        self.relayed += 1
+        return said
+
+    def _count(self, counter: Counter | None, **labels: str) -> None:
+        """Increment, and say once (never raise) when the metric file refuses."""
+        if counter is None:
+            return
+        try:
+            (counter.labels(**labels) if labels else counter).inc()
+        except Exception as exc:  # noqa: BLE001 - the relay must outlive any error
+            if not self.failed:
+                self.failed = True
+                log("error", "nginx's refusals are no longer counted", error=repr(exc))

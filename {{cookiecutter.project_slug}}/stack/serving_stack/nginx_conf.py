@@ -82,6 +82,8 @@ def nginx_values(
         admitted = f" burst={instant + queue}" if instant + queue else ""
         waits = (f" delay={instant}" if instant else "") if queue else " nodelay"
         rate = f"limit_req zone=client_rate{admitted}{waits};"
+        # The probes' own rate (deploy/nginx.conf, zone probes): on with the per-client one.
+        rate += "\n        limit_req zone=probes burst=50 delay=10;"
         if settings.rate_limit_dry_run:
             rate += "\n        limit_req_dry_run on;   # RATE_LIMIT_DRY_RUN: count and log only"
         # 413s: 5 at once, then one a second, 28 waiting, then 429s (docs/settings.md: why).
@@ -93,6 +95,7 @@ def nginx_values(
         zone = rate = oversized = handshakes = "# RATE_LIMIT=0: no per-client rate limit."
     if settings.connections_per_client:
         connections = f"limit_conn client_requests {settings.connections_per_client};"
+        connections += "\n        limit_conn probe_connections 16;"  # a probe's own
     else:
         connections = "# CONNECTIONS_PER_CLIENT=0: no per-client limit of requests in flight."
     # Always a limit_conn of its own: without one, @websocket would inherit the server's and

@@ -82,6 +82,14 @@ def _listed(check: Callable[[str], str]) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
+def _proxy_network(value: str) -> str:
+    network = ipaddress.ip_network(value, strict=False)
+    # Every address trusted is every client naming its own address, id and scheme.
+    if network.prefixlen == 0:
+        raise ValueError(f"{value} is every address: list your load balancers' networks")
+    return str(network)
+
+
 def _origin(value: str) -> str:
     # Quoted into nginx's CORS map; the app's cors_origins is this type too: no "*", path or @.
     if not _ORIGIN.fullmatch(value):
@@ -110,9 +118,7 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
-Networks = Annotated[
-    tuple[str, ...], NoDecode, _listed(lambda value: str(ipaddress.ip_network(value, strict=False)))
-]
+Networks = Annotated[tuple[str, ...], NoDecode, _listed(_proxy_network)]
 Hosts = Annotated[tuple[str, ...], NoDecode, _listed(_host)]
 Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 # Requests per second, or in a burst, per client address: nginx's limit_req takes integers.
@@ -180,9 +186,10 @@ class StackSettings(BaseSettings):
     answers 429 (RATE_LIMIT x this many wait); 0: refuse at once"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
-    # A quarter of the 512 requests in flight a pod takes (nginx.conf's app_requests): one
-    # address can never fill the overload cap alone. nginx's limit_conn stops at 65535.
-    connections_per_client: int = Field(128, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
+    # A sixteenth of the 512 requests in flight a pod takes (nginx.conf's app_requests): a
+    # request still sending its body holds one of them, and four addresses with slow uploads
+    # filled a quarter each (issue 30); now it takes sixteen. limit_conn stops at 65535.
+    connections_per_client: int = Field(32, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
     websockets_per_client: int = Field(32, ge=0, le=65535, alias="WEBSOCKETS_PER_CLIENT")

@@ -126,8 +126,7 @@ class Stack:
         def on_output(fd: int) -> None:
             data = os.read(fd, 65536)
             if out := relay.feed(data):
-                sys.stdout.buffer.write(out)
-                sys.stdout.buffer.flush()
+                _write_out(out)
             if not data:
                 self.selector.unregister(fd)
                 os.close(fd)
@@ -159,8 +158,8 @@ class Stack:
         line of its stderr relayed as err(line), its stdout (given out) as out(lines)."""
 
         def each_line(block: bytes) -> bytes:
-            lines = (err(line) + "\n" for line in block.split(b"\n") if line.strip())
-            return "".join(lines).encode("ascii")
+            converted = (err(line) for line in block.split(b"\n") if line.strip())
+            return "".join(text + "\n" for text in converted if text).encode("ascii")
 
         stderr = self.relayed_pipe(each_line)
         stdout = self.relayed_pipe(out) if out else None
@@ -349,6 +348,17 @@ class Stack:
             return 1
         log("info", "stopped cleanly")
         return 0
+
+
+def _write_out(out: bytes) -> None:
+    """Write relayed lines to stdout; a full disk or a closed reader loses them, never the
+    runner (PID 1: its death is the whole stack's)."""
+    try:
+        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.buffer.flush()  # what the buffer still holds, or nothing
 
 
 def _prctl(option: int, value: int) -> None:

@@ -120,6 +120,14 @@ def test_derived_defaults_follow_their_inputs() -> None:
     assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
 
 
+@pytest.mark.parametrize("proxies", ["0.0.0.0/0", "10.0.0.0/8 ::/0", "::0/0"])
+def test_trusted_proxies_refuse_every_address(proxies: str) -> None:
+    """A network of every address (anyone would set their address, id and scheme) is refused
+    in one line saying what to list instead."""
+    with pytest.raises(SettingError, match=r"^TRUSTED_PROXIES=.* is every address: list [^\n]*$"):
+        load({"TRUSTED_PROXIES": proxies})
+
+
 @pytest.mark.parametrize(
     ("environ", "named"),
     [

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from httpx2 import Response
 from pydantic import SecretStr
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api import items_db as queries
@@ -59,6 +60,28 @@ def client(url: str, client_for: Callable[[FastAPI], TestClient]) -> TestClient:
     """The app on ``url``, its lifespan (engine, readiness check) running."""
     return client_for(app_on(url))
 {%- endif %}
+
+
+def test_a_database_error_names_no_parameter_value(url: str) -> None:
+    """A failing statement's error (what an unhandled one logs) hides the values sent."""
+
+    async def fail() -> str:
+        engine = create_engine(Settings(database_url=SecretStr(url)))
+        try:
+            async with engine.connect() as connection:
+                # The server's error ("division by zero") names no value; SQLAlchemy's text
+                # would append them as "[parameters: ('client-secret',)]".
+                statement = text("SELECT CAST(:v AS text), 1 / 0")
+                await connection.execute(statement, {"v": "client-secret"})
+        except DBAPIError as exc:
+            return str(exc)
+        finally:
+            await engine.dispose()
+        return ""
+
+    said = asyncio.run(fail())
+    assert "division by zero" in said
+    assert "client-secret" not in said
 
 
 def test_items_are_stored_read_back_and_paged(client: TestClient, url: str) -> None:

@@ -61,9 +61,10 @@ def _wire(line: bytes, *headers: bytes) -> bytes:
 HOST = b"Host: localhost"
 ERRORS = {
     "the app's 404": (_wire(b"GET /no-such-page HTTP/1.1", HOST), 404),
-    "the app's 405": (_wire(b"DELETE /livez HTTP/1.1", HOST), 405),
+    # Not /livez: a probe is GET or HEAD, any other method nginx's own 405 (nginx.conf).
+    "the app's 405": (_wire(b"DELETE /boom HTTP/1.1", HOST), 405),
     "the app's 500": (_wire(b"GET /boom HTTP/1.1", HOST), 500),
-    # Not /livez: the probes take 1 KB at most (nginx.conf), this is the 1 MiB of any route.
+    # Not /livez: the probes take no body (nginx.conf), this is the 1 MiB of any route.
     "body over 1 MiB": (_wire(b"POST / HTTP/1.1", HOST, b"Content-Length: 2097152"), 413),
     "9 KB URI": (_wire(b"GET /" + b"a" * 9000 + b" HTTP/1.1", HOST), 414),
     "9 KB header": (_wire(b"GET /livez HTTP/1.1", HOST, b"X-Big: " + b"a" * 9000), 400),

@@ -71,6 +71,24 @@ def test_readyz_names_the_failing_required_check_and_livez_stays_up(
     assert set(app.openapi()["paths"]["/readyz"]["get"]["responses"]) >= {"200", "503"}
 
 
+def test_a_readyz_flood_runs_the_checks_once_per_interval(app: FastAPI, client: TestClient) -> None:
+    """Fifty /readyz within the cache interval run a check once; after it, again."""
+    runs = []
+
+    async def counted() -> bool:
+        runs.append(time.monotonic())
+        return True
+
+    app.state.readiness.cache_seconds = 0.5
+    app.state.readiness.add("counted", counted)
+    for _ in range(50):
+        assert client.get("/readyz").json()["checks"]["counted"] == "ok"
+    assert len(runs) == 1
+    time.sleep(0.6)
+    client.get("/readyz")
+    assert len(runs) == 2
+
+
 def test_each_outcome_is_told_apart_within_one_timeout_and_sets_the_metric() -> None:
     """ok, failed, error, timed out (two in one timeout); unique names; the check's metric
     readiness_check_passing{check} is 1 after a pass and 0 after any failure."""

@@ -5,6 +5,7 @@ fails (a shared dependency is not, by default: docs/app.md, Readiness)."""
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -30,10 +31,21 @@ class ReadinessChecks:
     a repeated failure at debug, with its traceback."""
 
     def __init__(
-        self, *, timeout_seconds: float = 2.0, on_outcome: OutcomeHook | None = None
+        self,
+        *,
+        timeout_seconds: float = 2.0,
+        on_outcome: OutcomeHook | None = None,
+        cache_seconds: float = 1.0,
     ) -> None:
         # Below the probe's timeout (k8s/base/deployment.yaml), so /readyz names the slow check.
         self.timeout_seconds = timeout_seconds
+        # /readyz answers from the last run this recent (and waits for one in progress): a
+        # flood of /readyz, which nginx lets through at a probe's rate per address, runs the
+        # checks once a second per worker, never once a request (a database ping each drained
+        # the pool: issue 30). Far below the probes' period (10 s in k8s/base).
+        self.cache_seconds = cache_seconds
+        self._latest: tuple[float, dict[str, Outcome]] | None = None
+        self._running: asyncio.Future[dict[str, Outcome]] | None = None
         self.on_outcome = on_outcome
         self._checks: dict[str, tuple[Check, bool]] = {}  # name -> (check, required)
         # Each check's last outcome in this worker: a change is logged once.
@@ -44,10 +56,30 @@ class ReadinessChecks:
         if name in self._checks:
             raise ValueError(f"a readiness check named {name!r} is already registered")
         self._checks[name] = (check, required)
+        self._latest = None
 
     def remove(self, name: str) -> None:
         del self._checks[name]
         self._last.pop(name, None)
+        self._latest = None
+
+    async def latest(self) -> dict[str, Outcome]:
+        """The outcomes of a run at most ``cache_seconds`` old, or of the run in progress
+        (shared by every caller), or of a new one."""
+        if self._latest is not None and time.monotonic() - self._latest[0] < self.cache_seconds:
+            return self._latest[1]
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._run_and_keep())
+        # Shielded: a caller that gives up (its client left) does not cancel the others' run.
+        return await asyncio.shield(self._running)
+
+    async def _run_and_keep(self) -> dict[str, Outcome]:
+        try:
+            outcomes = await self.run()
+            self._latest = (time.monotonic(), outcomes)
+            return outcomes
+        finally:
+            self._running = None
 
     @property
     def required(self) -> list[str]:
@@ -113,9 +145,10 @@ async def livez() -> Liveness:
 
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})
 async def readyz(request: Request, response: Response) -> Readiness:
-    """Run the readiness checks: 503 when a required one fails; every outcome in the body."""
+    """The readiness checks' outcomes (run at most once a second): 503 when a required one
+    fails; every outcome in the body."""
     checks: ReadinessChecks = request.app.state.readiness
-    outcomes = await checks.run()
+    outcomes = await checks.latest()
     failing = [name for name, outcome in outcomes.items() if outcome != "ok"]
     required = checks.required
     ready = not set(failing) & set(required)

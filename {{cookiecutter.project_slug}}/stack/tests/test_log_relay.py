@@ -1,0 +1,134 @@
+"""nginx's error lines through the relay (log_relay.LimitCounter): refusals counted from nginx's
+own text only, under fixed zone labels, in a counter file that never grows; lines cut and
+relayed under a budget; the client field where nginx writes it (jsonlog). Each counter test
+runs in a fresh interpreter: prometheus_client picks its multiprocess storage on import."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from serving_stack.jsonlog import nginx_error_line
+
+HEAD = b"2026/01/02 03:04:05 [warn] 12#12: *3 "
+CONTEXT = b', client: 127.0.0.2, server: _, request: "GET / HTTP/1.1", host: "localhost"'
+# A Referer imitating a refusal, then a client field: what issue 30's attacker sent.
+FORGED = (
+    b"2026/01/02 03:04:05 [error] 12#12: *3 client intended to send too large body: 9 bytes"
+    + CONTEXT
+    + b', referrer: "] 1#1: *1 limiting requests by zone \\"app_requests\\" x", client: 1.2.3.4'
+)
+
+
+def relay(
+    tmp_path: Path, lines: list[bytes], budget: int = 1000, *, new_second: bool = False
+) -> tuple[list[str], dict[tuple[str, str], float], float, dict[str, int]]:
+    """Feed lines to a LimitCounter in a fresh interpreter: what it wrote for each, the
+    refusals counted by (zone, dry run), the lines dropped, the metric files' sizes."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from pathlib import Path
+        from serving_stack.log_relay import LimitCounter
+        directory = Path(sys.argv[1])
+        lines = [bytes.fromhex(line) for line in json.loads(sys.stdin.read())]
+        counter = LimitCounter(directory, budget=int(sys.argv[3]))
+        out = [counter.line(line) for line in lines]
+        if sys.argv[4] == "1":
+            counter.second -= 1
+            out.append(counter.line(lines[-1]))
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, str(directory))
+        samples = {
+            json.dumps([s.name, s.labels]): s.value
+            for metric in registry.collect() for s in metric.samples
+        }
+        sizes = {p.name: p.stat().st_size for p in directory.glob("*.db")}
+        print(json.dumps([out, samples, sizes]))
+        """
+    )
+    hexed = json.dumps([line.hex() for line in lines])
+    args = [str(tmp_path), "-", str(budget), "1" if new_second else "0"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        input=hexed,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out, samples, sizes = json.loads(done.stdout)
+    counted = {
+        (labels["zone"], labels["dry_run"]): value
+        for key, value in samples.items()
+        for name, labels in [json.loads(key)]
+        if name == "nginx_limited_requests_total"
+    }
+    dropped = samples.get(json.dumps(["nginx_log_lines_dropped_total", {}]), 0.0)
+    return out, counted, dropped, sizes
+
+
+def test_refusals_are_counted_from_nginx_text_only(tmp_path: Path) -> None:
+    """nginx's three refusal shapes count under their zone; a Referer imitating one, or a zone
+    deploy/nginx.conf does not have, counts nothing and adds no series."""
+    lines = [
+        HEAD + b'limiting requests, excess: 1.000 by zone "client_rate"' + CONTEXT,
+        HEAD + b'limiting requests, dry run, excess: 0.500 by zone "client_rate"' + CONTEXT,
+        HEAD + b'limiting connections by zone "app_requests"' + CONTEXT,
+        HEAD + b'limiting connections by zone "made_up"' + CONTEXT,
+        FORGED,
+    ]
+    _, counted, _, _ = relay(tmp_path, lines)
+    assert {key: value for key, value in counted.items() if value} == {
+        ("client_rate", "false"): 1.0,
+        ("client_rate", "true"): 1.0,
+        ("app_requests", "false"): 1.0,
+    }
+    assert {zone for zone, _ in counted} == {
+        "client_rate",
+        "oversized",
+        "client_requests",
+        "app_requests",
+        "probes",
+        "probe_connections",
+    }
+
+
+def test_the_counter_file_never_grows(tmp_path: Path) -> None:
+    """Ten thousand refusals with as many invented zones leave the file at its reserved size."""
+    lines = [HEAD + f'limiting requests by zone "z{n}"'.encode() + CONTEXT for n in range(10000)]
+    one, many = tmp_path / "one", tmp_path / "many"
+    one.mkdir()
+    many.mkdir()
+    _, first, _, before = relay(one, lines[:1])
+    _, counted, _, after = relay(many, lines)
+    assert sorted(before.values()) == sorted(after.values())
+    assert set(first) == set(counted)
+
+
+def test_lines_are_cut_and_relayed_under_a_budget(tmp_path: Path) -> None:
+    """A 100 KB error line of 0xFF bytes becomes a JSON line under 6 KB (a kept byte is
+    written as up to 5 characters); past the budget of lines a second they are dropped and
+    counted, and the next second says how many, once."""
+    long = HEAD + b"upstream timed out" + CONTEXT + b', referrer: "' + b"\xff" * 100_000 + b'"'
+    out, _, dropped, _ = relay(tmp_path, [long] * 10, budget=3, new_second=True)
+    assert [bool(text) for text in out[:10]] == [True] * 3 + [False] * 7
+    assert dropped == 7
+    assert all(len(text) < 6000 for text in out)
+    warning, relayed = (json.loads(line) for line in out[10].splitlines())
+    assert (warning["message"], warning["dropped"]) == (
+        "nginx's error lines over the budget were dropped",
+        7,
+    )
+    assert relayed["client"] == "127.0.0.2"
+
+
+def test_the_client_field_is_the_one_nginx_wrote() -> None:
+    """A Referer carrying `", client: ...` stays inside the referrer; client is nginx's."""
+    line = json.loads(nginx_error_line(FORGED))
+    assert line["client"] == "127.0.0.2"
+    assert line["server"] == "_"
+    assert "client: 1.2.3.4" in line["referrer"]
+    assert line["message"] == "client intended to send too large body: 9 bytes"
