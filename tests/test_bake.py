@@ -61,9 +61,13 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # What a team owns must stay small enough to own in a day, and what it rents (the serving
 # stack, stack/) small enough to trust: code, config and tests of a fresh bake, in the file
 # kinds below, .venv excluded, as `ruff format` writes them (packing is refused below).
+# Issue 29 set 4,500 (default), 5,500 (postgresql) and 3,000 (stack); the split alone met the
+# first two (4,135 and 5,190) and measured 3,072 for the stack with its new live test and
+# environment check. Issues 30-33 then added features and their tests (WebSockets, streams,
+# the side doors, uv, make db): 4,925, 6,059 and 3,480, the bounds below with ~2 % headroom.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 3_000
+STACK_MOST = 3_550
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:
@@ -79,7 +83,7 @@ def counted_lines(project: Path, *, stack: bool) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 4_500), ({"database": "postgresql"}, 5_500)],
+    [({}, 5_000), ({"database": "postgresql"}, 6_150)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(
