@@ -4,7 +4,7 @@ The probes are derived from the service's own OpenAPI document, never a hand-kep
 an endpoint added the documented way is probed as it is. For each operation: a request with
 plausible parameters, one with a path parameter of the wrong kind, and (for a JSON body) a
 body that is not JSON and an empty object. Every answer must be JSON with a status the
-operation documents; a body that is not JSON must be 400, documented (validation.py).
+operation documents; a body that is not JSON must be 400, documented (errors.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Class 1 of docs/security.md. The worst case known is a body of 95 000 unknown keys: one
 validation error each. FastAPI's own handler answered it with a 9.9 MB reply after ~6.6 s
-of one worker's CPU; validation.py answers in ~2 KB. This test prints the CPU time the
+of one worker's CPU; errors.py answers in ~2 KB. This test prints the CPU time the
 workers spent per worst-case request (from /proc, not a wall clock) and asserts only what
 does not depend on the machine's speed: statuses, reply sizes, that nothing echoes the input.
 """

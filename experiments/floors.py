@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # The bake's app factory (`<package>.main:create_app`), and its package's request id.
 FACTORY = os.environ[FACTORY_VARIABLE]
-REQUEST_ID = importlib.import_module(FACTORY.split(".", 1)[0] + ".request_context").REQUEST_ID
+REQUEST_ID = importlib.import_module(FACTORY.split(".", 1)[0] + ".context").REQUEST_ID
 _HEADER = b"x-request-id"
 
 

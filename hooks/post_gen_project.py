@@ -25,7 +25,7 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 SERVICE_ONLY = (
     ".github", "k8s", "docs", "tests/live",
     "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
-    "src/{package}/validation.py", "tests/unit/test_validation.py",
+    "src/{package}/errors.py", "tests/unit/test_errors.py",
     "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
     "tests/unit/test_body_limits.py",
     "tests/unit/test_settings.py", "tests/unit/test_docs.py",

@@ -134,7 +134,7 @@ class Strict(BaseModel):
 
 @app.post("/fault/model")
 async def model(body: Strict) -> dict[str, int]:
-    """Validate a body of any size (up to nginx's limit): validation.py's worst case."""
+    """Validate a body of any size (up to nginx's limit): errors.py's worst case."""
     return {"numbers": len(body.numbers)}
 
 

@@ -1,6 +1,6 @@
 """The application's logging, configured in one place: JSON lines, or text for people.
 
-Depends on request_context.py, tracing.py and ``serving_stack.jsonlog`` (the
+Depends on context.py, tracing.py and ``serving_stack.jsonlog`` (the
 one JSON contract of the stack). Why: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
 
 import logging
@@ -11,8 +11,8 @@ from typing import TextIO
 from serving_stack.jsonlog import JsonFormatter as StackJsonFormatter
 from serving_stack.jsonlog import extra_fields
 
+from .context import REQUEST_ID
 from .middleware.deadline import DeadlineExceeded
-from .request_context import REQUEST_ID
 from .tracing import current_trace_ids
 
 

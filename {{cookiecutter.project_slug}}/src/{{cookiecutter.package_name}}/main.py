@@ -25,6 +25,7 @@ from .auth.verifier import TokenVerifier
 {%- if cookiecutter.database == "postgresql" %}
 from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- endif %}
+from .errors import http_error_handler, validation_error_handler
 from .logs import configure_logging
 from .middleware.access_log import AccessLogMiddleware
 from .middleware.deadline import DeadlineMiddleware
@@ -33,7 +34,6 @@ from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
 from .tracing import telemetry_config
-from .validation import http_error_handler, validation_error_handler
 
 TITLE = {{ cookiecutter.project_name | string_literal }}
 ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}

@@ -1,5 +1,5 @@
 """The example items router (api/items.py): no state kept in a worker (an item's id encodes
-it). Needs the app (conftest.py's clients); hostile input for every endpoint: test_validation.py."""
+it). Needs the app (conftest.py's clients); hostile input for every endpoint: test_errors.py."""
 
 import base64
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
 from {{ cookiecutter.package_name }}.logs import (
     CutStreamFilter,
     HumanFormatter,
@@ -15,7 +16,6 @@ from {{ cookiecutter.package_name }}.logs import (
     configure_logging,
 )
 from {{ cookiecutter.package_name }}.middleware.deadline import DeadlineExceeded
-from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
 from serving_stack.jsonlog import CONTRACT_KEYS
 
 

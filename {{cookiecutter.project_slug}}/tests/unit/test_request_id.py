@@ -7,7 +7,8 @@ import re
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from {{ cookiecutter.package_name }}.middleware.request_id import REQUEST_ID, RequestIdMiddleware
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
+from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
 
 from .conftest import call, header, http_scope, ok_app
 

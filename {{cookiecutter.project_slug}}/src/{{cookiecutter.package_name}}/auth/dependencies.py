@@ -1,7 +1,7 @@
 """What a route declares to need a token: ``dependencies=[require_scopes("items:write")]``, or
 ``principal: Annotated[Principal, require_scopes()]`` to read who called. Answers 401 with
 ``WWW-Authenticate: Bearer error="invalid_token"`` and 403 with ``error="insufficient_scope"``
-(RFC 6750, section 3), in the app's JSON error shape (validation.py adds the request id)."""
+(RFC 6750, section 3), in the app's JSON error shape (errors.py adds the request id)."""
 
 from typing import Annotated, Any
 

@@ -1,6 +1,6 @@
 """The database engine and its pool, one per worker, opened in the app's lifespan (after
 gunicorn forks); an unavailable database is a JSON 503, a database bug stays a 500
-(docs/database.md). Depends on SQLAlchemy, Starlette and request_context.py."""
+(docs/database.md). Depends on SQLAlchemy, Starlette and context.py."""
 
 import logging
 import socket
@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import (
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from {{ cookiecutter.package_name }}.request_context import REQUEST_ID
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
 from {{ cookiecutter.package_name }}.settings import Settings
 
 logger = logging.getLogger(__name__)

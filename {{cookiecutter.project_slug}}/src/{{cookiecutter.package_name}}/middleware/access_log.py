@@ -11,7 +11,8 @@ import time
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .request_id import REQUEST_ID
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
+
 from .response import tracker
 
 

@@ -16,7 +16,8 @@ from typing import NoReturn
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .request_id import REQUEST_ID
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
+
 from .response import ResponseTracker, send_json, tracker
 
 

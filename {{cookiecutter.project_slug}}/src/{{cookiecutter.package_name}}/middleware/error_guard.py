@@ -10,7 +10,8 @@ import traceback
 from opentelemetry import trace
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .request_id import REQUEST_ID
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
+
 from .response import send_json, tracker
 
 

@@ -8,8 +8,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# Re-exported: the middleware inside read the id from here (it lives in request_context.py).
-from {{ cookiecutter.package_name }}.request_context import REQUEST_ID as REQUEST_ID  # noqa: PLC0414
+from {{ cookiecutter.package_name }}.context import REQUEST_ID
 
 from .response import tracker
 

@@ -1,4 +1,4 @@
-"""validation.py's 422 handler: thousands of errors give a small reply without the input.
+"""errors.py's 422 handler: thousands of errors give a small reply without the input.
 Needs the app (conftest.py). Hostile bodies and parameters for every operation are probed
 live by the template's battery (test_payloads.py, test_fuzz.py, docs/security.md)."""
 
@@ -6,7 +6,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ConfigDict
 
-from {{ cookiecutter.package_name }}.validation import MAX_ERRORS
+from {{ cookiecutter.package_name }}.errors import MAX_ERRORS
 
 # Just under nginx's 1 MiB body limit: one unknown key per 10 bytes, one error per key.
 MANY_UNKNOWN_KEYS = ("{" + ",".join(f'"k{i}":[1]' for i in range(90_000)) + "}").encode()

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .request_context import REQUEST_ID
+from .context import REQUEST_ID
 
 # 20 errors tell a client what to fix; the rest are counted, not listed.
 MAX_ERRORS = 20
