@@ -188,7 +188,7 @@ class StackSettings(BaseSettings):
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
     # A sixteenth of the 512 requests in flight a pod takes (nginx.conf's app_requests): a
     # request still sending its body holds one of them, and four addresses with slow uploads
-    # filled a quarter each (issue 30); now it takes sixteen. limit_conn stops at 65535.
+    # filled a quarter each (measured); now it takes sixteen. limit_conn stops at 65535.
     connections_per_client: int = Field(32, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""

@@ -173,7 +173,7 @@ def test_nginx_error_lines_become_json(
 
 def test_access_lines_are_made_printable_ascii(jsonlog: ModuleType) -> None:
     """Printable ASCII lines pass untouched; text becomes \\u escapes, DEL \\u007f, and a
-    byte that is not UTF-8 the characters \\xff: never a lone surrogate (issue 19)."""
+    byte that is not UTF-8 the characters \\xff: never a lone surrogate."""
     good = b'{"a":"b"}\n{"b":1}'
     assert jsonlog.access_lines(good) == good + b"\n"
     out = jsonlog.access_lines(b'{"ua":"Mozilla \xff\x7f\xc3\xa9"}\n{"b":1}\nnot json \xfe')

@@ -13,7 +13,7 @@ from serving_stack.jsonlog import nginx_error_line
 
 HEAD = b"2026/01/02 03:04:05 [warn] 12#12: *3 "
 CONTEXT = b', client: 127.0.0.2, server: _, request: "GET / HTTP/1.1", host: "localhost"'
-# A Referer imitating a refusal, then a client field: what issue 30's attacker sent.
+# A Referer imitating a refusal, then a client field: what an attacker sent in the red-team run.
 FORGED = (
     b"2026/01/02 03:04:05 [error] 12#12: *3 client intended to send too large body: 9 bytes"
     + CONTEXT

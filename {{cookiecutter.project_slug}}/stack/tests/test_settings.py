@@ -147,7 +147,7 @@ def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named:
 def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 18's bug: with the deadline in .env only, the runner's render (what `make serve`
+    """With the deadline in .env only, the runner's render (what `make serve`
     runs) writes nginx's timeouts from it and gunicorn drains for it;
     the environment still wins over .env (PORT). gunicorn.conf.py keeps its fixed design: a
     0660 socket, the watchdog at least the deadline, no control socket."""

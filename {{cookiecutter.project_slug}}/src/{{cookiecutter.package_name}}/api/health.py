@@ -42,7 +42,7 @@ class ReadinessChecks:
         # /readyz answers from the last run this recent (and waits for one in progress): a
         # flood of /readyz, which nginx lets through at a probe's rate per address, runs the
         # checks once a second per worker, never once a request (a database ping each drained
-        # the pool: issue 30). Far below the probes' period (10 s in k8s/base).
+        # the pool, measured). Far below the probes' period (10 s in k8s/base).
         self.cache_seconds = cache_seconds
         self._latest: tuple[float, dict[str, Outcome]] | None = None
         self._running: asyncio.Future[dict[str, Outcome]] | None = None

@@ -54,7 +54,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_timeout=settings.database_connect_timeout_seconds,  # a pooled one as fast as a new one
         pool_pre_ping=True,  # replace a connection the server dropped before a request uses it
         # An error's text (and so its log line) without the statement's values: they are the
-        # clients' data (issue 30: an unhandled error logged `[parameters: ...]`).
+        # clients' data (an unhandled error logged `[parameters: ...]`).
         hide_parameters=True,
         connect_args={
             "timeout": settings.database_connect_timeout_seconds,
