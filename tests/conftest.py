@@ -11,8 +11,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,15 @@ def tree(project: Path) -> dict[str, bytes]:
         for path in sorted(project.rglob("*"))
         if path.is_file() and not {"__pycache__", ".pytest_cache"} & set(path.parts)
     }
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming what did not happen in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
 
 
 def free_port() -> int:

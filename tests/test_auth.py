@@ -20,18 +20,17 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .conftest import CACHE_DIR, Bake, ProjectEnv, bake, install_env
+from .conftest import CACHE_DIR, Bake, ProjectEnv, bake, free_port, install_env, wait_for
 from .test_bake import assert_lints_and_tests, assert_renders_cleanly
 
 PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
@@ -43,22 +42,6 @@ API = "https://api.test"
 COOLDOWN_SECONDS = 2
 # What auth=oidc adds; none of it may be in a bake without it.
 AUTH_WORDS = re.compile(r"pyjwt|jwks|AUTH_ISSUER|require_scopes|bearer|token_issuer", re.I)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming what did not happen in time."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def b64(data: bytes) -> str:
