@@ -239,6 +239,7 @@ def stack(
         "LISTEN_ADDRESS": "127.0.0.1",
         "WEB_CONCURRENCY": "1",
         "NGINX_WORKER_PROCESSES": "1",
+        "APP_MODULE": f"{package}.main:app",
         f"{prefix}_ACCESS_LOG": "true",
         f"{prefix}_AUTH_ISSUER": provider.issuer,
         f"{prefix}_AUTH_AUDIENCE": API,
@@ -250,7 +251,7 @@ def stack(
     python = str(auth_env.venv / "bin" / "python")
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [python, "-m", f"{package}_stack"],
+            [python, "-m", "serving_stack"],
             cwd=auth_bake.project,
             env=environment,
             stdout=output,
