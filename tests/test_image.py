@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +150,10 @@ def test_the_sbom_lists_the_locks_runtime_packages_and_the_images_debian_package
         if applies_to_the_image(marker, "3.13")
     }
     assert len(expected) > 20, pins
+    # The serving stack (stack/, an editable source the export writes as `-e ./stack`) is in
+    # the image at its own version.
+    stack = tomllib.loads((project / "stack" / "pyproject.toml").read_text(encoding="utf-8"))
+    expected.add(("serving-stack", stack["project"]["version"]))
     assert expected - python == set(), "lock pins missing from the SBOM"
     assert python - expected == set(), "Python packages in the SBOM that the lock does not pin"
 

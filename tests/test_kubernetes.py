@@ -358,13 +358,18 @@ def test_probes_answer_the_right_question(default_bake: Bake) -> None:
     live, ready, start = (container[p] for p in ("livenessProbe", "readinessProbe", "startupProbe"))
     nginx = (project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
     path = live["httpGet"]["path"]
-    location = re.search(rf"location = {re.escape(path)} \{{(.*?)\}}", nginx, re.DOTALL)
+    # The location's own closing brace (its `if` blocks close on their line).
+    location = re.search(rf"location = {re.escape(path)} \{{(.*?)\n        \}}", nginx, re.DOTALL)
     assert location is not None, f"nginx.conf answers {path} itself"
     assert "return 200" in location.group(1)
     assert "proxy_pass" not in location.group(1)
-    overload = re.search(r"map \$uri \$overload_key \{(.*?)\}", nginx, re.DOTALL)
+    # Probes (GET or HEAD of exactly these paths) are not counted against the overload cap.
+    overload = re.search(r'map "\$probe:\$uri" \$overload_key \{(.*?)\}', nginx, re.DOTALL)
     assert overload is not None
-    exempt = {line.split()[0] for line in overload.group(1).splitlines() if '""' in line}
+    assert '"~^1:" "";' in overload.group(1)
+    probe = re.search(r"map \"\$request_method \$request_uri\" \$probe \{\n\s*\"(.*?)\" 1;", nginx)
+    assert probe is not None
+    exempt = {f"/{name}" for name in re.findall(r"[a-z-]+", probe.group(1).split("/(?:")[1])}
     assert {path, "/readyz", "/livez"} <= exempt
     assert (ready["httpGet"]["path"], start["httpGet"]["path"]) == ("/readyz", "/livez")
     sources = "".join(p.read_text(encoding="utf-8") for p in (project / "src").rglob("*.py"))

@@ -77,7 +77,7 @@ def test_a_serving_only_bake_keeps_pip_and_no_lock(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert not (result.project / "uv.lock").exists()
     makefile = (result.project / "Makefile").read_text(encoding="utf-8")
-    assert "pip install --quiet --editable . --group dev" in makefile
+    assert "pip install --quiet --editable ./stack --editable . --group dev" in makefile
     assert "uv" not in re.findall(r"^\S+:", makefile, re.MULTILINE)
 
 
@@ -136,6 +136,7 @@ def test_make_install_gives_exactly_the_locked_versions(default_bake: Bake, tmp_
         for name, _, version in (line.partition("==") for line in installed.splitlines())
     }
     assert found.pop("my-service") == "0.1.0"  # the project itself, editable
+    assert found.pop("serving-stack") == "0.2.0"  # stack/, editable beside it
     assert len(expected) > 60, pins
     assert found == expected
 

@@ -1,17 +1,31 @@
-"""Every test of the stack runs in an empty directory, without the shell's stack variables."""
+"""Every test of the stack runs in an empty directory, without the shell's stack variables,
+and leaves the loggers as it found them."""
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from serving_stack.settings import variable_names
 
+# What gunicorn's logger class configures when a test builds a worker: the project's own
+# tests, run after these in the same process, configure the same loggers their way.
+LOGGERS = ("", "gunicorn.error", "gunicorn.access", "uvicorn", "uvicorn.error", "uvicorn.access")
+
 
 @pytest.fixture(autouse=True)
-def _clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The settings read .env from the working directory and the environment: a developer's
     own must not count. An app to serve is named, as every deploy names one."""
     monkeypatch.chdir(tmp_path)
     for name in variable_names():
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("APP_MODULE", "any.module:app")
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    saved = [(lg.handlers[:], lg.filters[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for logger, (handlers, filters, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:], logger.filters[:] = handlers, filters
+        logger.setLevel(level)
+        logger.propagate = propagate
