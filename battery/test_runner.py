@@ -60,8 +60,9 @@ def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
 def test_children_die_with_the_runner(stacks: Stacks) -> None:
     """SIGKILL of the runner: nginx, gunicorn (and their workers) and the metrics listener stop."""
     stack = stacks.start()
+    # gunicorn, nginx, then the metrics listener, which starts just after "ready".
+    wait_for(lambda: len(runner_children(stack)) == 3, 30, "the metrics listener")
     children = runner_children(stack)
-    assert len(children) == 3, stack.log_text()  # gunicorn, nginx, deploy/metrics.py
     stack.process.kill()
     stack.process.wait(10)
 
