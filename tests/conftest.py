@@ -326,9 +326,12 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     migration added the documented way (tests/documented_changes.py), then lint and test,
     then the battery's database test (the rest of the battery is the default bake's).
     image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
-    one also through compose.yaml) and described by an SBOM with podman (tests/images.py).
+    one also through compose.yaml) and described by an SBOM with podman (tests/images.py);
+    the default one first gets a WebSocket and a stream route the documented way
+    (tests/documented_changes.py), which tests/test_image.py reaches in the built image.
     """
     python = str(env.venv / "bin" / "python")
+    documented = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
 
     def make(target: str) -> Step:
         command = ["make", "--no-print-directory", "-C", str(project), target, f"VENV={env.venv}"]
@@ -341,15 +344,17 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         if name == "image":  # compose.yaml too (the postgresql one needs a postgres image)
             steps.insert(2, ("compose", "compose"))
         commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]
+        if name == "image":  # routes the image's own smoke test knows nothing of
+            return [Step("documented changes", [*documented, "streams"]), make("lock"), *commands]
         return [make("lock"), *commands]
 
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
     if name == "default":
         return [make("lint"), make("test"), Step("battery", battery)]
-    changes = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
     database = Step("battery", [*battery, "-k", "test_database"])
-    return [Step("documented changes", changes), make("lint"), make("test"), database]
+    changes = Step("documented changes", [*documented, "database"])
+    return [changes, make("lint"), make("test"), database]
 
 
 def pytest_configure(config: pytest.Config) -> None:

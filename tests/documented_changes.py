@@ -1,14 +1,19 @@
-"""Change a postgresql bake the way its docs say: a new endpoint, a new table and its migration.
+"""Change a bake the way its docs say, then let its own steps run on the changed bake.
 
-    python tests/documented_changes.py PROJECT_DIR
+    python tests/documented_changes.py PROJECT_DIR database|streams
 
-Run by the postgresql full suite (tests/conftest.py) with the project's interpreter, before
-that bake's `make lint` and `make test`: adding an endpoint or a migration as documented
-must break no test the user did not write. The README's way to add an endpoint: "a router
-module in api/ (copy items.py), included in create_app() in main.py"; docs/database.md's way
-to change the schema: change db/models.py, then `alembic revision --autogenerate` against a
-migrated database. Needs PostgreSQL's server binaries: the bake's own tests/pg_server.py
-starts a throwaway server, as its tests do.
+database (the postgresql full suite, with the project's interpreter, before that bake's
+`make lint` and `make test`): adding an endpoint or a migration as documented must break no
+test the user did not write. The README's way to add an endpoint: "a router module in api/
+(copy items.py), included in create_app() in main.py"; docs/database.md's way to change the
+schema: change db/models.py, then `alembic revision --autogenerate` against a migrated
+database. Needs PostgreSQL's server binaries: the bake's own tests/pg_server.py starts a
+throwaway server, as its tests do.
+
+streams (the image full suite, before its image is built): a WebSocket echo route and a
+server-sent-event stream in a router module of their own, included the same way, as the
+README's "a WebSocket route or a streaming response" row says and FastAPI's docs write them;
+tests/test_image.py then talks to both through the container's nginx.
 """
 
 from __future__ import annotations
@@ -57,6 +62,46 @@ class NoteRow(Base):
 '''
 
 
+# FastAPI's docs' WebSocket endpoint and a StreamingResponse of server-sent events, each
+# event "<n> <time it was sent>" so a client can tell it arrived before the next was sent.
+STREAMS_ROUTE = '''"""A WebSocket echo and server-sent events, added after generation."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+
+router = APIRouter(tags=["live"])
+
+
+@router.websocket("/ws")
+async def echo(websocket: WebSocket) -> None:
+    """Send each text message back."""
+    await websocket.accept()
+    try:
+        while True:
+            message = await websocket.receive_text()
+            await websocket.send_text(f"echo: {message}")
+    except WebSocketDisconnect:
+        return
+
+
+@router.get("/events")
+async def events(tokens: int = 10, interval: float = 0.5) -> StreamingResponse:
+    """``tokens`` server-sent events, ``interval`` seconds apart."""
+
+    async def stream() -> AsyncIterator[str]:
+        for number in range(tokens):
+            if number:
+                await asyncio.sleep(interval)
+            yield f"data: {number} {time.time():.6f}\\n\\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+'''
+
+
 def edit(path: Path, old: str, new: str) -> None:
     """Replace the one occurrence of old in path (fail loudly if the file changed shape)."""
     text = path.read_text(encoding="utf-8")
@@ -92,11 +137,26 @@ def add_migration(project: Path, package: str) -> None:
         server.remove()
 
 
-def main(project: Path) -> None:
+def add_streams(project: Path, package: str) -> None:
+    api = project / "src" / package / "api"
+    (api / "live.py").write_text(STREAMS_ROUTE, encoding="utf-8")
+    main = project / "src" / package / "main.py"
+    routers = "from .api import health, index, items"
+    edit(main, f"{routers}\n", f"{routers}, live\n")
+    include = "    application.include_router(items.router)\n"
+    edit(main, include, f"{include}    application.include_router(live.router)\n")
+
+
+def main(project: Path, change: str) -> None:
     (package,) = [path.parent.name for path in (project / "src").glob("*/__init__.py")]
-    add_endpoint(project, package)
-    add_migration(project, package)
+    if change == "database":
+        add_endpoint(project, package)
+        add_migration(project, package)
+    elif change == "streams":
+        add_streams(project, package)
+    else:
+        sys.exit(f"unknown change {change!r}: database or streams")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve())
+    main(Path(sys.argv[1]).resolve(), sys.argv[2])

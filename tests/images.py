@@ -319,13 +319,7 @@ def compose(project: Path, tag: str) -> None:
     container = f"{name}_app_1"
     run("up", "--detach", "--no-build")
     try:
-        # No systemd timer runs podman's health checks here: run them, as smoke-test.sh does.
-        for _ in range(90):
-            if podman("healthcheck", "run", container, check=False).returncode == 0:
-                break
-            time.sleep(1)
-        else:
-            raise ImageError(f"{container} never turned healthy")
+        wait_healthy(container)
         with urllib.request.urlopen(f"http://127.0.0.1:{ports[0]}/livez", timeout=5) as answer:
             if answer.status != 200:
                 raise ImageError(f"GET /livez through compose's port answered {answer.status}")
@@ -341,6 +335,40 @@ def compose(project: Path, tag: str) -> None:
     finally:
         run("down")
     print("compose.yaml under podman-compose: healthy, /livez 200, read-only, stopped with 0")
+
+
+def wait_healthy(container: str, seconds: int = 90) -> None:
+    """Until the image's HEALTHCHECK passes in ``container``: no systemd timer runs podman's
+    health checks here, so this runs them, as smoke-test.sh does."""
+    for _ in range(seconds):
+        if podman("healthcheck", "run", container, check=False).returncode == 0:
+            return
+        time.sleep(1)
+    logs = podman("logs", container, check=False)
+    raise ImageError(f"{container} never turned healthy: {(logs.stdout + logs.stderr)[-600:]}")
+
+
+@contextlib.contextmanager
+def running(image: str, env: dict[str, str]) -> Iterator[int]:
+    """``image`` run as smoke-test.sh runs it (read-only root, no capabilities, the two
+    tmpfs), with ``env`` added, until healthy; the loopback port its nginx answers on."""
+    port, name = free_port(), f"template-test-run-{os.getpid()}"
+    options = [
+        "--read-only",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--tmpfs=/run/app:size=16m,mode=1777",
+        "--tmpfs=/tmp:size=128m,mode=1777",
+        f"--publish=127.0.0.1:{port}:8080",
+        *(f"--env={key}={value}" for key, value in env.items()),
+    ]
+    podman("rm", "--force", name, check=False)
+    podman("run", "--detach", f"--name={name}", *options, image)
+    try:
+        wait_healthy(name)
+        yield port
+    finally:
+        podman("rm", "--force", name, check=False)
 
 
 def free_port() -> int:

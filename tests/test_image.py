@@ -3,25 +3,31 @@
 The default and postgresql bakes each get `make lock`, `make image`, `.github/smoke-test.sh`
 (the postgresql one against a real PostgreSQL: the migration step, then items) and
 `make sbom`, with podman on a stand-in base (tests/images.py), in the background beside the
-other suites (tests/full_suites.py). These tests read those steps' results, then check what
-only the template can: the image's size against the figure recorded here, the SBOM against
-the lock and the image, and the supply-chain script's refusals.
+other suites (tests/full_suites.py); the default bake first gets a WebSocket route and an
+event stream the documented way (tests/documented_changes.py). These tests read those
+steps' results, then check what only the template can: both routes through the built
+image's nginx, the image's size against the figure recorded here, the SBOM against the lock
+and the image, and the supply-chain script's refusals.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import http.client
+import itertools
 import json
 import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from packaging.markers import Marker
+from websockets.sync.client import connect
 
 from . import images
 from .conftest import Bake, ProjectEnv, install_env
@@ -43,8 +49,10 @@ def steps(full_suites: FullSuites, suite: str) -> dict[str, subprocess.Completed
     results = {step.args[0]: step for step in full_suites.result(suite)}
     for name, step in results.items():
         assert step.returncode == 0, f"{suite}: {name} failed\n{step.stdout[-6000:]}{step.stderr}"
+    changes = ["documented changes"] if suite == "image" else []
     compose = ["compose"] if suite == "image" else []
-    assert list(results) == ["lock", "build", "smoke test", *compose, "sbom"], list(results)
+    expected = [*changes, "lock", "build", "smoke test", *compose, "sbom"]
+    assert list(results) == expected, list(results)
     return results
 
 
@@ -57,16 +65,75 @@ def suite_project(shared_tmp: Path, suite: str) -> Path:
 @pytest.mark.full_suite("image")
 def test_the_default_image_passes_its_smoke_test(full_suites: FullSuites) -> None:
     """Healthy, every process uid 10001 without capabilities, read-only root, no compiler,
-    answers through nginx, exit 0 on SIGTERM, only JSON log lines; and compose.yaml runs it
+    answers through nginx (a WebSocket handshake reaching the app's WebSocket handling), exit
+    0 on SIGTERM, only JSON log lines; and compose.yaml runs it
     under podman-compose (podman refuses Docker's tmpfs uid= option it used to have)."""
     results = steps(full_suites, "image")
     smoke = results["smoke test"].stdout
     assert "compose.yaml under podman-compose: healthy" in results["compose"].stdout
     for said in (
         "processes checked", "created and read back item", "stopped with status 0",
-        "all JSON", "ok: healthy, locked down",
+        "all JSON", "ok: healthy, locked down", "WebSocket handshake: the app's 403",
     ):  # fmt: skip
         assert said in smoke, smoke
+
+
+# The image run with a short request deadline, so a stream outlives it within seconds.
+STREAM_DEADLINE_SECONDS = 2
+
+
+def read_events(port: int, target: str) -> tuple[list[tuple[int, float, float]], bool]:
+    """GET target's server-sent events as they arrive: (number, sent, arrived) for each, and
+    whether the chunked body ended with its terminator (False: the stream was cut)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", target)
+    response = connection.getresponse()
+    assert response.status == 200, response.status
+    assert response.getheader("content-type", "").startswith("text/event-stream")
+    events, complete, pending = [], True, b""
+    try:
+        # read1, not readline: readline takes a missing terminating chunk for a clean end.
+        while data := response.read1(65536):
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: "):
+                    number, sent = line.split()[1:3]
+                    events.append((int(number), float(sent), time.time()))
+    except (http.client.IncompleteRead, OSError):
+        complete = False
+    finally:
+        connection.close()
+    return events, complete
+
+
+@pytest.mark.full_suite("image")
+def test_a_websocket_and_a_stream_added_as_documented_work_through_the_images_nginx(
+    full_suites: FullSuites,
+) -> None:
+    """The image of a bake given a WebSocket echo and a server-sent-event route the README's
+    way (a router module, included in create_app) echoes through its nginx to a real
+    WebSocket client, and streams events for twice its request deadline, whole and each
+    before the app sent the next, with no edit to deploy/nginx.conf."""
+    steps(full_suites, "image")
+    interval = 0.5
+    count = int(2 * STREAM_DEADLINE_SECONDS / interval) + 2
+    env = {"REQUEST_TIMEOUT_SECONDS": str(STREAM_DEADLINE_SECONDS)}
+
+    with images.running(images.tag("image"), env) as port:
+        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as session:
+            session.send("hello")
+            assert session.recv(timeout=10) == "echo: hello"
+            request_id = session.response.headers.get("x-request-id", "")
+        started = time.monotonic()
+        events, complete = read_events(port, f"/events?tokens={count}&interval={interval}")
+        took = time.monotonic() - started
+
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id), request_id  # nginx's, past the socket
+    assert complete, events
+    assert [number for number, _, _ in events] == list(range(count)), events
+    assert took > 2 * STREAM_DEADLINE_SECONDS, took
+    for (_, _, arrived), (_, next_sent, _) in itertools.pairwise(events):
+        assert arrived < next_sent, events
 
 
 @pytest.mark.full_suite("image-postgresql")
@@ -78,7 +145,13 @@ def test_the_postgresql_image_migrates_and_serves_items_from_a_real_database(
     smoke = steps(full_suites, "image-postgresql")["smoke test"].stdout
     assert "the migration step (alembic upgrade head)" in smoke, smoke
     assert '"checks":{"database":"ok"}' in smoke, smoke
-    for said in ("processes checked", "created and read back item", "all JSON", "ok: healthy"):
+    for said in (
+        "processes checked",
+        "created and read back item",
+        "WebSocket handshake: the app's 403",
+        "all JSON",
+        "ok: healthy",
+    ):
         assert said in smoke, smoke
 
 

@@ -181,6 +181,16 @@ echo "created and read back item $id"
 headers=$(get --dump-header - --output /dev/null "$base/livez")
 grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || fail "no X-Request-ID in: $headers"
 
+echo "==> a WebSocket handshake reaches the app through nginx"
+# No WebSocket route here, so the app refuses it: 403. A 200 would mean it arrived as a plain
+# GET /livez: nginx dropped the upgrade, or uvicorn in the image has no WebSocket library
+# (uvicorn[standard] brings it; only the image can tell, `make test` has the dev group's).
+handshake=(--header 'Connection: Upgrade' --header 'Upgrade: websocket'
+  --header 'Sec-WebSocket-Version: 13' --header 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==')
+answer=$(curl --silent --show-error --max-time 5 --output /dev/null --write-out '%{http_code}' "${handshake[@]}" "$base/livez")
+[ "$answer" = 403 ] || fail "a WebSocket handshake to /livez answered $answer, not the app's 403"
+echo "WebSocket handshake: the app's 403 (no route), not a plain GET's 200"
+
 echo "==> graceful stop (SIGTERM, then the exit status)"
 # Same budget as compose.yaml's stop_grace_period; past it the engine sends SIGKILL (137).
 started=$SECONDS
@@ -202,4 +212,4 @@ wrong = [line for line in lines if bad(line)]
 if wrong or not lines:
     sys.exit(f"error: {len(wrong)} of {len(lines)} log lines are not JSON objects, e.g. {wrong[:3]}")
 print(f"{len(lines)} log lines, all JSON")'
-echo "ok: healthy, locked down, answered through nginx, stopped cleanly, logged JSON"
+echo "ok: healthy, locked down, answered through nginx, passed a WebSocket handshake on, stopped cleanly, logged JSON"
