@@ -11,8 +11,9 @@ Experiments (all by default; lab/experiments.py):
 
     python -m lab PROJECT_DIR --peers [--short] [--servers ...] [--conditions ...] [--out DIR]
 
---peers instead: the stack beside uvicorn, granian and gunicorn serving the same app, raw and
-under attack (lab/peers.py); writes DIR/peers.json and DIR/peers.md.
+--peers instead: the stack beside uvicorn, granian and gunicorn serving the same app, raw,
+under attack and beside held streams and WebSockets (lab/peers.py); writes DIR/peers.json and
+DIR/peers.md.
 
     python -m lab PROJECT_DIR --side-faults [--out DIR]
 
@@ -227,7 +228,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument(
         "--peers",
         action="store_true",
-        help="instead: the stack beside uvicorn, granian and gunicorn, raw and under attack",
+        help="instead: the stack beside uvicorn, granian and gunicorn, raw, attacked, held",
     )
     top.add_argument("--short", action="store_true", help="--peers in a few seconds per server")
     top.add_argument(

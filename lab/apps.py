@@ -2,7 +2,8 @@
 
 - shipped: the service's real application from its factory (``$LAB_FACTORY``, which
   lab/project.py found: ``create_app`` beside the app gunicorn serves), with its middleware
-  stack, plus the lab's endpoints under /bench.
+  stack, plus the lab's endpoints under /bench (among them the peers' held condition's event
+  stream and WebSocket, written as FastAPI's docs write them).
 - bare: the same app with no middleware at all: the baseline.
 
 The template's experiments (scripts/experiments) build their variants, such as the
@@ -14,12 +15,18 @@ measured project's Python (its servers import this module); depends on FastAPI.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, FastAPI, Response
+from fastapi import APIRouter, FastAPI, Response, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
 
 from lab.project import FACTORY_VARIABLE
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 ONE_MIB = 1024 * 1024
 # Built once: the 1 MiB experiment measures moving bytes through the stack, not encoding JSON.
@@ -46,6 +53,30 @@ async def large() -> Response:
 @router.get("/1mb-sync")
 def large_sync() -> Response:
     return Response(_LARGE_BODY, media_type="application/json")
+
+
+@router.get("/events")
+async def events(tokens: int, interval: float) -> StreamingResponse:
+    """``tokens`` server-sent events, ``interval`` seconds apart (lab/held.py's streams)."""
+
+    async def stream() -> AsyncIterator[str]:
+        for number in range(tokens):
+            if number:
+                await asyncio.sleep(interval)
+            yield f"data: {number}\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@router.websocket("/ws")
+async def echo(websocket: WebSocket) -> None:
+    """Send each text message back; held idle, it costs only the open session."""
+    await websocket.accept()
+    try:
+        while True:
+            await websocket.send_text(await websocket.receive_text())
+    except WebSocketDisconnect:
+        return
 
 
 def build_shipped() -> FastAPI:

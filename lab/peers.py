@@ -19,13 +19,19 @@ Servers (each with the worker count the shipped gunicorn.conf.py decides on this
   as NGINX_CONF, to measure a proposed default against the shipped one in the same rounds.
 
 Conditions: the raw endpoints (GET /livez, GET /items/{id}: path parameter and pydantic
-validation, GET /bench/1mb: 1 MiB, lab/apps.py) and the attacks of lab/attacks.py (flood,
-slow, oversized, and slow-headers alone), during which the normal clients load
-GET /items/{id}. The normal clients are wrk, 64 keep-alive connections, each from its own
-address (lab/source_address.c). Rounds are interleaved (the servers' order rotates each
-round); each figure is the median of the rounds. For each run the CPU time of every process
-of the server (runner, nginx, app, metrics listener) and of the clients is read from /proc,
-per normal request: where the time goes.
+validation, GET /bench/1mb: 1 MiB, lab/apps.py), the attacks of lab/attacks.py (flood,
+slow, oversized, and slow-headers alone), and held: long-lived connections of lab/held.py
+(event streams of a token every TOKEN_INTERVAL_S, and idle WebSockets) open all through the
+measurement, for which each server reports the memory per connection (proportional set size
+of its processes, /proc/<pid>/smaps_rollup, held minus before), the share of tokens on time
+and the normal clients' p99 beside the same server's without them (each server is started
+afresh and warmed up for each held run, so that none measures the memory an earlier one
+left). During the attacks and held, the normal clients load GET /items/{id}. The normal
+clients are wrk, 64 keep-alive connections, each from its own address
+(lab/source_address.c). Rounds are interleaved (the servers' order rotates each round); each
+figure is the median of the rounds. For each run the CPU time of every process of the
+server (runner, nginx, app, metrics listener) and of the clients is read from /proc, per
+normal request: where the time goes.
 
 Writes DIR/peers.json (every run) and DIR/peers.md (the tables). Runs in the project's
 Python; needs wrk, nginx and a C compiler, Linux.
@@ -85,7 +91,10 @@ ITEM_ID = base64.urlsafe_b64encode(ITEM).rstrip(b"=").decode()
 ITEM_PATH = f"/items/{ITEM_ID}"
 RAW = {"livez": "/livez", "items": ITEM_PATH, "1mb": "/bench/1mb"}
 ATTACKS = ("flood", "slow", "oversized", "slow-headers")
-CONDITIONS = (*RAW, *ATTACKS)
+HELD = ("held",)
+CONDITIONS = (*RAW, *ATTACKS, *HELD)
+# A token on each held stream every 100 ms: a chat model's pace, the rate a user reads at.
+TOKEN_INTERVAL_S = 0.1
 LABELS = {
     "livez": "GET /livez",
     "items": "GET /items/{id}",
@@ -94,6 +103,7 @@ LABELS = {
     "slow": "2,000 slow clients",
     "slow-headers": "2,000 slow-header clients",
     "oversized": "2 MiB bodies",
+    "held": "streams and idle WebSockets held",
 }
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -184,10 +194,33 @@ class Settings:
     # the clients' reconnections go on all through the measurement, as they would with
     # clients arriving at their own times (all at once, they would come in waves).
     slow_spread_s: float
+    # held: event streams and idle WebSockets open while the normal clients run for held_s
+    # (tens of seconds in a full run: tokens late now and then show only over that long).
+    held_streams: int
+    held_websockets: int
+    held_s: int
 
 
-FULL = Settings(rounds=3, duration_s=5, warmup_s=1, slow_clients=2000, slow_spread_s=11.0)
-SHORT = Settings(rounds=1, duration_s=1, warmup_s=0, slow_clients=200, slow_spread_s=0.5)
+FULL = Settings(
+    rounds=3,
+    duration_s=5,
+    warmup_s=1,
+    slow_clients=2000,
+    slow_spread_s=11.0,
+    held_streams=300,
+    held_websockets=1000,
+    held_s=20,
+)
+SHORT = Settings(
+    rounds=1,
+    duration_s=1,
+    warmup_s=0,
+    slow_clients=200,
+    slow_spread_s=0.5,
+    held_streams=20,
+    held_websockets=50,
+    held_s=1,
+)
 
 
 class PeersError(RuntimeError):
@@ -282,17 +315,25 @@ def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
     return totals
 
 
-def tree_rss_mib(root: int) -> float:
-    """Resident memory of root and its descendants, MiB (shared pages counted in each)."""
+def tree(root: int) -> list[int]:
+    """root and its descendants' pids (none when root is gone)."""
     table = proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
-    total = 0
+    found: list[int] = []
     todo = [root] if root in table else []
     while todo:
         pid = todo.pop()
+        found.append(pid)
         todo.extend(children.get(pid, []))
+    return found
+
+
+def tree_rss_mib(root: int) -> float:
+    """Resident memory of root and its descendants, MiB (shared pages counted in each)."""
+    total = 0
+    for pid in tree(root):
         try:
             status = (Path("/proc") / str(pid) / "status").read_text(encoding="utf-8")
         except OSError:
@@ -301,6 +342,21 @@ def tree_rss_mib(root: int) -> float:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
     return total / 1024
+
+
+def tree_pss_kib(root: int) -> int:
+    """Proportional set size of root and its descendants, KiB (/proc/<pid>/smaps_rollup):
+    pages shared between processes (the workers' code, forked from one master) counted once
+    in all, so the sum is what the server costs the machine."""
+    total = 0
+    for pid in tree(root):
+        try:
+            rollup = (Path("/proc") / str(pid) / "smaps_rollup").read_text(encoding="ascii")
+        except OSError:  # it exited meanwhile
+            continue
+        found = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
+        total += int(found.group(1)) if found else 0
+    return total
 
 
 def pid_cpu(pid: int) -> float:
@@ -323,11 +379,22 @@ class Running:
 
 
 class PeerLauncher:
-    def __init__(self, project: Project, workdir: Path, workers: int, granian: Path | None) -> None:
+    def __init__(
+        self,
+        project: Project,
+        workdir: Path,
+        workers: int,
+        granian: Path | None,
+        *,
+        websockets: bool = False,
+    ) -> None:
         self.project = project
         self.workdir = workdir
         self.workers = workers
         self.granian = granian
+        # granian serves WebSockets only when asked (the held condition); the raw figures
+        # were measured without (--no-ws), every other server has them on regardless.
+        self.websockets = websockets
         self.processes = Processes()
         template = str(Path(__file__).resolve().parent.parent)
         self.env = dict(os.environ)
@@ -375,7 +442,7 @@ class PeerLauncher:
             argv = [
                 python, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
                 "--port", str(port), "--workers", str(self.workers), "--loop", "uvloop",
-                "--runtime-mode", "st", "--no-ws", APP,
+                "--runtime-mode", "st", *([] if self.websockets else ["--no-ws"]), APP,
             ]  # fmt: skip
         else:
             env.update(APP_MODULE=APP, RUN_DIR=str(run_dir), WEB_CONCURRENCY=str(self.workers))
@@ -388,6 +455,11 @@ class PeerLauncher:
         process = self.processes.start(server.id, argv, env, self.project.root)
         wait_ready(process, ("127.0.0.1", port), "/livez")
         return Running(server, process, port)
+
+    def restart(self, running: Running) -> Running:
+        """The server stopped and started afresh, on a new port."""
+        self.processes.stop(running.process)
+        return self.start(running.server)
 
     def _edited_nginx_conf(self, server: Server, run_dir: Path) -> Path:
         text = self.project.nginx_conf.read_text(encoding="utf-8")
@@ -443,16 +515,22 @@ class Measure:
         settings = self.settings
         path = RAW.get(condition, ITEM_PATH)
         url = running.url + path
-        if condition in RAW and settings.warmup_s:
+        if condition in (*RAW, *HELD) and settings.warmup_s:  # held: a server just started
             self._wrk(url, settings.warmup_s, self.normal_env)
+        root = running.process.popen.pid
+        # held: the server's memory before its long-lived connections open, and once they are.
+        memory = {"pss_before_kib": tree_pss_kib(root)} if condition in HELD else {}
         attacker = self._start_attacker(running, condition)
         try:
-            root = running.process.popen.pid
+            if condition in HELD and attacker is not None:
+                memory["pss_held_kib"] = tree_pss_kib(root)
+                attacker.send_signal(signal.SIGUSR1)  # its tokens count from here
             stack = not running.server.direct
             before = tree_cpu(root, stack=stack)
             attacker_before = pid_cpu(attacker.pid) if attacker else 0.0
             clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            result = self._wrk(url, settings.duration_s, self.normal_env)
+            seconds = settings.held_s if condition in HELD else settings.duration_s
+            result = self._wrk(url, seconds, self.normal_env)
             clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             after = tree_cpu(root, stack=stack)
             attacker_s = (pid_cpu(attacker.pid) - attacker_before) if attacker else 0.0
@@ -464,6 +542,7 @@ class Measure:
             clients_after.ru_stime - clients_before.ru_stime
         )
         cpu["attacker"] = attacker_s
+        report.update(memory)
         return Run(running.server.id, condition, round_index, result.as_dict(), cpu, report, rss)
 
     def _start_attacker(self, running: Running, condition: str) -> subprocess.Popen[str] | None:
@@ -471,7 +550,20 @@ class Measure:
             return None
         # wrk's attackers end on their own a second after the normal clients (their report
         # is read then); the slow clients are stopped (SIGTERM), this is only their bound.
-        seconds = ATTACK_RAMP_S + self.settings.duration_s + 1
+        measured = self.settings.held_s if condition in HELD else self.settings.duration_s
+        seconds = ATTACK_RAMP_S + measured + 1
+        if condition in HELD:
+            options = {
+                "--port": running.port,
+                "--streams": self.settings.held_streams,
+                "--websockets": self.settings.held_websockets,
+                "--interval": TOKEN_INTERVAL_S,
+                "--seconds": seconds + 60,
+            }
+            command = [sys.executable, "-m", "lab.held"]
+            command += [str(part) for option in options.items() for part in option]
+            # Connections a server refused are its figure (open at the end), not a failed run.
+            return self._start_client(command, ready=("ready", "not ready"))
         if condition in {"flood", "oversized"}:
             env = dict(os.environ, **attacks.source_env(self.shim, attacks.ATTACKER, 1))
             connections = FLOOD_CONNECTIONS if condition == "flood" else OVERSIZED_CONNECTIONS
@@ -493,16 +585,22 @@ class Measure:
             "--seconds", str(self.settings.slow_spread_s + seconds + 60),
             "--spread", str(self.settings.slow_spread_s), "--body-path", "/items",
         ]  # fmt: skip
+        return self._start_client(command, ready=("ready",))
+
+    @staticmethod
+    def _start_client(command: list[str], *, ready: tuple[str, ...]) -> subprocess.Popen[str]:
+        """A lab client (lab.attacks, lab.held) started, its connections open (its first line
+        starts with one of ``ready``), then ATTACK_RAMP_S for the server to settle."""
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
         )  # fmt: skip
         assert process.stdout is not None  # noqa: S101 - stdout=PIPE above
         line = process.stdout.readline().strip()
-        if line != "ready":
+        if not line.startswith(ready):
             process.kill()
             rest = process.communicate()[0]
-            raise PeersError(f"the slow clients did not all connect: {line} {rest[-500:]}")
+            raise PeersError(f"{command[2]} did not connect: {line} {rest[-500:]}")
         time.sleep(ATTACK_RAMP_S)
         return process
 
@@ -562,15 +660,20 @@ def run_peers(  # noqa: PLR0913 - keyword-only, one call site
     clock = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="peers-") as workdir:
         Path(workdir).chmod(0o755)
-        launcher = PeerLauncher(project, Path(workdir), workers, granian)
+        held = any(condition in HELD for condition in conditions)
+        launcher = PeerLauncher(project, Path(workdir), workers, granian, websockets=held)
         measure = Measure(wrk, attacks.build_shim(Path(workdir)), settings)
         try:
             running = [launcher.start(server) for server in servers]
             for round_index in range(settings.rounds):
                 for condition in conditions:
                     shift = round_index % len(running)
-                    for each in running[shift:] + running[:shift]:
-                        run = measure.run(each, condition, round_index)
+                    for index in [*range(shift, len(running)), *range(shift)]:
+                        if condition in HELD:
+                            # A fresh server: the memory an earlier held run left allocated
+                            # (freed, kept by the allocator) would hide this run's.
+                            running[index] = launcher.restart(running[index])
+                        run = measure.run(running[index], condition, round_index)
                         runs.append(run)
                         _progress(stream, len(runs), total, clock, run)
         finally:
@@ -585,7 +688,8 @@ def run_peers(  # noqa: PLR0913 - keyword-only, one call site
         "settings": {**asdict(settings), "workers": workers, "edge_limits": dict(EDGE_LIMITS),
                      "normal_connections": NORMAL_CONNECTIONS,
                      "flood_connections": FLOOD_CONNECTIONS,
-                     "oversized_connections": OVERSIZED_CONNECTIONS},
+                     "oversized_connections": OVERSIZED_CONNECTIONS,
+                     "token_interval_s": TOKEN_INTERVAL_S},
         "servers": [asdict(s) for s in servers],
         "skipped": skipped,
         "conditions": list(conditions),
@@ -780,6 +884,7 @@ def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after
         if {"flood", "oversized"} & set(attacked):
             out += ["", *_attacker_table(results, attacked, servers)]
         out.append("")
+    out += [*_held_table(results, table, servers), ""] if set(HELD) & set(conditions) else []
     out += [
         "## CPU time per normal request (microseconds, from /proc)",
         "",
@@ -862,6 +967,86 @@ def _attacker_table(
     return rows
 
 
+def held_figures(run: dict[str, Any]) -> dict[str, float]:
+    """One held run's figures: the memory each open connection added to the server (KiB),
+    the share of tokens on time and of those expected that came at all, the connections
+    open at the end."""
+    held = run["attacker"]
+    if "streams_open" not in held:  # the client printed no summary
+        return {}
+    open_at_end = held["streams_open"] + held["websockets_open"]
+    added = held.get("pss_held_kib", 0) - held.get("pss_before_kib", 0)
+    counted = held["on_time"] + held["late"]
+    return {
+        "kib_per_connection": added / open_at_end if open_at_end else 0.0,
+        "on_time": held["on_time"] / counted if counted else 0.0,
+        "delivered": held["tokens"] / held["tokens_expected"] if held["tokens_expected"] else 0.0,
+        "streams_open": held["streams_open"],
+        "websockets_open": held["websockets_open"],
+        "gap_p99_ms": held["gap_p99_ms"],
+    }
+
+
+def _held_table(
+    results: dict[str, Any], table: dict[tuple[str, str], Cell], servers: Sequence[tuple[str, str]]
+) -> list[str]:
+    """The held condition's table: the normal clients beside the long-lived connections, and
+    what those connections cost and got (medians over rounds)."""
+    settings = results["settings"]
+    period_ms = settings.get("token_interval_s", TOKEN_INTERVAL_S) * 1000
+    streams, websockets = settings["held_streams"], settings["held_websockets"]
+    rows = [
+        "## Held: event streams and idle WebSockets beside the normal clients",
+        "",
+        (
+            f"{streams:,} event streams (a token every {period_ms:.0f} ms) and {websockets:,} "
+            f"idle WebSockets (lab/held.py, {streams + websockets:,} connections from their own "
+            f"addresses) open while the normal clients load GET /items/{{id}} for "
+            f"{settings['held_s']} s. alone: the same server's figure without them (GET "
+            "/items/{id} above). memory: the server's proportional set size (its processes' "
+            "smaps_rollup) with the connections open minus before they opened, per connection "
+            "open. on time: the share of tokens that came at most two periods after the one "
+            "before on their stream (a stream silent longer at the end counts one late); "
+            "delivered: tokens received of those expected in the window."
+        ),
+        "",
+        (
+            "| server | alone ok/s (p99 ms) | held: ok/s | x alone | p99 ms | errors "
+            "| streams open | WebSockets open | memory KiB/connection | tokens on time "
+            "| delivered | token gap p99 ms |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for server_id, label in servers:
+        cell = table.get((server_id, "held"))
+        if cell is None:
+            continue
+        alone = table.get((server_id, "items"))
+        figures = [
+            held_figures(run)
+            for run in results["runs"]
+            if run["server"] == server_id and run["condition"] == "held"
+        ]
+        figures = [each for each in figures if each]
+
+        def median(key: str, figures: list[dict[str, float]] = figures) -> float:
+            return _median([each[key] for each in figures])
+
+        share = f"{cell.goodput / alone.goodput:.2f} x" if alone and alone.goodput else ""
+        row = f"| {label} | " + (f"{alone.goodput:,.0f} ({alone.p99}) |" if alone else " |")
+        row += f" {cell.goodput:,.0f} | {share} | {cell.p99} | {cell.errors:,} |"
+        if figures:
+            row += (
+                f" {median('streams_open'):,.0f} | {median('websockets_open'):,.0f}"
+                f" | {median('kib_per_connection'):,.0f} | {median('on_time'):.1%}"
+                f" | {median('delivered'):.1%} | {median('gap_p99_ms'):,.0f} |"
+            )
+        else:
+            row += " | | | | | |"
+        rows.append(row)
+    return rows
+
+
 def write(results: dict[str, Any], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "peers.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -880,13 +1065,13 @@ def choose_servers(names: Sequence[str] | None) -> list[Server]:
 
 
 def choose_conditions(names: Sequence[str] | None, *, short: bool) -> list[str]:
-    default = ["livez", "items", "1mb", "flood", "slow", "oversized"]
+    default = ["livez", "items", "1mb", "flood", "slow", "oversized", "held"]
     chosen = list(names or default)
     unknown = [n for n in chosen if n not in CONDITIONS]
     if unknown:
         raise PeersError(f"unknown condition(s) {unknown}: {', '.join(CONDITIONS)}")
-    if any(c in ATTACKS for c in chosen) and "items" not in chosen:
-        chosen.insert(0, "items")  # the attacks' "alone" figure
+    if any(c in (*ATTACKS, *HELD) for c in chosen) and "items" not in chosen:
+        chosen.insert(0, "items")  # the attacks' and held's "alone" figure
     del short
     return chosen
 

@@ -1,12 +1,14 @@
 """The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against the
 default bake in its short mode: the stack, uvicorn, granian and gunicorn's two workers serve
-the same app, raw and under attack, on 127.0.0.1.
+the same app, raw, under attack and beside held event streams and idle WebSockets, on
+127.0.0.1.
 
-One run of about a minute and a half: a second of load per server and condition, no ratios
+One run of about two minutes: a second of load per server and condition, no ratios
 asserted (a second on a shared machine measures the neighbours); what is asserted is what
 the full run's figures rest on: every server answered every normal client, each attacker
 really attacked, the stack's edge limits held the flood to its rate, and nothing was left
-running.
+running; each server held every stream and WebSocket open, its tokens came, and its memory
+was read.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lab.peers import EDGE_LIMITS
+from lab.peers import EDGE_LIMITS, SHORT
 
 from .conftest import bench, leftover_processes
 
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
     from .full_suites import FullSuites
 
 SERVERS = {"stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"}
-CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized"}
-SHORT_SLOW_CLIENTS = 200  # lab/peers.py's SHORT
+CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized", "held"}
+SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
 
 @pytest.fixture
@@ -43,8 +45,9 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
     """`./scripts/bench BAKE --peers --short` measures the five servers on the three
-    endpoints and under the three attacks, writes peers.json and a report that names no path
-    of this machine, and leaves no server running."""
+    endpoints, under the three attacks and beside held streams and WebSockets, writes
+    peers.json and a report that names no path of this machine, and leaves no server
+    running."""
     project = default_bake.project
     done = bench(project, project_env, "--peers", "--short", cwd=tmp_path)
     output = done.stdout + done.stderr
@@ -85,8 +88,17 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
         assert oversized["non_2xx"] == oversized["requests"], (server, oversized)
         if server == "stack":  # its 413s wait their turn: 5 at once, then one a second
             assert oversized["requests"] <= 5 + oversized["duration_s"] + 2, oversized
+        # Every stream and WebSocket stayed open to the end and the streams' tokens came (no
+        # share on time asserted: a second of a shared machine); the memory was read.
+        held = runs[(server, "held")]["attacker"]
+        assert held["failed"] == {}, (server, held)
+        assert held["streams_open"] == SHORT.held_streams, (server, held)
+        assert held["websockets_open"] == SHORT.held_websockets, (server, held)
+        assert held["tokens"] > 0, (server, held)
+        assert held["pss_held_kib"] > 0, (server, held)
     report = (out / "peers.md").read_text(encoding="utf-8")
     assert "## Raw: requests/s, latency, errors" in report
     assert "## Under attack: the normal clients' goodput" in report
+    assert "## Held: event streams and idle WebSockets beside the normal clients" in report
     assert str(project.parent) not in report
     assert str(tmp_path) not in report

@@ -32,6 +32,19 @@ def test_every_variant_serves_every_endpoint(variant: str, path: str, size: int 
         assert len(response.content) == size
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_streams_events_and_echoes_on_a_websocket(variant: str) -> None:
+    """The held condition's routes: ``tokens`` server-sent events, and a WebSocket echo."""
+    with TestClient(getattr(apps, variant)) as client:
+        response = client.get("/bench/events", params={"tokens": 3, "interval": 0.01})
+        with client.websocket_connect("/bench/ws") as session:
+            session.send_text("ping")
+            echoed = session.receive_text()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    assert echoed == "ping"
+
+
 def test_shipped_is_the_real_stack(
     project: Project, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lab import attacks, peers
+from lab import attacks, held, peers
 
 if TYPE_CHECKING:
     from lab.project import Project
@@ -152,3 +152,64 @@ def test_unknown_servers_and_conditions_are_one_line() -> None:
         peers.choose_conditions(["ddos"], short=False)
     # An attack needs its "alone" figure: the validated endpoint comes with it.
     assert peers.choose_conditions(["flood"], short=True) == ["items", "flood"]
+
+
+def test_the_held_table_reports_memory_per_connection_and_tokens_on_time() -> None:
+    """Memory per open connection is the server's PSS held minus before over the connections
+    open at the end; tokens on time count a stalled stream's pending token as late; the
+    normal clients' goodput and p99 stand beside the same server's alone."""
+    held = _run("uvicorn", "held", 5000)
+    held["attacker"] = {
+        "streams_open": 300,
+        "websockets_open": 1000,
+        "streams_ended": 0,
+        "failed": {},
+        "window_s": 20.0,
+        "tokens": 59_000,
+        "tokens_expected": 60_000,
+        "on_time": 58_000,
+        "late": 2_000,
+        "gap_p99_ms": 180.0,
+        "gap_max_ms": 900.0,
+        "pss_before_kib": 100_000,
+        "pss_held_kib": 230_000,
+    }
+    results = {
+        "command": "./scripts/bench my-service --peers --conditions held",
+        "started": "2026-11-27T05:00:00Z",
+        "finished": "2026-11-27T05:10:00Z",
+        "machine": {"cpus": 2, "cpu_model": "x", "platform": "Linux", "versions": {}},
+        "settings": {
+            "workers": 2,
+            "rounds": 1,
+            "duration_s": 1,
+            "normal_connections": 64,
+            "held_streams": 300,
+            "held_websockets": 1000,
+            "held_s": 20,
+            "token_interval_s": 0.1,
+        },
+        "servers": [{"id": "uvicorn", "label": "uvicorn", "kind": "uvicorn"}],
+        "skipped": {},
+        "conditions": ["items", "held"],
+        "runs": [_run("uvicorn", "items", 10000), held],
+    }
+    report = peers.markdown(results)
+    assert "300 event streams (a token every 100 ms) and 1,000 idle WebSockets" in report
+    assert (
+        "| uvicorn | 10,000 (9.0) | 5,000 | 0.50 x | 9.0 | 0 | 300 | 1,000 | 100 | 96.7% "
+        "| 98.3% | 180 |"
+    ) in report
+
+
+def test_a_token_is_on_time_within_two_periods_of_the_one_before() -> None:
+    """Gaps of one and two periods are on time, three is late; tokens before the window
+    starts are not counted, and a stream silent for longer at the end adds one late."""
+    tally = held.Tally(interval=0.1)
+    tally.token(1, 0.0)
+    tally.restart(0.05)
+    for now in (0.1, 0.3, 0.6):
+        tally.token(1, now)
+    tally.token(2, 0.55)
+    summary = tally.summary(1.0, streams_open=2, websockets_open=0)
+    assert (summary["tokens"], summary["on_time"], summary["late"]) == (3, 2, 3)
