@@ -55,9 +55,10 @@ def table() -> dict[int, Proc]:
 def cmdline(pid: int) -> str:
     """The command line, its arguments joined by spaces; empty once the process is gone."""
     try:
-        return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
 def children(parent: int, marker: str = "") -> list[int]:

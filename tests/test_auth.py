@@ -34,7 +34,7 @@ import harness.stack
 from harness import procfs
 from harness.clients import request
 from harness.ports import free_port, wait_for
-from harness.processes import Processes
+from harness.processes import Processes, wait_ready
 from harness.stack import PATH, Stack
 
 from .conftest import (
@@ -81,7 +81,7 @@ def reassemble(header: dict[str, object], claims: dict[str, object], signature: 
 class Provider:
     """One provider.mjs process: its issuer URL, requests to it, tokens from it."""
 
-    process: subprocess.Popen[bytes]
+    processes: Processes
     issuer: str
 
     def _call(self, method: str, path: str, body: str = "", **headers: str) -> bytes:
@@ -122,9 +122,7 @@ class Provider:
         return self._call("GET", "/admin/pem")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
+        self.processes.stop_all()
 
 
 @pytest.fixture(scope="module")
@@ -147,25 +145,12 @@ def provider_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start_provider(script: Path, keys: Path) -> Provider:
     port = free_port()
     issuer = f"http://127.0.0.1:{port}"
+    processes = Processes()
+    argv = ["node", str(script), str(port), issuer, str(keys)]
     log = script.parent / f"provider-{port}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            ["node", str(script), str(port), issuer, str(keys)],
-            cwd=script.parent,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    provider = Provider(process, issuer)
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"provider.mjs exited: {log.read_text()}")
-        with contextlib.suppress(OSError, AssertionError):
-            return provider.requests("/") >= 0
-        return False
-
-    wait_for(answers, 30, "the OpenID provider")
-    return provider
+    process = processes.start("provider.mjs", argv, os.environ, script.parent, log)
+    wait_ready(process, ("127.0.0.1", port), "/admin/stats", 30)
+    return Provider(processes, issuer)
 
 
 @pytest.fixture(scope="module")
