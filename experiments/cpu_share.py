@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import procfs
+from harness.processes import Processes
 from lab.experiments import LARGE, SMALL, Front, Stack
-from lab.servers import Launcher, Processes
+from lab.servers import Launcher
 from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
 
 if TYPE_CHECKING:
