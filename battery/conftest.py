@@ -8,30 +8,26 @@ The service directory is a generated project, or a user's own service of the sam
 what `make install` creates) runs the stack; this process only sends requests, signals and
 reads logs, so the battery needs none of the service's packages itself.
 
-Each stack is started from a staging directory: the test apps of battery/apps/ (the real
-app plus misbehaving routes) as the working directory gunicorn imports APP_MODULE from,
-and a copy of deploy/ a test may edit (NGINX_CONF and GUNICORN_CONF point at it). Inputs:
-nginx on PATH or in /usr/sbin (tests skip, saying so, where it is missing); as root,
-setpriv (util-linux) to run the stack as an unprivileged user, as the image does. Every
-wait polls with a deadline.
+Stacks, the database, ports and /proc come from the shared harness (harness/). Each stack
+starts (harness/stack.py) from a staging directory: the test apps of battery/apps/ (the
+real app plus misbehaving routes) as the working directory gunicorn imports APP_MODULE
+from, and a copy of deploy/ a test may edit (NGINX_CONF and GUNICORN_CONF point at it).
+Inputs: nginx on PATH or in /usr/sbin (tests skip, saying so, where it is missing); as
+root, setpriv (util-linux) to run the stack as an unprivileged user, as the image does.
+Every wait polls with a deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,19 +36,27 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .database import start_database
+import harness.stack
+from harness import postgres
+from harness.clients import get, parse_response
+from harness.ports import wait_for
+from harness.processes import Processes
+from harness.procfs import children
+from harness.stack import PATH as SYSTEM_PATH
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping
 
-    from .database import Database
+    from harness.stack import Stack
 
 APPS = Path(__file__).resolve().parent / "apps"
 # Dedicated numeric identities for the stack and for an outsider when the battery runs as
 # root. They need no /etc/passwd entry: nothing in the stack looks its user up by name.
 STACK_UID = 48151
 OUTSIDER_UID = 48152
-SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+# The runner stops gracefully within GRACEFUL_TIMEOUT (30 s as shipped): tests leave slow
+# requests in flight, so a stack gets twice that before it is killed.
+STOP_GRACE_S = 60.0
 
 # Set by pytest_configure from --project and --python, before any test module is imported.
 PROJECT = Path()
@@ -63,8 +67,8 @@ SLOW_APP = "slow_app:app"
 REAL_APP = ""
 APP_ACCESS_LOGGER = ""
 DEADLINE_VARIABLE = ""
-# The service's PostgreSQL (battery/database.py), where it has a database.
-DATABASE: Database | None = None
+# The service's PostgreSQL (harness/postgres.py), where it has a database.
+DATABASE: postgres.Database | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -90,8 +94,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # The request deadline: the stack's variable, which the app reads too.
     DEADLINE_VARIABLE = "REQUEST_TIMEOUT_SECONDS"
     config.addinivalue_line("markers", "live: starts the service's stack")
-    # Before collection: modules build the service's app (its OpenAPI document) at import.
-    DATABASE = start_database(PROJECT, PYTHON)
+    # Before collection: modules build the service's app (its OpenAPI document) at import,
+    # which reads DATABASE_URL: every stack of the session serves from a migrated copy.
+    if (PROJECT / "alembic.ini").is_file():
+        try:
+            DATABASE = postgres.migrated(PROJECT, PYTHON)
+        except postgres.PostgresError as error:
+            raise pytest.UsageError(f"the service has a database: {error}") from None
+        os.environ["DATABASE_URL"] = DATABASE.copy()
 
 
 def pytest_unconfigure() -> None:
@@ -124,22 +134,6 @@ def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProces
         **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
     }
     return run_python("-m", "serving_stack", *args, env={**given, **env})
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll condition until it holds; fail naming what did not happen in time."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="session")
@@ -213,8 +207,12 @@ def identity() -> Identity:
     ):
         probe = subprocess.run(
             [*setpriv(STACK_UID), python, "-c", check],
-            env=env, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
         if probe.returncode == 0:
             return Identity(STACK_UID, STACK_UID, python, pythonpath, setpriv(STACK_UID))
         errors.append(f"{python}: {probe.stderr.strip().splitlines()[-1:]}")
@@ -222,85 +220,6 @@ def identity() -> Identity:
 
 
 # --- a live stack ---------------------------------------------------------------------------
-
-
-@dataclass
-class LiveStack:
-    """`python -m serving_stack` running on this host, started as the container starts it."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    metrics_port: int
-    staging: Path
-    identity: Identity
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.staging / "run"
-
-    @property
-    def log_path(self) -> Path:
-        return self.staging / "stack.log"
-
-    @property
-    def socket_path(self) -> Path:
-        return self.run_dir / "gunicorn.sock"
-
-    def log_lines(self) -> list[dict[str, object]]:
-        """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
-        lines = []
-        for raw in self.log_text().splitlines():
-            with contextlib.suppress(ValueError):
-                if isinstance(parsed := json.loads(raw), dict):
-                    lines.append(parsed)
-        return lines
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def child_pid(self, name: str) -> int:
-        """The pid of a child the runner logged as started ("nginx" or "gunicorn")."""
-        for line in self.log_lines():
-            if line.get("logger") == "serve" and line.get("message") == f"started {name}":
-                pid = line["pid"]
-                assert isinstance(pid, int)
-                return pid
-        pytest.fail(f"the runner never logged starting {name}:\n{self.log_text()}")
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the runner was still running after {timeout:g} s:\n{self.log_text()}")
-
-    def stop_everything(self) -> None:
-        """Clean-up: TERM the runner, then kill whatever of the stack is left."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=60)
-        # Every child the runner started leads its own process group (reloads included).
-        for pid in runner_children(self):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-
-def runner_children(stack: LiveStack) -> list[int]:
-    """Pids of every process the runner logged as started (each leads its process group)."""
-    return [
-        pid
-        for line in stack.log_lines()
-        if line.get("logger") == "serve"
-        and str(line.get("message", "")).startswith("started ")
-        and isinstance(pid := line.get("pid"), int)
-    ]
 
 
 def override_directives(conf: Path, directives: Mapping[str, str]) -> None:
@@ -313,114 +232,82 @@ def override_directives(conf: Path, directives: Mapping[str, str]) -> None:
     conf.write_text(text, encoding="utf-8")
 
 
-def launch_stack(
-    nginx_bin: str,
-    identity: Identity,
-    app_module: str,
-    env: Mapping[str, str],
-    nginx_directives: Mapping[str, str] | None = None,
-) -> LiveStack:
-    """Start the runner from a fresh staging directory a non-root user can read.
-
-    pytest's own temporary directories are private to the user running the tests (0700).
-    nginx_directives shortens timeouts in the staging copy of deploy/nginx.conf (they are
-    not environment variables): each directive must appear exactly once.
-    """
-    staging = Path(tempfile.mkdtemp(prefix="battery-stack-"))
-    staging.chmod(0o755)
-    for app_file in APPS.glob("*.py"):
-        shutil.copy2(app_file, staging / app_file.name)
-    shutil.copytree(PROJECT / "deploy", staging / "deploy")
-    if nginx_directives:
-        override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
-    run_dir = staging / "run"
-    run_dir.mkdir(mode=0o755)
-    if identity.drop:
-        os.chown(run_dir, identity.uid, identity.gid)
-    port = free_port()
-    metrics_port = free_port()
-    environment = {
-        **os.environ,
-        "PATH": SYSTEM_PATH,
-        "HOME": str(run_dir),
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "RUN_DIR": str(run_dir),
-        "PORT": str(port),
-        # Never the default 9464: stacks run side by side (and one may be a developer's).
-        "METRICS_PORT": str(metrics_port),
-        "LISTEN_ADDRESS": "127.0.0.1",
-        "APP_MODULE": app_module,
-        "NGINX_CONF": str(staging / "deploy" / "nginx.conf"),
-        "GUNICORN_CONF": str(staging / "deploy" / "gunicorn.conf.py"),
-        "WEB_CONCURRENCY": "2",
-        "NGINX_WORKER_PROCESSES": "1",
-        "NGINX_BIN": nginx_bin,
-        # The test apps build the service's app from this package.
-        "SERVICE_PACKAGE": PACKAGE,
-        # The app's access line shows which requests (and ids) reached it (off by default).
-        f"{PACKAGE.upper()}_ACCESS_LOG": "true",
-        # Load, overload and reload proofs send hundreds of requests a second from one
-        # address: the per-client limits (on by default) are proven by test_edge.py alone.
-        "RATE_LIMIT": "0",
-        "CONNECTIONS_PER_CLIENT": "0",
-        **env,
-    }
-    if identity.pythonpath:
-        environment["PYTHONPATH"] = os.pathsep.join(identity.pythonpath)
-    log_path = staging / "stack.log"
-    with log_path.open("wb") as output:
-        process = subprocess.Popen(
-            identity.command(identity.python, "-m", "serving_stack"),
-            env=environment,
-            # gunicorn imports APP_MODULE from here; the app reads .env here (there is none).
-            cwd=staging,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    return LiveStack(process, port, metrics_port, staging, identity)
-
-
 class Stacks:
-    """Starts stacks of the service; stops them all at the end."""
+    """Starts stacks of the service, each from a fresh staging directory; stops them all."""
 
     def __init__(self, nginx_bin: str, identity: Identity) -> None:
         self.nginx_bin = nginx_bin
         self.identity = identity
-        self.started: list[LiveStack] = []
+        self.processes = Processes(grace=STOP_GRACE_S)
+        self.started: list[Stack] = []
 
     def start(
         self,
         app_module: str = FAULT_APP,
         *,
         ready: bool = True,
+        shipped_limits: bool = False,
         extra_env: Mapping[str, str] | None = None,
         nginx_directives: Mapping[str, str] | None = None,
         **env: str,
-    ) -> LiveStack:
-        """Start the runner; with ready, wait until GET /livez answers through nginx."""
-        stack = launch_stack(
-            self.nginx_bin,
-            self.identity,
-            app_module,
-            {**(extra_env or {}), **env},
-            nginx_directives,
+    ) -> Stack:
+        """Start the runner; with ready, wait until GET /livez answers through nginx; with
+        shipped_limits, under the stack's own per-client limits, as a deployment has them.
+
+        The staging directory is one a non-root user can read: pytest's own temporary
+        directories are private to the user running the tests (0700). nginx_directives
+        shortens timeouts in its copy of deploy/nginx.conf (they are not environment
+        variables): each directive must appear exactly once.
+        """
+        staging = Path(tempfile.mkdtemp(prefix="battery-stack-"))
+        staging.chmod(0o755)
+        for app_file in APPS.glob("*.py"):
+            shutil.copy2(app_file, staging / app_file.name)
+        shutil.copytree(PROJECT / "deploy", staging / "deploy")
+        if nginx_directives:
+            override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
+        environment = {
+            "HOME": str(staging / "run"),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "APP_MODULE": app_module,
+            "NGINX_CONF": str(staging / "deploy" / "nginx.conf"),
+            "GUNICORN_CONF": str(staging / "deploy" / "gunicorn.conf.py"),
+            "WEB_CONCURRENCY": "2",
+            "NGINX_WORKER_PROCESSES": "1",
+            "NGINX_BIN": self.nginx_bin,
+            # The test apps build the service's app from this package.
+            "SERVICE_PACKAGE": PACKAGE,
+            # The app's access line shows which requests (and ids) reached it (off by default).
+            f"{PACKAGE.upper()}_ACCESS_LOG": "true",
+            # Load, overload and reload proofs send hundreds of requests a second from one
+            # address: the per-client limits (on by default) only where a test asks for them.
+            **({} if shipped_limits else {"RATE_LIMIT": "0", "CONNECTIONS_PER_CLIENT": "0"}),
+            **(extra_env or {}),
+            **env,
+        }
+        identity = self.identity
+        if identity.pythonpath:
+            environment["PYTHONPATH"] = os.pathsep.join(identity.pythonpath)
+        stack = harness.stack.start(
+            self.processes,
+            staging,
+            environment,
+            python=identity.python,
+            # gunicorn imports APP_MODULE from here; the app reads .env here (there is none).
+            cwd=staging,
+            prefix=identity.drop,
+            owner=(identity.uid, identity.gid) if identity.drop else None,
         )
         self.started.append(stack)
-        process = stack.process
         if ready:
-            wait_for(
-                lambda: process.poll() is not None or get(stack.port, "/livez")[0] == 200,
-                90,
-                f"the stack to answer GET /livez on port {stack.port}",
-            )
-            assert process.poll() is None, f"the runner exited during start:\n{stack.log_text()}"
+            stack.wait_ready("/livez", 90)
         return stack
 
     def stop_all(self) -> None:
         for stack in self.started:
-            stack.stop_everything()
-            shutil.rmtree(stack.staging, ignore_errors=True)
+            stack.stop()
+            shutil.rmtree(stack.workdir, ignore_errors=True)
         self.started.clear()
 
 
@@ -433,17 +320,17 @@ def stacks(nginx_bin: str, identity: Identity) -> Iterator[Stacks]:
 
 
 @pytest.fixture
-def start_stack(stacks: Stacks) -> Callable[..., LiveStack]:
+def start_stack(stacks: Stacks) -> Callable[..., Stack]:
     """Start a stack of the real app plus /slow (apps/slow_app.py) by default."""
 
-    def start(app_module: str = SLOW_APP, **env: str) -> LiveStack:
+    def start(app_module: str = SLOW_APP, **env: str) -> Stack:
         return stacks.start(app_module, **env)
 
     return start
 
 
 @pytest.fixture(scope="module")
-def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     """One stack for a module of tests that only send requests (they do not stop it)."""
     started = Stacks(nginx_bin, identity)
     yield started.start(FAULT_APP, TRUSTED_PROXIES="192.0.2.0/24")
@@ -451,7 +338,7 @@ def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
 
 
 @pytest.fixture(scope="module")
-def real_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+def real_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     """The service's own app, as deployed, with its API docs and schema published."""
     started = Stacks(nginx_bin, identity)
     yield started.start(REAL_APP, **{f"{PACKAGE.upper()}_API_DOCS": "true"})
@@ -461,21 +348,21 @@ def real_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
 # --- logs -----------------------------------------------------------------------------------
 
 
-def lines_of(stack: LiveStack, logger: str) -> list[dict[str, object]]:
+def lines_of(stack: Stack, logger: str) -> list[dict[str, object]]:
     """The stack's JSON log lines written by one logger ("nginx.access", the app's, ...)."""
     return [line for line in stack.log_lines() if line.get("logger") == logger]
 
 
-def nginx_access(stack: LiveStack) -> list[dict[str, object]]:
+def nginx_access(stack: Stack) -> list[dict[str, object]]:
     return lines_of(stack, "nginx.access")
 
 
-def app_access(stack: LiveStack) -> list[dict[str, object]]:
+def app_access(stack: Stack) -> list[dict[str, object]]:
     return lines_of(stack, APP_ACCESS_LOGGER)
 
 
 def wait_for_line(
-    stack: LiveStack, predicate: Callable[[dict[str, object]], bool], what: str, count: int = 1
+    stack: Stack, predicate: Callable[[dict[str, object]], bool], what: str, count: int = 1
 ) -> list[dict[str, object]]:
     """Poll the stack's log until count lines match; return them."""
     found: list[dict[str, object]] = []
@@ -488,7 +375,7 @@ def wait_for_line(
     return found
 
 
-def server_errors(stack: LiveStack) -> list[dict[str, object]]:
+def server_errors(stack: Stack) -> list[dict[str, object]]:
     """nginx access-log lines with a 5xx, or a 499 (the client gave up waiting)."""
     return [
         line
@@ -497,83 +384,11 @@ def server_errors(stack: LiveStack) -> list[dict[str, object]]:
     ]
 
 
-def error_lines(stack: LiveStack, last: int = 6) -> list[str]:
+def error_lines(stack: Stack, last: int = 6) -> list[str]:
     """The stack's last error lines (nginx's upstream errors, the app's tracebacks cut
     short): what an assertion on statuses prints, so a rare 5xx says where it came from."""
     said = [line for line in stack.log_lines() if line.get("level") in {"error", "critical"}]
     return [json.dumps(line)[:1500] for line in said[-last:]]
-
-
-# --- raw HTTP ----------------------------------------------------------------------------
-
-
-def exchange(port: int, payload: bytes | Sequence[bytes], timeout: float = 10.0) -> bytes:
-    """Send raw bytes (pieces in order) to nginx and read until it closes or goes quiet."""
-    pieces = [payload] if isinstance(payload, bytes) else payload
-    received = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
-        # No shutdown(SHUT_WR) after sending: nginx takes a half-closed client for one that
-        # gave up (499). Requests say "Connection: close", so nginx closes when done.
-        try:
-            for piece in pieces:
-                conn.sendall(piece)
-        except OSError:
-            pass  # nginx may answer and close before reading everything: read what it said
-        with contextlib.suppress(OSError):
-            while not _complete(received) and (chunk := conn.recv(65536)):
-                received += chunk
-    return received
-
-
-def _complete(raw: bytes) -> bool:
-    """Whether raw holds a whole response (nginx may linger before closing after an error)."""
-    head, found, body = raw.partition(b"\r\n\r\n")
-    if not found:
-        return False
-    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-    return length is not None and len(body) >= int(length.group(1))
-
-
-def parse_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers (lower-case names) and body of one HTTP/1.1 response."""
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    parts = status_line.split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-        return 0, {}, raw
-    headers = {}
-    for line in header_lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(parts[1]), headers, body
-
-
-def get(
-    port: int, path: str, headers: dict[str, str] | None = None, timeout: float = 10.0
-) -> tuple[int, dict[str, str], bytes]:
-    """One GET through nginx on a fresh connection; status 0 when nothing came back."""
-    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-    wire = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n"
-    try:
-        return parse_response(exchange(port, wire.encode("latin-1"), timeout))
-    except OSError:
-        return 0, {}, b""
-
-
-def request(
-    port: int,
-    method: str,
-    path: str,
-    body: bytes = b"",
-    *,
-    headers: dict[str, str] | None = None,
-    timeout: float = 10.0,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request with a body through nginx on a fresh connection."""
-    fields = {"Host": "localhost", "Connection": "close", "Content-Length": str(len(body))}
-    fields.update(headers or {})
-    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
-    return parse_response(exchange(port, (head + "\r\n").encode("latin-1") + body, timeout))
 
 
 def parse_json(body: bytes) -> dict[str, object]:
@@ -622,14 +437,9 @@ async def _exchange_once(
         raise
     except ConnectionResetError as error:
         raise _Stale from error
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in header_lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
+    status, headers, _ = parse_response(head)
     body = await reader.readexactly(int(headers.get("content-length", "0")))
-    keep = headers.get("connection", "").lower() != "close"
-    return int(status_line.split(" ", 2)[1]), body, keep
+    return status, body, headers.get("connection", "").lower() != "close"
 
 
 async def _client(port: int, method: str, deadline: float, report: LoadReport, expect: int) -> None:
@@ -701,10 +511,8 @@ _OPENAPI: list[dict[str, Any]] = []
 def service_openapi() -> dict[str, Any]:
     """The service's OpenAPI document, built by its own interpreter (cached for the session)."""
     if not _OPENAPI:
-        built = run_python(
-            "-c", f"import json; from {PACKAGE}.main import create_app; "
-            "print(json.dumps(create_app().openapi()))",
-        )  # fmt: skip
+        code = f"import json; from {PACKAGE}.main import create_app; "
+        built = run_python("-c", code + "print(json.dumps(create_app().openapi()))")
         assert built.returncode == 0, built.stderr
         _OPENAPI.append(json.loads(built.stdout))
     return _OPENAPI[0]
@@ -720,20 +528,13 @@ def needs_the_example() -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=f"no {missing}: the template's example routes")
 
 
-def worker_pids(stack: LiveStack, master: int | None = None) -> set[int]:
-    """The pids of the stack's gunicorn workers: the live (not zombie) children, from /proc,
-    of ``master`` (by default the gunicorn the runner started first)."""
-    master = stack.child_pid("gunicorn") if master is None else master
-    found = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):  # exited while we looked
-            state, ppid = stat_file.read_text().rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == master and state != "Z":
-                found.add(int(stat_file.parent.name))
-    return found
+def worker_pids(stack: Stack, master: int | None = None) -> set[int]:
+    """The pids of the stack's live gunicorn workers: the children of ``master`` (by default
+    the gunicorn the runner started first)."""
+    return set(children(stack.child_pid("gunicorn") if master is None else master))
 
 
-def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
+def never_reaches_app(stack: Stack, send: Callable[[], bytes]) -> int:
     """Run send(); prove nginx answered it alone; return the status nginx answered."""
     # Lines arrive a moment after their answers: a sentinel request before and after
     # brackets the hostile one, and each is waited for in both logs.
@@ -753,7 +554,7 @@ def never_reaches_app(stack: LiveStack, send: Callable[[], bytes]) -> int:
     return parse_response(raw)[0]
 
 
-def _sentinel(stack: LiveStack) -> str:
+def _sentinel(stack: Stack) -> str:
     """Send a request the app answers (404) and wait for its line in both access logs."""
     path = f"/sentinel-{uuid.uuid4().hex}"
     assert get(stack.port, path)[0] == 404
@@ -766,18 +567,3 @@ def _sentinel(stack: LiveStack) -> str:
 
 def _line_of(logger: str, path: str) -> Callable[[dict[str, object]], bool]:
     return lambda line: line.get("logger") == logger and line.get("path") == path
-
-
-def fetch(
-    url: str,
-    data: bytes | None = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request; an HTTP error status is returned, not raised."""
-    request = urllib.request.Request(url, data=data, headers=headers or {})  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()

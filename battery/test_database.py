@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import DATABASE, PACKAGE, REAL_APP, get, request, wait_for
+from harness.clients import get, request
+from harness.ports import wait_for
+
+from .conftest import DATABASE, PACKAGE, REAL_APP
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from harness.postgres import Database
+
     from .conftest import Stacks
-    from .database import Database
 
 pytestmark = [
     pytest.mark.live,

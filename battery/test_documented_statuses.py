@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .conftest import request, service_openapi
+from harness.clients import request
+
+from .conftest import service_openapi
 
 if TYPE_CHECKING:
-    from .conftest import LiveStack
+    from harness.stack import Stack
 
 pytestmark = pytest.mark.live
 
@@ -71,7 +73,7 @@ def probes(path: str, operation: dict[str, Any]) -> list[tuple[str, bytes | None
 
 @pytest.mark.parametrize(("path", "method", "operation"), operations())
 def test_live_statuses_are_the_documented_ones(
-    real_stack: LiveStack, path: str, method: str, operation: dict[str, Any]
+    real_stack: Stack, path: str, method: str, operation: dict[str, Any]
 ) -> None:
     """Each probe of an operation gets a JSON answer with a status the operation documents."""
     documented = set(operation["responses"])

@@ -5,7 +5,7 @@ body for POST /items.
 Class 4 of docs/security.md. Each stack lists 127.0.0.1 in TRUSTED_PROXIES, so a test plays
 several clients from one machine by sending X-Forwarded-For (the address nginx limits is the
 real client's, as behind a load balancer). The limits are lowered to reach them in a few
-requests; the battery's other stacks turn them off (conftest.py's launch_stack).
+requests; the battery's other stacks turn them off (conftest.py's Stacks).
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.clients import get, request
+from harness.ports import wait_for
 from lab.side_faults import worst_items_body
 
-from .conftest import (
-    app_access,
-    get,
-    lines_of,
-    needs_the_example,
-    nginx_access,
-    parse_json,
-    request,
-    wait_for,
-)
+from .conftest import app_access, lines_of, needs_the_example, nginx_access, parse_json
 
 if TYPE_CHECKING:
-    from .conftest import LiveStack, Stacks
+    from harness.stack import Stack
+
+    from .conftest import Stacks
 
 pytestmark = pytest.mark.live
 
@@ -44,7 +39,7 @@ def as_client(address: str) -> dict[str, str]:
     return {"X-Forwarded-For": address}
 
 
-def limited_count(stack: LiveStack, zone: str, *, dry_run: bool) -> float:
+def limited_count(stack: Stack, zone: str, *, dry_run: bool) -> float:
     """nginx_limited_requests_total for a zone, from the metrics port (0 when not there)."""
     _, _, body = get(stack.metrics_port, "/metrics")
     wanted = {f'zone="{zone}"', f'dry_run="{str(dry_run).lower()}"'}
@@ -56,11 +51,11 @@ def limited_count(stack: LiveStack, zone: str, *, dry_run: bool) -> float:
     return 0.0
 
 
-def refusal_lines_of(stack: LiveStack, logger: str, text: str) -> list[dict[str, object]]:
+def refusal_lines_of(stack: Stack, logger: str, text: str) -> list[dict[str, object]]:
     return [line for line in lines_of(stack, logger) if text in str(line["message"])]
 
 
-def refusal_lines(stack: LiveStack, text: str) -> list[dict[str, object]]:
+def refusal_lines(stack: Stack, text: str) -> list[dict[str, object]]:
     return refusal_lines_of(stack, "nginx.error", text)
 
 
@@ -248,7 +243,7 @@ def test_a_client_over_its_requests_in_flight_gets_a_json_503(stacks: Stacks) ->
 
 
 @needs_the_example()
-def test_the_worst_items_body_is_refused_by_nginx(shared_stack: LiveStack) -> None:
+def test_the_worst_items_body_is_refused_by_nginx(shared_stack: Stack) -> None:
     """POST /items declares 8 KiB: the worst 1 MiB body (~117,000 unknown keys, 0.5 s of a
     worker's CPU to validate) is nginx's 413 and never reaches the app; the worst body
     under 8 KiB is the app's 422."""

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.clients import get
+from harness.ports import wait_for
+
 from .conftest import (
     DEADLINE_VARIABLE,
     elapsed,
-    get,
     mixed_load,
     parse_json,
     server_errors,
-    wait_for,
     wait_for_line,
     worker_pids,
 )

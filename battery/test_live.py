@@ -8,30 +8,28 @@ where nginx is missing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
 import socket
 import stat
 import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import (
-    DEADLINE_VARIABLE,
-    OUTSIDER_UID,
-    PACKAGE,
-    LiveStack,
-    fetch,
-    run_python,
-    setpriv,
-    wait_for,
-)
+from harness import procfs
+from harness.clients import fetch
+from harness.ports import wait_for
+from harness.stack import Stack
+
+from .conftest import DEADLINE_VARIABLE, OUTSIDER_UID, PACKAGE, setpriv
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from .conftest import Identity
 
 pytestmark = pytest.mark.live
 
@@ -43,56 +41,51 @@ SECURITY_HEADERS = {
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., LiveStack]) -> None:
+def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., Stack]) -> None:
     """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per 4 CPUs this cgroup and affinity
     allow, at least one (cpus.py, runner.py), the runner logs that decision once, and
     gunicorn counted the same CPUs."""
     stack = start_stack(NGINX_WORKER_PROCESSES="auto")
-    counted = run_python(
-        "-c",
-        "import json; from serving_stack import cpus; print(json.dumps(cpus.usable_cpus()))",
-    )
-    usable, facts = json.loads(counted.stdout)
     lines = stack.log_lines()
     decided = [line for line in lines if str(line["message"]).endswith("count decided")]
     (nginx,) = [line for line in decided if line["logger"] == "serve"]
     (gunicorn,) = [line for line in decided if line["logger"] != "serve"]
 
+    # The stack's own count, read from its log (its command line is all the battery uses):
+    # this process's affinity, lowered by a cgroup quota where there is one.
+    affinity = len(os.sched_getaffinity(0))
+    assert nginx["cpu_affinity"] == affinity, nginx
+    limit = nginx["cgroup_cpu_limit"]
+    usable = affinity if limit is None else max(1, min(affinity, math.ceil(float(limit))))
     workers = -(-usable // 4)
-    assert nginx == nginx | {"workers": workers, "source": "cpus", "cpus": usable, **facts}
+    assert nginx == nginx | {"workers": workers, "source": "cpus", "cpus": usable}
     assert gunicorn["cpus"] == nginx["cpus"], (gunicorn, nginx)
     master = stack.child_pid("nginx")
-    wait_for(lambda: _children(master) == workers, 10, f"{workers} nginx workers under {master}")
+    wait_for(
+        lambda: len(procfs.children(master)) == workers,
+        10,
+        f"{workers} nginx workers under {master}",
+    )
 
 
-def _children(parent: int) -> int:
-    """How many live processes parent has (nginx's master: its workers)."""
-    count = 0
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        count += int(fields[1]) == parent and fields[0] != "Z"
-    return count
-
-
-def _count(stack: LiveStack, logger: str) -> int:
+def _count(stack: Stack, logger: str) -> int:
     return sum(line.get("logger") == logger for line in stack.log_lines())
 
 
-def _app_lines(stack: LiveStack) -> list[dict[str, object]]:
+def _app_lines(stack: Stack) -> list[dict[str, object]]:
     return [line for line in stack.log_lines() if str(line.get("logger", "")).startswith(PACKAGE)]
 
 
-def test_socket_is_0660_and_refuses_outsiders(start_stack: Callable[..., LiveStack]) -> None:
+def test_socket_is_0660_and_refuses_outsiders(
+    start_stack: Callable[..., Stack], identity: Identity
+) -> None:
     """The socket is 0660, owned by the stack's user; another user gets EACCES."""
     stack = start_stack()
     info = stack.socket_path.stat()
 
     assert stat.S_ISSOCK(info.st_mode)
     assert stat.S_IMODE(info.st_mode) == 0o660, f"socket mode {stat.S_IMODE(info.st_mode):04o}"
-    assert (info.st_uid, info.st_gid) == (stack.identity.uid, stack.identity.gid)
+    assert (info.st_uid, info.st_gid) == (identity.uid, identity.gid)
     if os.geteuid() != 0:
         pytest.skip("connecting as another user needs root (to switch users); mode checked")
     connect = (
@@ -106,9 +99,9 @@ def test_socket_is_0660_and_refuses_outsiders(start_stack: Callable[..., LiveSta
         "    print('connected')\n"
     )
     results = {}
-    for name, prefix in (("stack user", stack.identity.drop), ("outsider", setpriv(OUTSIDER_UID))):
+    for name, prefix in (("stack user", identity.drop), ("outsider", setpriv(OUTSIDER_UID))):
         done = subprocess.run(
-            [*prefix, stack.identity.python, "-c", connect, str(stack.socket_path)],
+            [*prefix, identity.python, "-c", connect, str(stack.socket_path)],
             capture_output=True,
             text=True,
             check=False,
@@ -121,15 +114,15 @@ def test_socket_is_0660_and_refuses_outsiders(start_stack: Callable[..., LiveSta
 
 @pytest.mark.parametrize("victim", ["nginx", "gunicorn"])
 def test_runner_exits_non_zero_when_a_process_dies(
-    start_stack: Callable[..., LiveStack], victim: str
+    start_stack: Callable[..., Stack], victim: str
 ) -> None:
     """Killing nginx or gunicorn stops the other and makes the runner exit non-zero."""
     stack = start_stack()
     survivor = "gunicorn" if victim == "nginx" else "nginx"
     survivor_pid = stack.child_pid(survivor)
     victim_pid = stack.child_pid(victim)
-    wait_for(lambda: len(_process_group(victim_pid)) > 1, 30, f"{victim}'s workers")
-    workers = _process_group(victim_pid) - {victim_pid}
+    wait_for(lambda: len(set(procfs.group_members(victim_pid))) > 1, 30, f"{victim}'s workers")
+    workers = set(procfs.group_members(victim_pid)) - {victim_pid}
 
     os.kill(victim_pid, signal.SIGKILL)
 
@@ -138,20 +131,9 @@ def test_runner_exits_non_zero_when_a_process_dies(
     with pytest.raises(ProcessLookupError):
         os.kill(survivor_pid, 0)  # the survivor was stopped and reaped, not left behind
     # The dead master's workers would serve on, orphaned: the runner stopped them too.
-    assert not _process_group(victim_pid) & workers, f"{victim}'s workers were left running"
-
-
-def _process_group(pgid: int) -> set[int]:
-    """Live (not zombie) processes in a process group, from /proc."""
-    members = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.add(int(stat_file.parent.name))
-    return members
+    assert not set(procfs.group_members(victim_pid)) & workers, (
+        f"{victim}'s workers were left running"
+    )
 
 
 # --- the settings and the log lines, live -----------------------------------------------------
@@ -168,7 +150,7 @@ def raw_request(port: int, request: bytes) -> bytes:
 
 
 def test_a_longer_fractional_deadline_gets_the_apps_504(
-    start_stack: Callable[..., LiveStack],
+    start_stack: Callable[..., Stack],
 ) -> None:
     """A fractional deadline above nginx's old fixed 35 s: nginx's timeouts follow it, and the
     slow request ends in the app's JSON 504 with its request id, not nginx's."""
@@ -201,7 +183,7 @@ def test_a_longer_fractional_deadline_gets_the_apps_504(
 CONTRACT = ["time", "level", "logger", "message"]
 
 
-def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveStack]) -> None:
+def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., Stack]) -> None:
     """After a 413, a 404, an oversized header and non-UTF-8 bytes, every line is JSON."""
     stack = start_stack()
     too_large, _, _ = fetch(f"{stack.base}/livez", data=b"x" * (2 * 1024 * 1024))
@@ -246,7 +228,7 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., LiveSt
 
 
 def test_a_clean_start_and_stop_says_only_what_an_operator_needs(
-    start_stack: Callable[..., LiveStack],
+    start_stack: Callable[..., Stack],
 ) -> None:
     """At info level, no gunicorn chatter (worker class, closing a closed socket)."""
     stack = start_stack()

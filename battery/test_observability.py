@@ -14,10 +14,8 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,18 +27,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from harness.clients import fetch
+from harness.ports import free_port, wait_for
+from harness.processes import Processes
+from harness.stack import Stack
+
 from . import conftest
-from .conftest import (
-    PACKAGE,
-    SYSTEM_PATH,
-    LiveStack,
-    Stacks,
-    fetch,
-    free_port,
-    needs_the_example,
-    wait_for,
-    worker_pids,
-)
+from .conftest import PACKAGE, SYSTEM_PATH, Stacks, needs_the_example, worker_pids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -61,7 +54,7 @@ TRACEPARENT = f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"
 class Observed:
     """A live stack and the port of its metrics listener."""
 
-    stack: LiveStack
+    stack: Stack
     metrics_port: int
 
     @property
@@ -111,7 +104,7 @@ def sample(text: str, name: str) -> float | None:
     return None
 
 
-def kill_worker(stack: LiveStack, pid: int) -> None:
+def kill_worker(stack: Stack, pid: int) -> None:
     """SIGKILL one worker and wait until gunicorn has replaced it."""
     before = worker_pids(stack)
     assert pid in before
@@ -141,18 +134,11 @@ class Prometheus:
             f"    static_configs:\n      - targets: ['{target}']\n",
             encoding="utf-8",
         )
-        self.log = (directory / "prometheus.log").open("wb")
-        self.process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={directory / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}"]
+        argv += [f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        self.processes = Processes()
+        log = directory / "prometheus.log"
+        self.processes.start("prometheus", argv, os.environ, directory, log)
 
     def vector(self, promql: str) -> list[dict[str, Any]]:
         """An instant query's result (label set and value of each series); [] on no answer."""
@@ -190,20 +176,10 @@ class Prometheus:
             last[0] = self.query(promql)
             return last[0] == expected
 
-        deadline = time.monotonic() + timeout
-        while not reached():
-            if time.monotonic() > deadline:
-                pytest.fail(f"{promql} stayed {last[0]}, expected {expected}")
-            time.sleep(0.25)
-
-    def stop(self) -> None:
-        self.process.terminate()
         try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self.log.close()
+            wait_for(reached, timeout, f"{promql} to be {expected}")
+        except TimeoutError:
+            pytest.fail(f"{promql} stayed {last[0]}, expected {expected}")
 
 
 @pytest.fixture
@@ -219,7 +195,7 @@ def prometheus() -> Iterator[Callable[[Observed], Prometheus]]:
 
     yield start
     for server, directory in servers:
-        server.stop()
+        server.processes.stop_all()
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import get, parse_json, wait_for_line
+from harness.clients import get
+
+from .conftest import parse_json, wait_for_line
 
 if TYPE_CHECKING:
     from .conftest import Stacks

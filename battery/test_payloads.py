@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import error_lines, get, needs_the_example, parse_json, request, server_errors
+from harness import procfs
+from harness.clients import get, request
+
+from .conftest import error_lines, needs_the_example, parse_json, server_errors
 
 if TYPE_CHECKING:
-    from .conftest import LiveStack
+    from harness.stack import Stack
 
 pytestmark = pytest.mark.live
 
@@ -49,22 +51,13 @@ HOSTILE = {
 }
 
 
-def worker_cpu_seconds(stack: LiveStack) -> float:
-    """User + system CPU seconds of every process in gunicorn's process group, from /proc."""
-    master = stack.child_pid("gunicorn")
-    ticks = 0
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == master:  # the process group: the master and its workers
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / 100.0  # USER_HZ is 100 on Linux
+def worker_cpu_seconds(stack: Stack) -> float:
+    """User + system CPU seconds of gunicorn's process group (the master and its workers)."""
+    return procfs.cpu_seconds(procfs.group_members(stack.child_pid("gunicorn")))
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
-def test_hostile_body_gets_a_small_4xx(shared_stack: LiveStack, case: str) -> None:
+def test_hostile_body_gets_a_small_4xx(shared_stack: Stack, case: str) -> None:
     """Each body is answered 400/422 in strict JSON with the request id, in under 4 KiB."""
     body, expected = HOSTILE[case]
     before = worker_cpu_seconds(shared_stack)
@@ -81,7 +74,7 @@ def test_hostile_body_gets_a_small_4xx(shared_stack: LiveStack, case: str) -> No
     assert server_errors(shared_stack) == []
 
 
-def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveStack) -> None:
+def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: Stack) -> None:
     """Four clients sending the worst body back to back: every /livez probe still gets 200."""
     stop = threading.Event()
     statuses: list[int] = []
@@ -120,7 +113,7 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: LiveSt
 
 
 @needs_the_example()
-def test_a_valid_item_still_works(shared_stack: LiveStack) -> None:
+def test_a_valid_item_still_works(shared_stack: Stack) -> None:
     """The bounded handler changes error answers only: a valid body is still 201."""
     status, _, body = request(
         shared_stack.port, "POST", "/items", b'{"name":"lamp","price_cents":1}', headers=JSON

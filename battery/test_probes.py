@@ -18,13 +18,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from .conftest import DATABASE, PROJECT, REAL_APP, get, parse_json, wait_for, worker_pids
+from harness.clients import get
+from harness.ports import wait_for
+
+from .conftest import DATABASE, PROJECT, REAL_APP, parse_json, worker_pids
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .conftest import LiveStack, Stacks
-    from .database import Database
+    from harness.postgres import Database
+    from harness.stack import Stack
+
+    from .conftest import Stacks
 
 pytestmark = pytest.mark.live
 
@@ -75,12 +80,12 @@ def database() -> Iterator[Database]:
     DATABASE.running_again()
 
 
-def readiness(stack: LiveStack) -> tuple[int, dict[str, object]]:
+def readiness(stack: Stack) -> tuple[int, dict[str, object]]:
     status, _, body = get(stack.port, probe("readinessProbe")["httpGet"]["path"])
     return status, parse_json(body)
 
 
-def database_metric(stack: LiveStack) -> str:
+def database_metric(stack: Stack) -> str:
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()

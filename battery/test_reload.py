@@ -16,38 +16,24 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import (
-    mixed_load,
-    nginx_access,
-    server_errors,
-    wait_for,
-)
+from harness import procfs
+from harness.ports import wait_for
+
+from .conftest import mixed_load, nginx_access, server_errors
 
 if TYPE_CHECKING:
-    from .conftest import LiveStack, LoadReport, Stacks
+    from harness.stack import Stack
+
+    from .conftest import Identity, LoadReport, Stacks
 
 pytestmark = pytest.mark.live
 
 
-def children_of(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text(encoding="utf-8")
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
-def assert_nothing_lost(stack: LiveStack, report: LoadReport, what: str) -> None:
+def assert_nothing_lost(stack: Stack, report: LoadReport, what: str) -> None:
     """No failed request on either side, and every POST applied exactly once."""
     print(
         f"{what}: {dict(report.ok)} ok, {len(report.failures)} failed,"
@@ -70,12 +56,14 @@ def assert_nothing_lost(stack: LiveStack, report: LoadReport, what: str) -> None
     assert server_errors(stack) == []
 
 
-def test_nginx_reload_under_mixed_load_loses_nothing(stacks: Stacks, nginx_bin: str) -> None:
+def test_nginx_reload_under_mixed_load_loses_nothing(
+    stacks: Stacks, nginx_bin: str, identity: Identity
+) -> None:
     """`nginx -s reload` three times under keep-alive GET and POST load: 0 failed requests."""
     stack = stacks.start()
     master = stack.child_pid("nginx")
     conf = stack.run_dir / "nginx.conf"
-    reload = stack.identity.command(
+    reload = identity.command(
         nginx_bin, "-e", "stderr", "-p", str(stack.run_dir), "-c", str(conf), "-s", "reload"
     )
     thread, report = mixed_load(stack.port, 8.0, connections=4)
@@ -83,17 +71,16 @@ def test_nginx_reload_under_mixed_load_loses_nothing(stacks: Stacks, nginx_bin: 
     for at in (1.5, 3.5, 5.5):
         while time.monotonic() - started < at:
             time.sleep(0.05)
-        old_workers = children_of(master)
+        old_workers = set(procfs.children(master))
         subprocess.run(
             reload, check=True, timeout=30, env={"PATH": os.defpath}, capture_output=True
         )
-        deadline = time.monotonic() + 30
         # Reloaded: new workers are up and the old ones finished their requests and exited.
-        while time.monotonic() < deadline and (
-            old_workers & children_of(master) or not children_of(master)
-        ):
-            time.sleep(0.05)
-        assert not old_workers & children_of(master), "old nginx workers did not exit"
+        wait_for(
+            lambda old=old_workers: bool(now := set(procfs.children(master))) and not old & now,
+            30,
+            "the old nginx workers to exit",
+        )
     thread.join(60)
 
     assert not thread.is_alive()

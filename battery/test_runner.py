@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import get, run_runner, runner_children, wait_for, wait_for_line
+from harness import procfs
+from harness.clients import get
+from harness.ports import wait_for
+
+from .conftest import run_runner, wait_for_line
 
 if TYPE_CHECKING:
     from .conftest import Stacks
@@ -27,24 +31,12 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.live
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any live (not zombie) process is left in a process group."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
     """SIGHUP is said and ignored (deploys replace the container): the same processes serve."""
     stack = stacks.start()
     # gunicorn, nginx, then the metrics listener: all three before the signal.
-    wait_for(lambda: len(runner_children(stack)) == 3, 30, "the metrics listener")
-    children = runner_children(stack)
+    wait_for(lambda: len(stack.children()) == 3, 30, "the metrics listener")
+    children = stack.children()
     stack.process.send_signal(signal.SIGHUP)
     wait_for_line(
         stack,
@@ -54,19 +46,19 @@ def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
 
     assert [get(stack.port, "/livez")[0] for _ in range(5)] == [200] * 5
     assert stack.process.poll() is None, stack.log_text()
-    assert runner_children(stack) == children
+    assert stack.children() == children
 
 
 def test_children_die_with_the_runner(stacks: Stacks) -> None:
     """SIGKILL of the runner: nginx, gunicorn (and their workers) and the metrics listener stop."""
     stack = stacks.start()
     # gunicorn, nginx, then the metrics listener, which starts just after "ready".
-    wait_for(lambda: len(runner_children(stack)) == 3, 30, "the metrics listener")
-    children = runner_children(stack)
+    wait_for(lambda: len(stack.children()) == 3, 30, "the metrics listener")
+    children = stack.children()
     stack.process.kill()
     stack.process.wait(10)
 
-    wait_for(lambda: not any(group_alive(pid) for pid in children), 30, "the stack to die with it")
+    wait_for(lambda: not any(map(procfs.group_members, children)), 30, "the stack to die with it")
     assert get(stack.port, "/livez")[0] == 0, "something still answers on the port"
 
 
@@ -89,7 +81,7 @@ def test_a_busy_port_is_one_line_and_nothing_starts(stacks: Stacks) -> None:
     assert len(errors) == 1, stack.log_text()
     assert f"port {port} in use" in str(errors[0]["message"])
     assert "set PORT" in str(errors[0]["message"])
-    assert runner_children(stack) == [], "a process was started"
+    assert stack.children() == [], "a process was started"
 
 
 def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:

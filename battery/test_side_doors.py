@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import FAULT_APP, Identity, LiveStack, Stacks, lines_of, run_python, wait_for
+from harness.ports import wait_for
+from harness.stack import Stack
+
+from .conftest import FAULT_APP, Identity, Stacks, lines_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -47,33 +50,17 @@ ZONES = {"client_rate", "oversized", "client_requests", "app_requests", "probes"
 ZONES |= {"probe_connections"}
 
 
-def shipped_default(name: str) -> str:
-    """A stack setting's default, from the project's own serving_stack (not a copy here)."""
-    code = (
-        "from serving_stack.settings import StackSettings as S\n"
-        "print(next(f.default for f in S.model_fields.values() if f.alias == "
-        f"{name!r}))"
-    )
-    done = run_python("-c", code)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def door_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+def door_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     """One stack with the shipped per-client limits; each test leaves it serving."""
     started = Stacks(nginx_bin, identity)
-    stack = started.start(
-        FAULT_APP,
-        RATE_LIMIT=shipped_default("RATE_LIMIT"),
-        CONNECTIONS_PER_CLIENT=shipped_default("CONNECTIONS_PER_CLIENT"),
-    )
+    stack = started.start(FAULT_APP, shipped_limits=True)
     wait_for(lambda: scrape(stack) is not None, 30, "the metrics listener to answer")
     yield stack
     started.stop_all()
 
 
-def scrape(stack: LiveStack) -> str | None:
+def scrape(stack: Stack) -> str | None:
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -256,7 +243,7 @@ async def flood(port: int, wire: bytes, seconds: float, connections: int = 16) -
 
 
 def test_a_forged_referer_neither_counts_refusals_nor_names_the_client(
-    door_stack: LiveStack,
+    door_stack: Stack,
 ) -> None:
     """Error lines whose Referer imitates a refusal and a client field count nothing, add no
     series, and the relayed line names the real client address."""
@@ -302,7 +289,7 @@ def test_a_forged_referer_neither_counts_refusals_nor_names_the_client(
 @pytest.mark.parametrize(
     "target", ["/livez", "/livez?flood", "/x/../livez", "/readyz?x"], ids=lambda t: t
 )
-def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: LiveStack, target: str) -> None:
+def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: Stack, target: str) -> None:
     """A flood of probe requests from one address (the exact path, or a variant the old
     exemption matched) is held to a probe's limit: the victim keeps its throughput."""
 
@@ -326,7 +313,7 @@ def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: LiveStack, targ
     assert attacked.rate >= FLOOR * alone.rate, report(target, alone, attacked)
 
 
-def test_a_probe_takes_no_body(door_stack: LiveStack) -> None:
+def test_a_probe_takes_no_body(door_stack: Stack) -> None:
     """POST /livez, a body on GET /livez and a chunked /livez are refused at once."""
 
     async def send(wire: bytes) -> int:
@@ -351,7 +338,7 @@ def test_a_probe_takes_no_body(door_stack: LiveStack) -> None:
 # --- finding 2: slow uploads cannot hold the overload cap --------------------------------------
 
 
-def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: LiveStack) -> None:
+def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: Stack) -> None:
     """Four addresses opening 128 slow uploads each (a byte sent, the rest never) do not fill
     the overload cap: the victim keeps its throughput."""
     attackers = [f"127.0.0.{n}" for n in range(2, 6)]
@@ -379,7 +366,7 @@ def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: Live
 # --- finding 4: refusals cost bounded bytes and never block nginx -------------------------------
 
 
-def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: LiveStack) -> None:
+def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: Stack) -> None:
     """Bad-Host requests with a 7 KB User-Agent of 0xFF bytes: each access line stays short
     (the agent and path cut) and the victim keeps its throughput."""
     agent = b"\xff" * 7000
@@ -411,7 +398,7 @@ def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: LiveS
 # --- finding 5: a 413 stops reading after a short bound -------------------------------------------
 
 
-def test_a_refused_body_is_not_read_for_long(door_stack: LiveStack) -> None:
+def test_a_refused_body_is_not_read_for_long(door_stack: Stack) -> None:
     """After its 413, a client still sending a huge body has its connection closed within a
     few seconds, not nginx's default 30 s of lingering reads."""
     head = b"POST /fault/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000000000\r\n\r\n"

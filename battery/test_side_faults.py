@@ -24,16 +24,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import (
-    FAULT_APP,
-    Identity,
-    LiveStack,
-    Stacks,
-    get,
-    lines_of,
-    wait_for,
-    worker_pids,
-)
+from harness import procfs
+from harness.clients import get
+from harness.ports import wait_for
+from harness.stack import Stack
+
+from .conftest import FAULT_APP, Identity, Stacks, lines_of, worker_pids
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -45,7 +41,7 @@ BUCKET = "http_server_request_duration_seconds_bucket"
 
 
 @pytest.fixture(scope="module")
-def side_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+def side_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     """One stack for the module; each test leaves it serving."""
     started = Stacks(nginx_bin, identity)
     stack = started.start(FAULT_APP)
@@ -54,7 +50,7 @@ def side_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
     started.stop_all()
 
 
-def scrape(stack: LiveStack) -> str | None:
+def scrape(stack: Stack) -> str | None:
     """The listener's exposition, or None when it does not answer 200."""
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     try:
@@ -78,7 +74,7 @@ def series(text: str, name: str, **labels: str) -> dict[str, float]:
     return found
 
 
-def current_gunicorn(stack: LiveStack) -> int:
+def current_gunicorn(stack: Stack) -> int:
     """The pid of gunicorn's master."""
     started = [
         line["pid"]
@@ -91,12 +87,12 @@ def current_gunicorn(stack: LiveStack) -> int:
     return pid
 
 
-def workers(stack: LiveStack) -> set[int]:
+def workers(stack: Stack) -> set[int]:
     """gunicorn's workers."""
     return worker_pids(stack, current_gunicorn(stack))
 
 
-def kill_workers(stack: LiveStack, count: int) -> None:
+def kill_workers(stack: Stack, count: int) -> None:
     """SIGKILL a worker count times, each time waiting until gunicorn has replaced it."""
     for _ in range(count):
         before = workers(stack)
@@ -111,16 +107,11 @@ def kill_workers(stack: LiveStack, count: int) -> None:
         )
 
 
-def metric_files(stack: LiveStack) -> list[Path]:
+def metric_files(stack: Stack) -> list[Path]:
     return sorted((stack.run_dir / "metrics").glob("*.db"))
 
 
-def proc_status(pid: int) -> dict[str, str]:
-    text = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-
-
-def listener_pid(stack: LiveStack) -> int:
+def listener_pid(stack: Stack) -> int:
     """The pid of the metrics listener started last."""
     started = [
         line["pid"] for line in lines_of(stack, "serve") if line.get("message") == "started metrics"
@@ -141,7 +132,7 @@ def closed(conn: socket.socket) -> bool:
         return True
 
 
-def not_json(stack: LiveStack) -> list[str]:
+def not_json(stack: Stack) -> list[str]:
     return [line for line in stack.log_text().splitlines() if not line.startswith("{")]
 
 
@@ -206,7 +197,7 @@ def test_a_full_run_directory_never_kills_a_worker(stacks: Stacks, small_tmpfs: 
 # --- 2. dead workers' metric files ------------------------------------------------------------
 
 
-def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: LiveStack) -> None:
+def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Stack) -> None:
     """Requests, then 4 worker kills: the counts and buckets are unchanged, and
     only the live workers' files are left (the dead ones' values are in one archive)."""
     stack = side_stack
@@ -240,7 +231,7 @@ def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Li
 
 
 def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
-    side_stack: LiveStack,
+    side_stack: Stack,
 ) -> None:
     """300 idle connections: a bounded number of threads, and each is closed (at once past
     the listener's slots, else after its socket timeout); clients hanging up mid-answer log
@@ -252,7 +243,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
     ]
     try:
         time.sleep(1)  # let the listener accept what it will
-        threads = int(proc_status(pid)["Threads"])
+        threads = int(procfs.status(pid)["Threads"])
         assert threads <= 20, f"{threads} threads for 300 idle connections"
         # Those past the listener's few slots are closed at once, the others after its
         # socket timeout: none is kept for ever.
@@ -278,7 +269,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
 # --- 4. a dead metrics listener ---------------------------------------------------------------
 
 
-def test_a_killed_metrics_listener_is_restarted_alone(side_stack: LiveStack) -> None:
+def test_a_killed_metrics_listener_is_restarted_alone(side_stack: Stack) -> None:
     """kill -9 of the listener: the public port keeps answering, the runner restarts the
     listener (a log line), scrapes work again, nginx and gunicorn are the same processes."""
     stack = side_stack
@@ -295,10 +286,8 @@ def test_a_killed_metrics_listener_is_restarted_alone(side_stack: LiveStack) -> 
     assert scrape(stack) is not None
     assert set(statuses) <= {200}
     assert (stack.child_pid("nginx"), current_gunicorn(stack)) == (nginx, gunicorn)
-    restarting = [
-        line for line in lines_of(stack, "serve")
-        if "restarting" in str(line.get("message", ""))
-    ]  # fmt: skip
+    serve = lines_of(stack, "serve")
+    restarting = [line for line in serve if "restarting" in str(line.get("message", ""))]
     assert len(restarting) == 1, restarting
 
 

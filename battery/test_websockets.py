@@ -13,18 +13,23 @@ import re
 import socket
 import struct
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from .conftest import Stacks, get, parse_json, wait_for
+from harness import procfs
+from harness.clients import get
+from harness.ports import wait_for
+
+from .conftest import Stacks, parse_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .conftest import Identity, LiveStack
+    from harness.stack import Stack
+
+    from .conftest import Identity
 
 STREAMS_APP = "streams_app:app"
 KEY = base64.b64encode(os.urandom(16)).decode()
@@ -45,7 +50,7 @@ def handshake(port: int, path: str, *headers: str) -> tuple[socket.socket, bytes
 
 
 @pytest.fixture(scope="module")
-def ws_stack(nginx_bin: str, identity: Identity) -> Iterator[LiveStack]:
+def ws_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     """One stack serving streams_app.py, the default per-client WebSocket limits on."""
     started = Stacks(nginx_bin, identity)
     yield started.start(STREAMS_APP)
@@ -61,7 +66,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", HOSTILE)
-def test_a_malformed_handshake_is_refused_as_json(ws_stack: LiveStack, case: str) -> None:
+def test_a_malformed_handshake_is_refused_as_json(ws_stack: Stack, case: str) -> None:
     """A handshake uvicorn refuses is a JSON 400 with the request id (nginx's error page, not
     uvicorn's plain text); a session on the same route still opens after it."""
     client, answer = handshake(ws_stack.port, "/ws", *HOSTILE[case])
@@ -89,7 +94,7 @@ class SocketSession:
         self.client.close()
 
 
-def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack: LiveStack) -> None:
+def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack: Stack) -> None:
     """A handshake to a path without a WebSocket route gets the app's 403; one whose Connection
     header does not ask for the upgrade is a plain GET (the app's JSON 404)."""
     with SocketSession(ws_stack.port, "/no-such-socket") as head:
@@ -100,7 +105,7 @@ def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack:
     assert answer.startswith(b"HTTP/1.1 404 "), answer[:300]
 
 
-def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: LiveStack) -> None:
+def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: Stack) -> None:
     """A frame header announcing 1 GiB (over uvicorn's 16 MiB) ends the session with a close
     frame 1009 (message too big) at once, without the server reading the rest; the worker
     answers the next request."""
@@ -116,7 +121,7 @@ def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: Live
     assert get(ws_stack.port, "/livez")[0] == 200
 
 
-def metric(stack: LiveStack, name: str) -> float:
+def metric(stack: Stack, name: str) -> float:
     """A sample's value on the metrics port (0 when absent)."""
     page = get(stack.metrics_port, "/metrics")[2].decode()
     found = re.search(rf"^{re.escape(name)} (\S+)$", page, re.MULTILINE)
@@ -146,32 +151,9 @@ def test_a_client_that_never_reads_is_closed_and_costs_the_others_nothing(
     assert statuses == [200] * 20
 
 
-def pss_kib(pids: list[int]) -> int:
-    """The processes' proportional set size, KiB (/proc/<pid>/smaps_rollup)."""
-    total = 0
-    for pid in pids:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="ascii")
-        found = re.search(r"^Pss:\s+(\d+) kB", text, re.MULTILINE)
-        assert found is not None, text
-        total += int(found.group(1))
-    return total
-
-
-def descendants(root: int) -> list[int]:
-    """root and every process under it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text(encoding="ascii").rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):  # exited while we looked
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
+def tree_pss(root: int) -> int:
+    """The proportional set size of root and every process under it, KiB."""
+    return procfs.pss_kib(proc.pid for proc in procfs.tree(root) if proc.alive)
 
 
 IDLE_SESSIONS = 1000
@@ -188,7 +170,7 @@ def test_a_thousand_idle_websockets_cost_memory_not_requests(
     nginx, gunicorn = stack.child_pid("nginx"), stack.child_pid("gunicorn")
 
     def memory() -> tuple[int, int]:
-        return pss_kib(descendants(nginx)), pss_kib(descendants(gunicorn))
+        return tree_pss(nginx), tree_pss(gunicorn)
 
     before = memory()
 

@@ -44,22 +44,18 @@ def main(argv: list[str]) -> int:
     # Before the experiments' modules are imported: the servers inherit this environment.
     os.environ[VARIABLE] = project.package
     os.environ[FACTORY_VARIABLE] = project.need_factory()
+    from lab.results import draw_chart, publish
+
     if args.cpu_share:
         from experiments.cpu_share import cpu_share
 
-        table = cpu_share(project, seconds=2 if args.quick else 8)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "cpu-share.md").write_text(table + "\n", encoding="utf-8")
-        print(table)
+        publish(args.out, "cpu-share", cpu_share(project, seconds=2 if args.quick else 8) + "\n")
         return 0
 
     if args.floors:
         from experiments.floors import floors
 
-        table = floors(project)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "floors.md").write_text(table + "\n", encoding="utf-8")
-        print(table)
+        publish(args.out, "floors", floors(project) + "\n")
         return 0
 
     from experiments.findings import findings_table, recommendation
@@ -86,15 +82,7 @@ def main(argv: list[str]) -> int:
         default_workers=workers,
     )
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    results.write(out / "experiments.json")
-    chart: str | None = "experiments.png"
-    try:
-        from lab.chart import draw  # matplotlib is optional
-    except ImportError:
-        chart = None
-    else:
-        draw(results, out / "experiments.png")
+    chart = draw_chart(results, out / "experiments.png")
     report = markdown(results, load_budgets(), chart)
     report = report.replace("# Benchmark results", "# The template's experiment grid", 1)
     findings = findings_table(results)
@@ -103,8 +91,7 @@ def main(argv: list[str]) -> int:
     advice = recommendation(results)
     if advice:
         report += "\n## Recommendation for this machine\n\n" + "\n".join(advice) + "\n"
-    (out / "experiments.md").write_text(report, encoding="utf-8")
-    print(report)
+    publish(out, "experiments", report, results.to_json())
     print(f"wrote {out / 'experiments.json'}, {out / 'experiments.md'}")
     return 0
 

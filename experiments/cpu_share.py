@@ -13,36 +13,25 @@ Depends on the template's lab (servers, wrk, experiments' Stack and Front) and L
 
 from __future__ import annotations
 
-import os
 import resource
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import procfs
+from harness.processes import Processes
 from lab.experiments import LARGE, SMALL, Front, Stack
-from lab.servers import Launcher, Processes
+from lab.servers import Launcher
 from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
 
 if TYPE_CHECKING:
     from lab.project import Project
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def group_cpu_seconds(group: int) -> float:
     """User + system CPU seconds of every live process in a process group."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group:
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
+    return procfs.cpu_seconds(procfs.group_members(group))
 
 
 def _load(url: str, seconds: int, groups: dict[str, int]) -> tuple[WrkResult, dict[str, float]]:

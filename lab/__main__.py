@@ -32,6 +32,7 @@ valgrind for the cost gate.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -40,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.processes import ServerError
 from lab import cost, peers, side_faults
 from lab.attacks import AttackError
 from lab.budgets import check_budgets, load_budgets
@@ -47,8 +49,9 @@ from lab.experiments import experiments, select
 from lab.nginx import NginxConfigError, nginx_binary
 from lab.project import Project, ProjectError, discover
 from lab.report import markdown
+from lab.results import draw_chart, publish
 from lab.runner import FULL, QUICK, RunSettings, run_experiments
-from lab.servers import ServerError, shipped_worker_count
+from lab.servers import shipped_worker_count
 from lab.wrk import WrkError, find_wrk
 
 if TYPE_CHECKING:
@@ -69,22 +72,12 @@ def _stop_on_term(signum: int, _: FrameType | None) -> None:
 
 def _write_report(results: Results, out: Path, counted: cost.Cost | None) -> list[str]:
     """benchmark.json, .png (with matplotlib) and .md in out; the failed budgets' lines."""
-    out.mkdir(parents=True, exist_ok=True)
-    results.write(out / "benchmark.json")
-    chart: str | None = "benchmark.png"
-    try:
-        from lab.chart import draw  # noqa: PLC0415 - matplotlib is optional
-    except ImportError:
-        print("chart skipped: matplotlib is not installed in the project's environment")
-        chart = None
-    else:
-        draw(results, out / "benchmark.png")
+    chart = draw_chart(results, out / "benchmark.png")
     budgets = load_budgets()
     report = markdown(results, budgets, chart)
     if counted is not None:
         report += "\n## Instructions per request (the cost gate)\n\n" + cost.table(counted) + "\n"
-    (out / "benchmark.md").write_text(report, encoding="utf-8")
-    print(report)
+    publish(out, "benchmark", report, results.to_json())
     failed = []
     for outcome in check_budgets(results, budgets):
         line = f"{'pass' if outcome.passed else 'FAIL'}  {outcome.budget.name}: {outcome.message}"
@@ -99,8 +92,7 @@ def _cost_gate(project: Project, args: argparse.Namespace) -> tuple[cost.Cost, b
     print(f"counting instructions per request under valgrind (GET {budget.path})", flush=True)
     # Quick: bare and default only; full: each middleware alone too.
     measured = cost.measure(project, path=budget.path, each=not args.quick)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cost.json").write_text(measured.to_json() + "\n", encoding="utf-8")
+    publish(args.out, "cost", data=measured.to_json())
     print(cost.table(measured))
     passed, line = cost.check(measured, budget)
     print(f"{'pass' if passed else 'FAIL'}  {line}")
@@ -141,7 +133,7 @@ def run_peers(project: Project, args: argparse.Namespace, argv: list[str]) -> in
         granian=granian,
         command=peers.command_line(project, argv[1:]),
     )
-    print(peers.write(results, args.out))
+    publish(args.out, "peers", peers.markdown(results), json.dumps(results, indent=1))
     print(f"results in {args.out}")
     return 0
 
@@ -154,7 +146,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         return run_peers(project, args, argv)
     if args.side_faults:
         signal.signal(signal.SIGTERM, _stop_on_term)
-        return side_faults.run(project, args.out)
+        publish(args.out, "side-faults", side_faults.report(project))
+        print(f"results in {args.out}")
+        return 0
     only = set(args.only or (*THROUGHPUT, COST))
     unknown = only - {*THROUGHPUT, COST}
     if unknown:

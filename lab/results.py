@@ -85,10 +85,6 @@ class Results:
         }
         return json.dumps(data, indent=2) + "\n"
 
-    def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json(), encoding="utf-8")
-
     @classmethod
     def from_json(cls, text: str) -> Results:
         data = json.loads(text)
@@ -121,3 +117,25 @@ class Results:
     @classmethod
     def read(cls, path: Path) -> Results:
         return cls.from_json(path.read_text(encoding="utf-8"))
+
+
+def draw_chart(results: Results, path: Path) -> str | None:
+    """The chart's file name, drawn where matplotlib is installed; None where it is not."""
+    try:
+        from lab.chart import draw  # noqa: PLC0415 - matplotlib is optional
+    except ImportError:
+        print("chart skipped: matplotlib is not installed in the project's environment")
+        return None
+    draw(results, path)
+    return path.name
+
+
+def publish(out: Path, name: str, report: str = "", data: str = "") -> None:
+    """Every result of the lab leaves this way: out/NAME.json, the raw data (what is read
+    back, as Results.read), and out/NAME.md, the report, which is printed too."""
+    out.mkdir(parents=True, exist_ok=True)
+    if data:
+        (out / f"{name}.json").write_text(data.rstrip("\n") + "\n", encoding="utf-8")
+    if report:
+        (out / f"{name}.md").write_text(report, encoding="utf-8")
+        print(report)

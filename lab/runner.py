@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from harness.processes import Processes
 from lab.nginx import nginx_binary
 from lab.results import ConfigResult, ExperimentResult, Results
-from lab.servers import Launcher, Processes
+from lab.servers import Launcher
 from lab.wrk import WrkResult, find_wrk, run_wrk
 
 if TYPE_CHECKING:

@@ -17,14 +17,13 @@ workers and RATE_LIMIT=0, then, in order:
   app's answers to those the scrape counts (none may be lost with a dead worker's file).
 
 A figure the stack cannot give (an older stack, a step that times out) is "n/a" with the
-reason. Prints one markdown table and writes it to DIR/side-faults.md. Runs in the project's
-Python; needs nginx, Linux.
+reason. One markdown table, written to DIR/side-faults.md (lab/results.py). The stack starts
+through the shared harness (harness/stack.py). Runs in the project's Python; needs nginx, Linux.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime
 import http.client
 import json
@@ -38,14 +37,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.peers import cmdline, pid_cpu, proc_table
-from lab.servers import Processes, free_port, wait_ready
+from harness import clients, procfs
+from harness import stack as stacks
+from harness.ports import wait_for
+from harness.processes import Processes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from harness.stack import Stack
     from lab.project import Project
-    from lab.servers import Process
 
 ROUTE_LIMIT = 8 * 1024  # POST /items's own client_max_body_size (api/items.py, nginx.conf)
 GLOBAL_LIMIT = 1024 * 1024 - 1  # the largest body under nginx's client_max_body_size 1m
@@ -71,7 +70,8 @@ class UnavailableError(RuntimeError):
     """What the stack could not do; its row says n/a and this message."""
 
 
-# What a part of the run may meet on an older stack or a busy machine: its row says n/a.
+# What a part of the run may meet on an older stack or a busy machine (a step's deadline is
+# a TimeoutError, an OSError): its row says n/a.
 FAILURES = (UnavailableError, OSError, http.client.HTTPException)
 
 
@@ -119,94 +119,57 @@ def markdown(rows: Rows) -> str:
     return "\n".join(lines)
 
 
-def children(parent: int, marker: str = "") -> list[int]:
-    """The pids whose parent is ``parent`` (with ``marker`` in their command line)."""
-    found = [pid for pid, (ppid, _, _) in proc_table().items() if ppid == parent]
-    return sorted(pid for pid in found if marker in cmdline(pid))
+def start(project: Project, processes: Processes, workdir: Path) -> Stack:
+    """The project's stack, as `make serve` starts it, stopped with processes."""
+    env = {
+        "WEB_CONCURRENCY": str(WORKERS),
+        "APP_MODULE": project.app_module,
+        "RATE_LIMIT": "0",  # the requests below are one client's, faster than its rate
+    }
+    if os.geteuid() == 0:  # as lab/peers.py: root in CI containers serves as root
+        env["SERVE_AS_ROOT"] = "on"
+    stack = stacks.start(processes, workdir, env, python=sys.executable, cwd=project.root)
+    stack.wait_ready("/livez", 60)
+    stack.wait_ready("/metrics", 60, metrics=True)
+    return stack
 
 
-def wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + STEP_TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise UnavailableError(f"{what} did not happen within {STEP_TIMEOUT_S:g} s")
-        time.sleep(0.1)
+def get(stack: Stack, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
+    """GET path through nginx (or on the metrics port); status 0 when nothing came back."""
+    status, _, body = clients.get(stack.metrics_port if metrics else stack.port, path, timeout=30)
+    return status, body
 
 
-class Stack:
-    """The project's stack, started by ``processes`` (stopped with them) in ``run_dir``."""
+def gunicorn(stack: Stack) -> int:
+    """The serving gunicorn master (one outside a reload)."""
+    masters = procfs.children(stack.process.pid, "-m gunicorn")
+    if len(masters) != 1:
+        raise UnavailableError(f"{len(masters)} gunicorn masters under the runner")
+    return masters[0]
 
-    def __init__(self, project: Project, processes: Processes, run_dir: Path) -> None:
-        self.port, self.metrics_port, self.run_dir = free_port(), free_port(), run_dir
-        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-        env.update(
-            PORT=str(self.port),
-            METRICS_PORT=str(self.metrics_port),
-            RUN_DIR=str(run_dir),
-            LISTEN_ADDRESS="127.0.0.1",
-            WEB_CONCURRENCY=str(WORKERS),
-            APP_MODULE=project.app_module,
-            RATE_LIMIT="0",  # the requests below are one client's, faster than its rate
-            PATH=env.get("PATH", os.defpath) + ":/usr/sbin",  # nginx, where Debian puts it
-        )
-        if os.geteuid() == 0:  # as lab/peers.py: root in CI containers serves as root
-            env.update(SERVE_AS_ROOT="on")
-        command = [sys.executable, "-m", project.stack]
-        self.process: Process = processes.start("stack", command, env, project.root)
-        wait_ready(self.process, ("127.0.0.1", self.port), "/livez")
-        wait_ready(self.process, ("127.0.0.1", self.metrics_port), "/metrics")
 
-    @property
-    def runner(self) -> int:
-        return self.process.popen.pid
+def workers(stack: Stack) -> list[int]:
+    return procfs.children(gunicorn(stack))
 
-    def get(self, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
-        port = self.metrics_port if metrics else self.port
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
 
-    def gunicorn(self) -> int:
-        """The serving gunicorn master (one outside a reload)."""
-        masters = children(self.runner, "-m gunicorn")
-        if len(masters) != 1:
-            raise UnavailableError(f"{len(masters)} gunicorn masters under the runner")
-        return masters[0]
-
-    def workers(self) -> list[int]:
-        return children(self.gunicorn())
-
-    def listener(self) -> int:
-        found = children(self.runner, "metrics_listener")
-        if len(found) != 1:
-            raise UnavailableError(f"{len(found)} metrics listeners under the runner")
-        return found[0]
+def listener(stack: Stack) -> int:
+    found = procfs.children(stack.process.pid, "metrics_listener")
+    if len(found) != 1:
+        raise UnavailableError(f"{len(found)} metrics listeners under the runner")
+    return found[0]
 
 
 def post(port: int, body: bytes) -> str:
     """POST /items on a connection of its own; the status, or why there is none. nginx may
     answer 413 and close before it has the whole body: the answer is read all the same."""
-    head = (
-        f"POST /items HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
-    answer = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
-        with contextlib.suppress(OSError):  # refused mid-body: the status is on its way
-            conn.sendall(head + body)
-        with contextlib.suppress(OSError):
-            while chunk := conn.recv(65536):
-                answer += chunk
-    return answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "no answer"
+    headers = {"Content-Type": "application/json"}
+    status = clients.request(port, "POST", "/items", body, headers=headers, timeout=60)[0]
+    return str(status) if status else "no answer"
 
 
 def workers_cpu(stack: Stack) -> float:
     """CPU seconds the serving workers have used, from /proc."""
-    return sum(pid_cpu(pid) for pid in stack.workers())
+    return procfs.cpu_seconds(workers(stack))
 
 
 def body_rows(stack: Stack) -> Rows:
@@ -227,14 +190,13 @@ def body_rows(stack: Stack) -> Rows:
 
 
 def threads_and_rss(pid: int) -> str:
-    text = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+    fields = procfs.status(pid)
     rss = int(fields["VmRSS"].split()[0]) / 1024
     return f"threads {int(fields['Threads'])}, RSS {rss:.0f} MiB"
 
 
 def listener_rows(stack: Stack) -> Rows:
-    pid = stack.listener()
+    pid = listener(stack)
     rows = [("metrics listener, idle", threads_and_rss(pid))]
     idle, refused = [], 0
     try:
@@ -250,7 +212,7 @@ def listener_rows(stack: Stack) -> Rows:
         for conn in idle:
             conn.close()
     time.sleep(2)
-    status = stack.get("/metrics", metrics=True)[0]
+    status = get(stack, "/metrics", metrics=True)[0]
     rows.append(
         ("metrics listener, 2 s after they closed", f"{threads_and_rss(pid)}; scrape {status}")
     )
@@ -260,14 +222,14 @@ def listener_rows(stack: Stack) -> Rows:
 def directory(stack: Stack, statuses: list[int]) -> str:
     """Files and bytes in the metrics directory, the median scrape, and how many of the app's
     answers to GET /items/{item_id} (``statuses``: 404) the scrape counts."""
-    stack.get("/metrics", metrics=True)
+    get(stack, "/metrics", metrics=True)
     time.sleep(SETTLE_S)
     files = [path for path in (stack.run_dir / "metrics").iterdir() if path.is_file()]
     size = sum(path.stat().st_size for path in files)
     times, exposition = [], b""
     for _ in range(SCRAPES):
         began = time.perf_counter()
-        status, exposition = stack.get("/metrics", metrics=True)
+        status, exposition = get(stack, "/metrics", metrics=True)
         times.append((time.perf_counter() - began) * 1000)
         if status != 200:
             raise UnavailableError(f"a scrape answered {status}")
@@ -289,27 +251,30 @@ def kill_worker(stack: Stack) -> None:
     """SIGKILL the oldest worker that has served (it has a histogram file, as a recycled or
     crashed worker has) and wait until gunicorn has replaced (and reaped) it."""
     time.sleep(0.5)  # the app counts a request after answering it: let the last be counted
-    before = stack.workers()
+    before = workers(stack)
     metrics = stack.run_dir / "metrics"
     served = [pid for pid in before if (metrics / f"histogram_{pid}.db").exists()]
     victim = min(served or before)
     os.kill(victim, signal.SIGKILL)
-    wait(
-        lambda: victim not in (now := stack.workers()) and len(now) == len(before),
+    wait_for(
+        lambda: victim not in (now := workers(stack)) and len(now) == len(before),
+        STEP_TIMEOUT_S,
         "a worker's replacement",
     )
 
 
 def reload(stack: Stack) -> None:
     """SIGHUP the runner and wait until a new gunicorn master alone serves, with its workers."""
-    old = stack.gunicorn()
-    stack.process.popen.send_signal(signal.SIGHUP)
+    old = gunicorn(stack)
+    stack.process.send_signal(signal.SIGHUP)
 
     def swapped() -> bool:
-        masters = children(stack.runner, "-m gunicorn")
-        return masters != [old] and len(masters) == 1 and len(children(masters[0])) == WORKERS
+        masters = procfs.children(stack.process.pid, "-m gunicorn")
+        return (
+            masters != [old] and len(masters) == 1 and len(procfs.children(masters[0])) == WORKERS
+        )
 
-    wait(swapped, "a reload")
+    wait_for(swapped, STEP_TIMEOUT_S, "a reload")
 
 
 def metrics_rows(stack: Stack) -> Rows:
@@ -318,7 +283,7 @@ def metrics_rows(stack: Stack) -> Rows:
     def request() -> None:
         # The app's 404, counted under /items/{item_id}; nginx's own 502 is counted nowhere.
         try:
-            statuses.append(stack.get(f"/items/side-faults-{len(statuses)}")[0])
+            statuses.append(get(stack, f"/items/side-faults-{len(statuses)}")[0])
         except FAILURES:
             statuses.append(NO_ANSWER)
 
@@ -345,7 +310,7 @@ def measure(project: Project) -> Rows:
     processes = Processes()
     with tempfile.TemporaryDirectory(prefix="side-faults-") as workdir:
         try:
-            stack = Stack(project, processes, Path(workdir) / "run")
+            stack = start(project, processes, Path(workdir))
             rows: Rows = []
             for part, name in (
                 (body_rows, "POST /items"),
@@ -361,7 +326,8 @@ def measure(project: Project) -> Rows:
     return rows
 
 
-def run(project: Project, out: Path) -> int:
+def report(project: Project) -> str:
+    """The table, under the facts of the run (project, time, CPUs, load)."""
     began = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0]
     print(
@@ -373,9 +339,4 @@ def run(project: Project, out: Path) -> int:
         f"{project.root.name}, {began}, {len(os.sched_getaffinity(0))} CPUs, load average "
         f"{load:.1f} at start, {os.getloadavg()[0]:.1f} at end"
     )
-    report = f"{facts}\n\n{markdown(rows)}\n"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "side-faults.md").write_text(report, encoding="utf-8")
-    print(report)
-    print(f"results in {out}")
-    return 0
+    return f"{facts}\n\n{markdown(rows)}\n"

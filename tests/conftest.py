@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from harness import procfs
 
 from .full_suites import FullSuite, FullSuites, Step
 from .images import tag as images_tag
@@ -92,22 +93,6 @@ def tree(project: Path) -> dict[str, bytes]:
     }
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming what did not happen in time."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 # Kubernetes versions the manifests are validated against (oldest supported, newest).
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 # ./scripts/bench, as a person runs it.
@@ -163,16 +148,13 @@ def leftover_processes(project: Path) -> list[str]:
     """Processes still running in the project directory (the lab starts every server there)
     or naming it on their command line."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = (entry / "cwd").resolve()
-        except OSError:
-            continue
-        if cwd == project.resolve() or str(project) in command:
-            found.append(command)
+    for pid in procfs.table():
+        command = procfs.cmdline(pid)
+        with contextlib.suppress(OSError):
+            if pid != os.getpid() and (
+                Path(f"/proc/{pid}/cwd").resolve() == project.resolve() or str(project) in command
+            ):
+                found.append(command)
     return found
 
 
@@ -240,6 +222,17 @@ class ProjectEnv:
             text=True,
             check=False,
         )
+
+
+def assert_make(env: ProjectEnv, project: Path, target: str, *args: str) -> None:
+    result = env.make(project, target, *args)
+    assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
+
+
+def assert_lints_and_tests(env: ProjectEnv, project: Path, *test_args: str) -> None:
+    assert_make(env, project, "lint")
+    subset = [f"PYTEST_ARGS={' '.join(test_args)}"] if test_args else []
+    assert_make(env, project, "test", *subset)
 
 
 def _dependencies(project: Path) -> list[str]:

@@ -123,10 +123,10 @@ def add_endpoint(project: Path, package: str) -> None:
 def add_migration(project: Path, package: str) -> None:
     models = project / "src" / package / "db" / "models.py"
     models.write_text(models.read_text(encoding="utf-8") + MODEL, encoding="utf-8")
-    sys.path.insert(0, str(project / "tests"))  # the bake's own throwaway-server helper
-    from pg_server import start_server  # imported once the bake is known
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+    from harness import postgres  # the bake's own throwaway server (its tests/pg_server.py)
 
-    server = start_server()
+    server = postgres.start(project)
     try:
         env = {**os.environ, "DATABASE_URL": server.url()}
         for command in (["upgrade", "head"], ["revision", "--autogenerate", "-m", "add notes"]):

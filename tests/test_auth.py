@@ -30,8 +30,22 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CACHE_DIR, Bake, ProjectEnv, bake, free_port, install_env, wait_for
-from .test_bake import assert_lints_and_tests, assert_renders_cleanly
+import harness.stack
+from harness import procfs
+from harness.clients import request
+from harness.ports import free_port, wait_for
+from harness.processes import Processes, wait_ready
+from harness.stack import PATH, Stack
+
+from .conftest import (
+    CACHE_DIR,
+    Bake,
+    ProjectEnv,
+    assert_lints_and_tests,
+    assert_renders_cleanly,
+    bake,
+    install_env,
+)
 
 PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
 # The provider's major version is pinned: a new major is a change to review, not a surprise.
@@ -67,7 +81,7 @@ def reassemble(header: dict[str, object], claims: dict[str, object], signature: 
 class Provider:
     """One provider.mjs process: its issuer URL, requests to it, tokens from it."""
 
-    process: subprocess.Popen[bytes]
+    processes: Processes
     issuer: str
 
     def _call(self, method: str, path: str, body: str = "", **headers: str) -> bytes:
@@ -108,9 +122,7 @@ class Provider:
         return self._call("GET", "/admin/pem")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
+        self.processes.stop_all()
 
 
 @pytest.fixture(scope="module")
@@ -133,25 +145,12 @@ def provider_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start_provider(script: Path, keys: Path) -> Provider:
     port = free_port()
     issuer = f"http://127.0.0.1:{port}"
+    processes = Processes()
+    argv = ["node", str(script), str(port), issuer, str(keys)]
     log = script.parent / f"provider-{port}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            ["node", str(script), str(port), issuer, str(keys)],
-            cwd=script.parent,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    provider = Provider(process, issuer)
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"provider.mjs exited: {log.read_text()}")
-        with contextlib.suppress(OSError, AssertionError):
-            return provider.requests("/") >= 0
-        return False
-
-    wait_for(answers, 30, "the OpenID provider")
-    return provider
+    process = processes.start("provider.mjs", argv, os.environ, script.parent, log)
+    wait_ready(process, ("127.0.0.1", port), "/admin/stats", 30)
+    return Provider(processes, issuer)
 
 
 @pytest.fixture(scope="module")
@@ -177,46 +176,33 @@ def auth_env(auth_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> Proje
     return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))
 
 
-@dataclass
-class Stack:
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-    package: str
+def call(
+    stack: Stack, method: str, path: str, token: str | None = None, body: object = None
+) -> tuple[int, dict[str, str], dict[str, object]]:
+    """Status, headers (lower case) and JSON body of one request through nginx."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    data = b"" if body is None else json.dumps(body).encode()
+    status, fields, raw = request(stack.port, method, path, data, headers=headers, timeout=15)
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"raw": raw.decode("latin-1")}
+    return status, fields, parsed
 
-    def call(
-        self, method: str, path: str, token: str | None = None, body: object = None
-    ) -> tuple[int, dict[str, str], dict[str, object]]:
-        """Status, headers (lower case) and JSON body of one request through nginx."""
-        headers = {"Host": "localhost", "Connection": "close"}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        data = None if body is None else json.dumps(body)
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
-        with contextlib.closing(connection):
-            connection.request(method, path, data, headers)
-            answer = connection.getresponse()
-            raw = answer.read()
-        fields = {name.lower(): value for name, value in answer.getheaders()}
-        try:
-            parsed = json.loads(raw) if raw else {}
-        except ValueError:
-            parsed = {"raw": raw.decode("latin-1")}
-        return answer.status, fields, parsed
 
-    def write(self, token: str | None) -> tuple[int, dict[str, str], dict[str, object]]:
-        return self.call("POST", "/items", token, {"name": "lamp", "price_cents": 1999})
+def write(stack: Stack, token: str | None) -> tuple[int, dict[str, str], dict[str, object]]:
+    return call(stack, "POST", "/items", token, {"name": "lamp", "price_cents": 1999})
 
-    def access_lines(self) -> list[dict[str, object]]:
-        lines = []
-        for raw in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                line = json.loads(raw)
-                if line.get("logger") == f"{self.package}.access":
-                    lines.append(line)
-        return lines
+
+def access_lines(stack: Stack) -> list[dict[str, object]]:
+    """The app's access lines (its logger is <package>.access; nginx's is nginx.access)."""
+    return [
+        line
+        for line in stack.log_lines()
+        if str(line.get("logger")).endswith(".access") and line.get("logger") != "nginx.access"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -227,19 +213,13 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     """The bake's production stack trusting ``provider``: one worker, its access line on."""
-    if shutil.which("nginx", path=f"{os.environ['PATH']}:/usr/sbin") is None:
+    if shutil.which("nginx", path=PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    run_dir = tmp_path_factory.mktemp("auth-stack")
-    port, package = free_port(), auth_bake.package_name
-    prefix = package.upper()
+    prefix = auth_bake.package_name.upper()
     environment = auth_env.environ(auth_bake.project) | {
-        "RUN_DIR": str(run_dir / "run"),
-        "PORT": str(port),
-        "METRICS_PORT": str(free_port()),
-        "LISTEN_ADDRESS": "127.0.0.1",
         "WEB_CONCURRENCY": "1",
         "NGINX_WORKER_PROCESSES": "1",
-        "APP_MODULE": f"{package}.main:app",
+        "APP_MODULE": f"{auth_bake.package_name}.main:app",
         f"{prefix}_ACCESS_LOG": "true",
         f"{prefix}_AUTH_ISSUER": provider.issuer,
         f"{prefix}_AUTH_AUDIENCE": API,
@@ -247,31 +227,19 @@ def stack(
         f"{prefix}_AUTH_JWKS_COOLDOWN_SECONDS": str(COOLDOWN_SECONDS),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
-    log = run_dir / "stack.log"
-    python = str(auth_env.venv / "bin" / "python")
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [python, "-m", "serving_stack"],
-            cwd=auth_bake.project,
-            env=environment,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    served = Stack(process, port, log, package)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"the stack exited: {log.read_text()[-3000:]}")
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            return served.call("GET", "/readyz")[0] == 200
-        return False
-
+    processes = Processes()
     try:
-        wait_for(ready, 90, "the auth bake's stack")
+        served = harness.stack.start(
+            processes,
+            tmp_path_factory.mktemp("auth-stack"),
+            environment,
+            python=str(auth_env.venv / "bin" / "python"),
+            cwd=auth_bake.project,
+        )
+        served.wait_ready("/readyz", 90)
         yield served
     finally:
-        process.terminate()
-        process.wait(30)
+        processes.stop_all()
 
 
 def assert_refused(
@@ -292,14 +260,14 @@ def invalid(description: str) -> str:
 def test_a_valid_token_writes_and_reads_stay_open(stack: Stack, provider: Provider) -> None:
     """valid: a writer's token creates an item (its subject in the access line); reads,
     /livez and /readyz need none; no token at all is a 401 with the bare challenge."""
-    status, headers, item = stack.write(provider.token())
+    status, headers, item = write(stack, provider.token())
     assert status == 201, item
-    assert stack.call("GET", f"/items/{item['id']}")[0] == 200
-    assert stack.call("GET", "/livez")[0] == 200
-    assert stack.call("GET", "/readyz")[0] == 200
-    assert_refused(stack.write(None), 401, "Bearer")
-    wait_for(lambda: len(stack.access_lines()) >= 5, 10, "the access lines")
-    [line] = [ln for ln in stack.access_lines() if ln["request_id"] == headers["x-request-id"]]
+    assert call(stack, "GET", f"/items/{item['id']}")[0] == 200
+    assert call(stack, "GET", "/livez")[0] == 200
+    assert call(stack, "GET", "/readyz")[0] == 200
+    assert_refused(write(stack, None), 401, "Bearer")
+    wait_for(lambda: len(access_lines(stack)) >= 5, 10, "the access lines")
+    [line] = [ln for ln in access_lines(stack) if ln["request_id"] == headers["x-request-id"]]
     assert (line["status"], line["subject"]) == (201, "writer")
 
 
@@ -309,7 +277,7 @@ def test_a_token_without_the_scope_is_a_403(stack: Stack, provider: Provider) ->
     token = provider.token("reader", scope="items:read")
     assert parts(token)[1]["scope"] == "items:read"
     challenge = 'Bearer error="insufficient_scope", scope="items:write"'
-    assert_refused(stack.write(token), 403, challenge)
+    assert_refused(write(stack, token), 403, challenge)
 
 
 @pytest.mark.slow
@@ -317,7 +285,7 @@ def test_an_expired_token_is_a_401(stack: Stack, provider: Provider) -> None:
     """expired: the "short" client's tokens live 1 s; the stack's leeway here is 0."""
     token = provider.token("short")
     time.sleep(2.1)
-    assert_refused(stack.write(token), 401, invalid("the token has expired"))
+    assert_refused(write(stack, token), 401, invalid("the token has expired"))
 
 
 @pytest.mark.slow
@@ -325,7 +293,7 @@ def test_a_token_for_another_audience_is_a_401(stack: Stack, provider: Provider)
     """wrong audience: minted by the same issuer and key for another resource."""
     token = provider.token(resource="https://other.test")
     assert parts(token)[1]["aud"] == "https://other.test"
-    assert_refused(stack.write(token), 401, invalid("the token is invalid"))
+    assert_refused(write(stack, token), 401, invalid("the token is invalid"))
 
 
 @pytest.mark.slow
@@ -339,7 +307,7 @@ def test_a_token_from_another_issuer_is_a_401(
     finally:
         other.stop()
     assert parts(token)[0]["kid"] == parts(provider.token())[0]["kid"]
-    assert_refused(stack.write(token), 401, invalid("the token is invalid"))
+    assert_refused(write(stack, token), 401, invalid("the token is invalid"))
 
 
 @pytest.mark.slow
@@ -347,7 +315,7 @@ def test_a_tampered_token_is_a_401(stack: Stack, provider: Provider) -> None:
     """tampered: the reader's token with items:write added after signing."""
     header, claims, signature = parts(provider.token("reader", scope="items:read"))
     forged = reassemble(header, {**claims, "scope": "items:write"}, signature)
-    assert_refused(stack.write(forged), 401, invalid("the token is invalid"))
+    assert_refused(write(stack, forged), 401, invalid("the token is invalid"))
 
 
 @pytest.mark.slow
@@ -355,13 +323,13 @@ def test_alg_none_and_hs256_with_the_public_key_are_401s(stack: Stack, provider:
     """alg none, and HS256 keyed with the provider's published public key (key confusion)."""
     header, claims, _ = parts(provider.token())
     unsigned = reassemble({**header, "alg": "none"}, claims, "")
-    assert_refused(stack.write(unsigned), 401, invalid("the token's algorithm is not allowed"))
+    assert_refused(write(stack, unsigned), 401, invalid("the token's algorithm is not allowed"))
     signing_input = ".".join(
         b64(json.dumps(p).encode()) for p in ({**header, "alg": "HS256"}, claims)
     )
     mac = hmac.new(provider.public_pem(), signing_input.encode(), hashlib.sha256).digest()
     confused = f"{signing_input}.{b64(mac)}"
-    assert_refused(stack.write(confused), 401, invalid("the token's algorithm is not allowed"))
+    assert_refused(write(stack, confused), 401, invalid("the token's algorithm is not allowed"))
 
 
 @pytest.mark.slow
@@ -369,7 +337,7 @@ def test_a_token_naming_an_unknown_key_is_a_401(stack: Stack, provider: Provider
     """unknown kid: a valid token's header pointing at a key the provider never published."""
     header, claims, signature = parts(provider.token())
     relabelled = reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature)
-    assert_refused(stack.write(relabelled), 401, invalid("the token's signing key is unknown"))
+    assert_refused(write(stack, relabelled), 401, invalid("the token's signing key is unknown"))
 
 
 @pytest.mark.slow
@@ -381,22 +349,14 @@ def test_a_rotated_key_is_picked_up_without_a_restart(stack: Stack, provider: Pr
     token = provider.token()
     assert parts(token)[0]["kid"] == new_kid
     time.sleep(COOLDOWN_SECONDS + 0.1)
-    assert stack.write(token)[0] == 201
+    assert write(stack, token)[0] == 201
     assert pids_of(stack) == worker_pids
     assert provider.requests("/jwks") == fetches + 1
 
 
 def pids_of(stack: Stack) -> set[int]:
     """The stack's process tree below the runner (nginx, gunicorn, its worker)."""
-    found, todo = set(), [stack.process.pid]
-    while todo:
-        pid = todo.pop()
-        children = Path(f"/proc/{pid}/task/{pid}/children")
-        with contextlib.suppress(OSError):
-            kids = [int(child) for child in children.read_text().split()]
-            found.update(kids)
-            todo += kids
-    return found
+    return {proc.pid for proc in procfs.tree(stack.process.pid)} - {stack.process.pid}
 
 
 @pytest.mark.slow
@@ -408,7 +368,7 @@ def test_a_flood_of_random_kids_refetches_no_more_than_the_cooldown_allows(
     header, claims, signature = parts(provider.token())
     before, start = provider.requests("/jwks"), time.monotonic()
     statuses = [
-        stack.write(reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature))[0]
+        write(stack, reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature))[0]
         for _ in range(200)
     ]
     elapsed = time.monotonic() - start
@@ -420,22 +380,22 @@ def test_a_flood_of_random_kids_refetches_no_more_than_the_cooldown_allows(
 @pytest.mark.slow
 def test_a_16_kb_token_is_refused_by_nginx_before_the_app(stack: Stack, provider: Provider) -> None:
     """A 16 KB Authorization header: nginx's 400 (its header buffers are 8 KB); no app line."""
-    lines = len(stack.access_lines())
+    lines = len(access_lines(stack))
     huge = provider.token() + "A" * (16 * 1024)
-    status, _, _ = stack.write(huge)
+    status, _, _ = write(stack, huge)
     assert status == 400
-    assert stack.call("GET", "/livez")[0] == 200
-    wait_for(lambda: len(stack.access_lines()) == lines + 1, 10, "the /livez access line")
-    assert [line["path"] for line in stack.access_lines()[lines:]] == ["/livez"]
+    assert call(stack, "GET", "/livez")[0] == 200
+    wait_for(lambda: len(access_lines(stack)) == lines + 1, 10, "the /livez access line")
+    assert [line["path"] for line in access_lines(stack)[lines:]] == ["/livez"]
 
 
 @pytest.mark.slow
 def test_no_token_reaches_the_logs(stack: Stack, provider: Provider) -> None:
     """Every line every process wrote so far: no token's signature in any of them."""
     token = provider.token()
-    assert stack.write(token)[0] == 201
+    assert write(stack, token)[0] == 201
     time.sleep(0.5)
-    text = stack.log.read_text(encoding="utf-8", errors="replace")
+    text = stack.log_text()
     assert parts(token)[2] not in text
     assert "Bearer ey" not in text
 
@@ -448,17 +408,15 @@ def test_the_provider_stopped_known_keys_verify_unknown_fail_closed(
     knows still writes, one from a key it never saw is a 401 (never a 500), /readyz is 200."""
     known = provider.token()
     time.sleep(COOLDOWN_SECONDS + 0.1)
-    assert stack.write(known)[0] == 201
+    assert write(stack, known)[0] == 201
     provider.rotate()
     unseen = provider.token()
     provider.stop()
     time.sleep(COOLDOWN_SECONDS + 0.1)
-    assert_refused(stack.write(unseen), 401, invalid("the token's signing key is unknown"))
-    assert stack.write(known)[0] == 201
-    assert stack.call("GET", "/readyz")[0] == 200
-    warnings = [
-        line for line in stack.log.read_text().splitlines() if "could not be fetched" in line
-    ]
+    assert_refused(write(stack, unseen), 401, invalid("the token's signing key is unknown"))
+    assert write(stack, known)[0] == 201
+    assert call(stack, "GET", "/readyz")[0] == 200
+    warnings = [line for line in stack.log_text().splitlines() if "could not be fetched" in line]
     assert warnings, "the failed fetch is logged"
 
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from .conftest import DEFAULT_CONTEXT, TEMPLATE_DIR, Bake, ProjectEnv, assert_renders_cleanly, bake
+from .conftest import (
+    DEFAULT_CONTEXT,
+    TEMPLATE_DIR,
+    Bake,
+    ProjectEnv,
+    assert_lints_and_tests,
+    assert_make,
+    assert_renders_cleanly,
+    bake,
+)
 from .full_suites import FullSuites
 
 
@@ -34,17 +43,6 @@ def non_default_answers() -> list[tuple[str, str]]:
 OPTION_BAKES = [
     pytest.param({key: value}, id=f"{key}={value}") for key, value in non_default_answers()
 ]
-
-
-def assert_make(env: ProjectEnv, project: Path, target: str, *args: str) -> None:
-    result = env.make(project, target, *args)
-    assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
-
-
-def assert_lints_and_tests(env: ProjectEnv, project: Path, *test_args: str) -> None:
-    assert_make(env, project, "lint")
-    subset = [f"PYTEST_ARGS={' '.join(test_args)}"] if test_args else []
-    assert_make(env, project, "test", *subset)
 
 
 def test_default_bake_names_follow_project_name(default_bake: Bake) -> None:

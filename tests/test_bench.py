@@ -36,14 +36,12 @@ def quiet_machine(full_suites: FullSuites) -> None:
 
 @pytest.mark.slow
 def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: ProjectEnv) -> None:
-    """lab/ and experiments/ pass the generated project's ruff rules (lab/ruff.toml) and
-    mypy --strict, type-checked against the default bake's packages."""
+    """lab/, experiments/ and the harness the lab runs on pass the generated project's ruff
+    rules (lab/ruff.toml) and mypy --strict, type-checked against the default bake's packages."""
     ruff = TEMPLATE_DIR / ".venv" / "bin" / "ruff"
     for command in (("check",), ("format", "--check")):
-        done = subprocess.run(
-            [str(ruff), *command, "lab", "experiments"],
-            cwd=TEMPLATE_DIR, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        argv = [str(ruff), *command, "lab", "experiments", "harness"]
+        done = subprocess.run(argv, cwd=TEMPLATE_DIR, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
     project = default_bake.project
     env = dict(
@@ -52,13 +50,16 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
             [str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]
         ),
     )
+    mypy = [str(project_env.venv / "bin" / "mypy"), "--config-file", "lab/mypy.ini"]
     done = subprocess.run(
-        [
-            str(project_env.venv / "bin" / "mypy"), "--config-file", "lab/mypy.ini",
-            "lab", "experiments",
-        ],
-        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        [*mypy, "lab", "experiments", "harness"],
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

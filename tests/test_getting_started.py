@@ -13,13 +13,14 @@ import re
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .conftest import Bake, ProjectEnv, free_port
+from harness.clients import fetch
+from harness.ports import free_port
+
+from .conftest import Bake, ProjectEnv
 
 # What a person sees before scrolling: the title, the description and this many lines.
 FIRST_SCREEN_LINES = 45
@@ -77,14 +78,6 @@ def test_docs_pages_hold_the_moved_rationale(default_bake: Bake) -> None:
         assert heading not in readme, heading
 
 
-def get(url: str) -> tuple[int, dict[str, str], bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:  # noqa: S310 - loopback
-            return reply.status, dict(reply.headers), reply.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
 @pytest.mark.slow
 def test_make_run_serves_the_index_and_the_docs(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
@@ -107,7 +100,7 @@ def test_make_run_serves_the_index_and_the_docs(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and server.poll() is None:
             try:
-                status, _, body = get(f"{base}/")
+                status, _, body = fetch(f"{base}/")
                 break
             except OSError:
                 time.sleep(0.3)
@@ -116,8 +109,8 @@ def test_make_run_serves_the_index_and_the_docs(
         index = json.loads(body)
         assert index["docs"] == "/docs"
         for link in [index["docs"], index["openapi"], *index["health"]]:
-            assert get(f"{base}{link}")[0] == 200, link
-        assert "script-src 'self'" in get(f"{base}/docs")[1]["content-security-policy"]
+            assert fetch(f"{base}{link}")[0] == 200, link
+        assert "script-src 'self'" in fetch(f"{base}/docs")[1]["content-security-policy"]
     finally:
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=30)

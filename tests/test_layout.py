@@ -10,23 +10,24 @@ environment) and real requests go through nginx.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import textwrap
 import time
 import tomllib
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from harness.clients import fetch
+from harness.ports import free_port
+from harness.processes import Processes
+from harness.stack import PATH, started
 
 from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, tree
 
@@ -56,7 +57,6 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 NGINX_REQUEST_ID = re.compile(r"[0-9a-f]{32}")
-SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 # What serving-only keeps (with its package's name) and what belongs to the service only.
 KEPT = [
     "deploy/nginx.conf",
@@ -237,28 +237,14 @@ def test_serving_only_lints_and_passes_all_its_tests(
 # --- the live stack around the tutorial app -------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _get(url: str) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of a GET, error statuses included."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
 def _answers(url: str) -> bool:
     try:
-        return _get(url)[0] == 200
+        return fetch(url, timeout=5)[0] == 200
     except OSError:
         return False
 
 
+JSON = {"Content-Type": "application/json"}
 # The repository adopting the stack: its own Dockerfile, Makefile and requirements, which
 # the README's steps must leave as they are, and an app with no error guard at all.
 REPOSITORY_FILES = {
@@ -283,17 +269,6 @@ async def echo(payload: dict[str, int]):
 """
 
 
-def _post(url: str, body: bytes) -> int:
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        url, data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
 def _shell_block(readme: str, marker: str) -> list[str]:
     """The README's ```sh block holding marker, as its command lines (comments dropped)."""
     blocks = re.findall(r"^ *```sh\n(.*?)^ *```", readme, flags=re.DOTALL | re.MULTILINE)
@@ -306,11 +281,11 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
     """Serving-only README steps 1-3, as written, in a repository with its own Dockerfile,
     Makefile and requirements.txt: none of them overwritten, `serving-install` and `serve`
     work, and an unhandled 500 is followed by no 502 for the next requests."""
-    nginx = shutil.which("nginx", path=SYSTEM_PATH)
+    nginx = shutil.which("nginx", path=PATH)
     if nginx is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
     repo = Path(tempfile.mkdtemp(prefix="existing-repo-"))
-    process: subprocess.Popen[bytes] | None = None
+    processes = Processes()
     log_path = repo.parent / f"{repo.name}.log"
     try:
         readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
@@ -333,10 +308,10 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
 
         # Step 3, from the repository: the stack and requirements.txt in one pass, then serve.
         install, serve, _image = _shell_block(readme, "serving.mk serve")
-        port, metrics_port = _free_port(), _free_port()
+        port, metrics_port = free_port(), free_port()
         environment = {
             **os.environ,
-            "PATH": SYSTEM_PATH,
+            "PATH": PATH,
             "PORT": str(port),
             "METRICS_PORT": str(metrics_port),
             "WEB_CONCURRENCY": "2",
@@ -354,15 +329,7 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
             check=False,
         )
         assert installed.returncode == 0, installed.stdout + installed.stderr
-        with log_path.open("wb") as output:
-            process = subprocess.Popen(
-                ["sh", "-c", serve],
-                cwd=repo,
-                env=environment,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        process = processes.start("serve", ["sh", "-c", serve], environment, repo, log_path).popen
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
         while process.poll() is None and not _answers(f"{base}/"):
@@ -375,7 +342,7 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
             ("/items/42", 200, {"item_id": 42}),
             ("/items/forty-two", 422, None),  # FastAPI's own validation, through the stack
         ]:
-            got_status, headers, raw = _get(f"{base}{path}")
+            got_status, headers, raw = fetch(f"{base}{path}", timeout=5)
             assert got_status == status, (path, raw)
             if body is not None:
                 assert json.loads(raw) == body
@@ -386,8 +353,8 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
         # meet it (two workers, one nginx worker keeping their connections).
         statuses = []
         for _ in range(20):
-            statuses.append(_post(f"{base}/boom", b"{}"))
-            statuses.extend(_post(f"{base}/echo", b'{"n": 1}') for _ in range(3))
+            statuses.append(fetch(f"{base}/boom", b"{}", JSON)[0])
+            statuses.extend(fetch(f"{base}/echo", b'{"n": 1}', JSON)[0] for _ in range(3))
         assert statuses.count(500) == 20, statuses
         assert statuses.count(200) == 60, statuses
         log = log_path.read_text(errors="replace")
@@ -399,25 +366,10 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
         logged = [json.loads(line) for line in log_path.read_text().splitlines() if line[:1] == "{"]
         assert logged[-1]["message"] == "stopped cleanly", log_path.read_text(errors="replace")
     finally:
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        _kill_leftovers(log_path)
+        for leftover in list(processes.running):  # nginx and gunicorn too, from the log
+            processes.stop(leftover, started(log_path) if log_path.exists() else [])
         shutil.rmtree(repo, ignore_errors=True)
         log_path.unlink(missing_ok=True)
-
-
-def _kill_leftovers(log_path: Path) -> None:
-    """Kill nginx and gunicorn if the runner left them (their process groups, from its log)."""
-    if not log_path.exists():
-        return
-    for raw in log_path.read_text(errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            line = json.loads(raw)
-            if str(line.get("message", "")).startswith("started ") and "pid" in line:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(line["pid"]), signal.SIGKILL)
 
 
 def test_middleware_snippet_works_on_the_tutorial_app(

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, free_port
+from harness.ports import free_port
+
+from .conftest import TEMPLATE_DIR
 
 README = TEMPLATE_DIR / "README.md"
 CI_RUN = TEMPLATE_DIR / ".ci" / "run"

@@ -15,7 +15,7 @@ from .conftest import TEMPLATE_DIR
 BIN = Path(sys.executable).parent
 # Named explicitly: ruff would otherwise also read the generated project's pyproject.toml,
 # which is a Jinja template and not valid TOML until baked.
-# (lab/ and experiments/ have their own stricter configuration: tests/test_bench.py.)
+# (lab/, experiments/ and harness/ have their own stricter configuration: tests/test_bench.py.)
 PYTHON_SOURCES = ["hooks", "local_extensions.py", "tests", "battery"]
 # Every script in scripts/ (the README's commands, bench, battery, experiments) and CI's.
 SHELL_SCRIPTS = [TEMPLATE_DIR / ".ci" / "run", *sorted((TEMPLATE_DIR / "scripts").iterdir())]

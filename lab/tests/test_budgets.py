@@ -104,5 +104,5 @@ def test_results_file_round_trips(tmp_path: Path) -> None:
     """What `run` writes, `check` reads back unchanged."""
     original = results(default=990.0)
     path = tmp_path / "benchmark.json"
-    original.write(path)
+    path.write_text(original.to_json(), encoding="utf-8")
     assert Results.read(path) == original

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.servers import Processes, ServerError, free_port, group_members, wait_ready
+from harness.ports import free_port
+from harness.processes import Processes, ServerError, wait_ready
+from harness.procfs import group_members
 
 # A parent that starts a child and both sleep: like gunicorn's master and its workers.
 FAMILY = """
