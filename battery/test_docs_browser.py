@@ -54,9 +54,16 @@ def chromium() -> str:
 def render(chromium: str, url: str, profile: Path) -> tuple[str, list[str]]:
     """Chromium's DOM after the page's scripts ran, and the CSP violations it reported."""
     command = [
-        chromium, "--headless", "--disable-gpu", "--virtual-time-budget=8000",
-        "--enable-logging=stderr", "--v=0", f"--user-data-dir={profile}", "--dump-dom", url,
-    ]  # fmt: skip
+        chromium,
+        "--headless",
+        "--disable-gpu",
+        "--virtual-time-budget=8000",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--user-data-dir={profile}",
+        "--dump-dom",
+        url,
+    ]
     if os.geteuid() == 0:
         command.insert(1, "--no-sandbox")  # Chromium refuses to sandbox as root
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)

@@ -177,9 +177,12 @@ def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
     """RATE_LIMIT_DRY_RUN=on: every request is served; nginx logs and the metrics count the
     ones the limit would have refused."""
     stack = stacks.start(
-        RATE_LIMIT="1", RATE_LIMIT_BURST="1", RATE_LIMIT_QUEUE_SECONDS="0",
-        RATE_LIMIT_DRY_RUN="on", **TRUSTED,
-    )  # fmt: skip
+        RATE_LIMIT="1",
+        RATE_LIMIT_BURST="1",
+        RATE_LIMIT_QUEUE_SECONDS="0",
+        RATE_LIMIT_DRY_RUN="on",
+        **TRUSTED,
+    )
 
     statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(6)]
 

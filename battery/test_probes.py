@@ -103,9 +103,15 @@ def test_readiness_stays_ready_while_the_database_is_stopped(
     the metric says 0, each worker logs one warning line (no traceback above debug), and the
     items answer the app's JSON 503 with Retry-After and the request id; back, all recover."""
     stack = stacks.start(REAL_APP, DATABASE_URL=database.copy(), WEB_CONCURRENCY="2")
-    assert readiness(stack) == (200, {
-        "status": "ready", "failing": [], "checks": {"database": "ok"}, "required": [],
-    })  # fmt: skip
+    assert readiness(stack) == (
+        200,
+        {
+            "status": "ready",
+            "failing": [],
+            "checks": {"database": "ok"},
+            "required": [],
+        },
+    )
     database.server.stop("fast")
     probes = [readiness(stack) for _ in range(10)]
     status, headers, body = get(stack.port, "/items")

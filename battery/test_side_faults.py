@@ -149,8 +149,10 @@ def small_tmpfs(identity: Identity) -> Iterator[Path]:
     options = f"size=3m,mode=0755,uid={identity.uid},gid={identity.gid}"
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if mounted.returncode != 0:
         point.rmdir()
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
@@ -186,9 +188,10 @@ def test_a_full_run_directory_never_kills_a_worker(stacks: Stacks, small_tmpfs: 
     assert stack.process.poll() is None
     # Each worker that booted on the full filesystem said so, once.
     full = [
-        line for line in stack.log_lines()
+        line
+        for line in stack.log_lines()
         if str(line.get("message", "")).startswith("metric files cannot be allocated")
-    ]  # fmt: skip
+    ]
     assert len(full) == 2, full
     assert {line["level"] for line in full} == {"error"}
     assert not_json(stack) == []

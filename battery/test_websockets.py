@@ -99,8 +99,9 @@ def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack:
     header does not ask for the upgrade is a plain GET (the app's JSON 404)."""
     with SocketSession(ws_stack.port, "/no-such-socket") as head:
         assert head.startswith(b"HTTP/1.1 403 "), head
-    client, answer = handshake(ws_stack.port, "/ws", HANDSHAKE[0], HANDSHAKE[2],
-                               f"Sec-WebSocket-Key: {KEY}")  # fmt: skip
+    client, answer = handshake(
+        ws_stack.port, "/ws", HANDSHAKE[0], HANDSHAKE[2], f"Sec-WebSocket-Key: {KEY}"
+    )
     client.close()
     assert answer.startswith(b"HTTP/1.1 404 "), answer[:300]
 

@@ -40,8 +40,11 @@ def _load(url: str, seconds: int, groups: dict[str, int]) -> tuple[WrkResult, di
     started = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(  # noqa: S603 - wrk, with the argument list lab/wrk.py builds
         wrk_command(find_wrk(), url, duration_s=seconds, connections=64),
-        capture_output=True, text=True, check=True, timeout=seconds + 30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 30,
+    )
     ended = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = parse_wrk_output(done.stdout)
     per_request = {

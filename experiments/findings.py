@@ -61,39 +61,60 @@ FINDINGS = (
     Finding(
         "nginx -> app over a unix socket beats TCP",
         "+0.4 % to +47 % (sync/async, small/1 MB)",
-        "transport", "socket-close", "tcp-close", _expect(Outcome.FASTER),
+        "transport",
+        "socket-close",
+        "tcp-close",
+        _expect(Outcome.FASTER),
     ),
     Finding(
         "upstream keepalive helps",
         "+9.8 % (def), +15 % (async def)",
-        "transport", "tcp-keepalive", "tcp-close", _expect(Outcome.FASTER),
+        "transport",
+        "tcp-keepalive",
+        "tcp-close",
+        _expect(Outcome.FASTER),
     ),
     Finding(
         "`async def` serves more than `def` for small JSON",
         "1,863 vs 1,344 req/s (nginx -> TCP)",
-        "endpoint", "async-small", "def-small", _expect(Outcome.FASTER),
+        "endpoint",
+        "async-small",
+        "def-small",
+        _expect(Outcome.FASTER),
     ),
     Finding(
         "BaseHTTPMiddleware costs about half the throughput",
         "-54 % (10,849 -> 5,018 req/s, one pass-through)",
-        "middleware", "basehttp-1", "bare", _expect(Outcome.SLOWER),
+        "middleware",
+        "basehttp-1",
+        "bare",
+        _expect(Outcome.SLOWER),
     ),
     Finding(
         "pure-ASGI middleware costs little",
         "-6 % (one pass-through)",
-        "middleware", "asgi-1", "bare", _at_least(0.94),
+        "middleware",
+        "asgi-1",
+        "bare",
+        _at_least(0.94),
     ),
     Finding(
         "gunicorn serves a bit more than `uvicorn --workers`",
         "+4.5 % (1 worker), +4.9 % (2 workers)",
-        "servers", "gunicorn-uvicorn", "uvicorn", _expect(Outcome.FASTER),
+        "servers",
+        "gunicorn-uvicorn",
+        "uvicorn",
+        _expect(Outcome.FASTER),
     ),
     Finding(
         "`proxy_buffering off` (the seeds' config) costs nothing",
         "implied by the seeds' config",
-        "buffering", "buffering-off", "buffering-on", _not_slower,
+        "buffering",
+        "buffering-off",
+        "buffering-on",
+        _not_slower,
     ),
-)  # fmt: skip
+)
 
 
 def _verdict(*, held: bool | None) -> str:

@@ -23,16 +23,27 @@ CONTEXT: dict[str, object] = json.loads(r"""{{ cookiecutter | tojson }}""")
 # import) and the tests that need no generated app; these belong to the generated service.
 # CI and Kubernetes go too: their health checks assume the service's /livez and /readyz.
 SERVICE_ONLY = (
-    ".github", "k8s", "docs", "tests/live",
-    "src/{package}/api", "src/{package}/main.py", "src/{package}/settings.py", ".env.example",
-    "src/{package}/errors.py", "tests/unit/test_errors.py",
-    "tests/unit/test_health.py", "tests/unit/test_items.py", "tests/unit/test_main.py",
+    ".github",
+    "k8s",
+    "docs",
+    "tests/live",
+    "src/{package}/api",
+    "src/{package}/main.py",
+    "src/{package}/settings.py",
+    ".env.example",
+    "src/{package}/errors.py",
+    "tests/unit/test_errors.py",
+    "tests/unit/test_health.py",
+    "tests/unit/test_items.py",
+    "tests/unit/test_main.py",
     "tests/unit/test_body_limits.py",
-    "tests/unit/test_settings.py", "tests/unit/test_docs.py",
-    "tests/unit/test_metrics.py", "tests/unit/test_tracing.py",
+    "tests/unit/test_settings.py",
+    "tests/unit/test_docs.py",
+    "tests/unit/test_metrics.py",
+    "tests/unit/test_tracing.py",
     # pip installs an existing app's own requirements there: the repository's lock is its own.
     "uv.lock",
-)  # fmt: skip
+)
 # layout=service: the Makefile fragment a repository adopting the stack alone includes.
 SERVING_ONLY = ("deploy/serving.mk",)
 # layout=serving-only: (from, to): what a repository copies lives in deploy/, beside nothing
@@ -41,17 +52,25 @@ SERVING_ONLY_MOVES = (("Dockerfile", "deploy/Dockerfile"), ("compose.yaml", "dep
 # database=postgresql only: whole files and directories (lines inside shared files are
 # switched by Jinja conditions where they are).
 DATABASE_ONLY = (
-    "alembic.ini", "migrations", "docs/database.md", "src/{package}/db",
-    "src/{package}/api/items_db.py", "tests/database", "tests/pg_server.py",
+    "alembic.ini",
+    "migrations",
+    "docs/database.md",
+    "src/{package}/db",
+    "src/{package}/api/items_db.py",
+    "tests/database",
+    "tests/pg_server.py",
     "k8s/examples/migration-job.yaml",
-)  # fmt: skip
+)
 # database=none only: the in-memory store's unit tests (with a database, tests/database/
 # tests the items API against PostgreSQL instead).
 NO_DATABASE_ONLY = ("tests/unit/test_items.py",)
 # auth=oidc only: the token verification package, its tests and its guide.
 AUTH_ONLY = (
-    "src/{package}/auth", "tests/unit/test_auth.py", "tests/token_issuer.py", "docs/auth.md",
-)  # fmt: skip
+    "src/{package}/auth",
+    "tests/unit/test_auth.py",
+    "tests/token_issuer.py",
+    "docs/auth.md",
+)
 
 
 def disabled_paths(context: dict[str, object]) -> list[Path]:

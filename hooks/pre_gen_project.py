@@ -36,14 +36,44 @@ APP_MODULE_PATTERN = re.compile(rf"{IDENTIFIER}(?:\.{IDENTIFIER})*:{IDENTIFIER}"
 # these names would shadow the real module for every import in the project.
 DEPENDENCY_MODULES = frozenset(
     {
-        "anyio", "annotated_types", "click", "coverage", "fastapi", "gunicorn", "h11",
-        "httptools", "httpx", "httpx2", "httpcore", "idna", "mypy", "packaging", "pluggy",
-        "pydantic", "pydantic_core", "pydantic_settings", "pytest", "ruff", "sniffio",
-        "starlette", "typing_extensions", "uvicorn", "uvicorn_worker", "uvloop",
-        "watchfiles", "websockets", "dotenv", "yaml", "sqlalchemy", "asyncpg", "alembic",
-        "greenlet", "mako", "markupsafe",
+        "anyio",
+        "annotated_types",
+        "click",
+        "coverage",
+        "fastapi",
+        "gunicorn",
+        "h11",
+        "httptools",
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "idna",
+        "mypy",
+        "packaging",
+        "pluggy",
+        "pydantic",
+        "pydantic_core",
+        "pydantic_settings",
+        "pytest",
+        "ruff",
+        "sniffio",
+        "starlette",
+        "typing_extensions",
+        "uvicorn",
+        "uvicorn_worker",
+        "uvloop",
+        "watchfiles",
+        "websockets",
+        "dotenv",
+        "yaml",
+        "sqlalchemy",
+        "asyncpg",
+        "alembic",
+        "greenlet",
+        "mako",
+        "markupsafe",
     }
-)  # fmt: skip
+)
 
 
 class AnswerError(ValueError):

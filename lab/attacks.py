@@ -69,8 +69,10 @@ def build_shim(directory: Path) -> Path:
     library = directory / "source_address.so"
     done = subprocess.run(
         [compiler, "-O2", "-shared", "-fPIC", "-o", str(library), str(SHIM_SOURCE), "-ldl"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise AttackError(f"cc could not build {SHIM_SOURCE.name}: {done.stderr.strip()}")
     return library

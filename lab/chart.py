@@ -58,9 +58,14 @@ def _line(axes: Axes, experiment: ExperimentResult, at: int) -> None:
         # A single data point (threads) drawn at its worker count, over the line.
         s = config.summary
         axes.errorbar(
-            [at], [s.median], yerr=[[s.median - s.low], [s.high - s.median]],
-            fmt="s", color="#d9822b", capsize=3, label=config.label,
-        )  # fmt: skip
+            [at],
+            [s.median],
+            yerr=[[s.median - s.low], [s.high - s.median]],
+            fmt="s",
+            color="#d9822b",
+            capsize=3,
+            label=config.label,
+        )
     axes.set_xticks(xs)
     axes.set_xlabel("gunicorn workers")
     axes.set_ylabel("requests/s")

@@ -165,12 +165,23 @@ def measure(
         (out / "metrics").mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = "metrics"
         command = [
-            valgrind, "--tool=cachegrind", "--cache-sim=no",
+            valgrind,
+            "--tool=cachegrind",
+            "--cache-sim=no",
             "--cachegrind-out-file=cachegrind.%p",
-            sys.executable, "-m", "lab.drive", *variants,
-            "--counts", ",".join(map(str, COUNTS)), "--factory", factory, "--path", path,
-            "--manifest", manifest.name,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "lab.drive",
+            *variants,
+            "--counts",
+            ",".join(map(str, COUNTS)),
+            "--factory",
+            factory,
+            "--path",
+            path,
+            "--manifest",
+            manifest.name,
+        ]
         done = subprocess.run(
             command,
             cwd=out,

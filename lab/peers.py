@@ -135,52 +135,126 @@ LOG_BUFFER = (r"access_log @ACCESS_LOG@;", "access_log @ACCESS_LOG@ buffer=4k fl
 VARIANTS = {
     server.id: server
     for server in (
-        Server("stack-nginx-1", "stack, NGINX_WORKER_PROCESSES=1", "stack",
-               env=(("NGINX_WORKER_PROCESSES", "1"),)),
-        Server("stack-nginx-2", "stack, NGINX_WORKER_PROCESSES=2", "stack",
-               env=(("NGINX_WORKER_PROCESSES", "2"),)),
+        Server(
+            "stack-nginx-1",
+            "stack, NGINX_WORKER_PROCESSES=1",
+            "stack",
+            env=(("NGINX_WORKER_PROCESSES", "1"),),
+        ),
+        Server(
+            "stack-nginx-2",
+            "stack, NGINX_WORKER_PROCESSES=2",
+            "stack",
+            env=(("NGINX_WORKER_PROCESSES", "2"),),
+        ),
         Server("stack-web-3", "stack, WEB_CONCURRENCY=3", "stack", env=(("WEB_CONCURRENCY", "3"),)),
-        Server("stack-nginx-1-web-3", "stack, NGINX_WORKER_PROCESSES=1 WEB_CONCURRENCY=3", "stack",
-               env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3"))),
-        Server("stack-no-access-log", "stack, NGINX_ACCESS_LOG=off", "stack",
-               env=(("NGINX_ACCESS_LOG", "off"),)),
-        Server("stack-no-limits", "stack, edge limits off", "stack",
-               env=(("RATE_LIMIT", "0"), ("CONNECTIONS_PER_CLIENT", "0"))),
-        Server("stack-keepalive-16", "stack, upstream keepalive 16", "stack",
-               nginx_edits=((r"keepalive 64;", "keepalive 16;"),)),
-        Server("stack-keepalive-256", "stack, upstream keepalive 256", "stack",
-               nginx_edits=((r"keepalive 64;", "keepalive 256;"),)),
-        Server("stack-buffers-4k", "stack, proxy_buffers 8 4k (nginx's default)", "stack",
-               nginx_edits=((r"proxy_buffers 64 16k;", "proxy_buffers 8 4k;"),
-                            (r"proxy_buffer_size 16k;", "proxy_buffer_size 4k;"),
-                            (r"proxy_busy_buffers_size 64k;", "proxy_busy_buffers_size 8k;"))),
-        Server("stack-refusals-unlogged", "stack, limit refusals not logged", "stack",
-               nginx_edits=((r"limit_req_log_level warn;", "limit_req_log_level info;"),
-                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
-        Server("stack-log-buffer", "stack, access_log buffer=4k flush=1s", "stack",
-               nginx_edits=(LOG_BUFFER,)),
-        Server("stack-log-buffer-unlogged",
-               "stack, access_log buffer=4k flush=1s, limit refusals not logged", "stack",
-               nginx_edits=(LOG_BUFFER,
-                            (r"limit_req_log_level warn;", "limit_req_log_level info;"),
-                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
-        Server("stack-proposed",
-               "stack, proposed: 1 nginx worker, 3 app workers, log buffer, refusals unlogged",
-               "stack", env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3")),
-               nginx_edits=(LOG_BUFFER,
-                            (r"limit_req_log_level warn;", "limit_req_log_level info;"),
-                            (r"limit_conn_log_level warn;", "limit_conn_log_level info;"))),
-        Server("stack-refuse-at-once", "stack, RATE_LIMIT_QUEUE_SECONDS=0 (no client waits)",
-               "stack", env=(("RATE_LIMIT_QUEUE_SECONDS", "0"),)),
-        Server("stack-lingering-off", "stack, lingering_close off", "stack",
-               nginx_edits=((r"reset_timedout_connection on;",
-                             "reset_timedout_connection on; lingering_close off;"),)),
-        Server("stack-oversized-unqueued", "stack, 413s not queued (as before this change)",
-               "stack", nginx_edits=((r"413 /\.too-large;", "413 /.nginx-error;"),)),
-        Server("stack-header-timeout-60", "stack, client_header_timeout 60s", "stack",
-               nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),)),
+        Server(
+            "stack-nginx-1-web-3",
+            "stack, NGINX_WORKER_PROCESSES=1 WEB_CONCURRENCY=3",
+            "stack",
+            env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3")),
+        ),
+        Server(
+            "stack-no-access-log",
+            "stack, NGINX_ACCESS_LOG=off",
+            "stack",
+            env=(("NGINX_ACCESS_LOG", "off"),),
+        ),
+        Server(
+            "stack-no-limits",
+            "stack, edge limits off",
+            "stack",
+            env=(("RATE_LIMIT", "0"), ("CONNECTIONS_PER_CLIENT", "0")),
+        ),
+        Server(
+            "stack-keepalive-16",
+            "stack, upstream keepalive 16",
+            "stack",
+            nginx_edits=((r"keepalive 64;", "keepalive 16;"),),
+        ),
+        Server(
+            "stack-keepalive-256",
+            "stack, upstream keepalive 256",
+            "stack",
+            nginx_edits=((r"keepalive 64;", "keepalive 256;"),),
+        ),
+        Server(
+            "stack-buffers-4k",
+            "stack, proxy_buffers 8 4k (nginx's default)",
+            "stack",
+            nginx_edits=(
+                (r"proxy_buffers 64 16k;", "proxy_buffers 8 4k;"),
+                (r"proxy_buffer_size 16k;", "proxy_buffer_size 4k;"),
+                (r"proxy_busy_buffers_size 64k;", "proxy_busy_buffers_size 8k;"),
+            ),
+        ),
+        Server(
+            "stack-refusals-unlogged",
+            "stack, limit refusals not logged",
+            "stack",
+            nginx_edits=(
+                (r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                (r"limit_conn_log_level warn;", "limit_conn_log_level info;"),
+            ),
+        ),
+        Server(
+            "stack-log-buffer",
+            "stack, access_log buffer=4k flush=1s",
+            "stack",
+            nginx_edits=(LOG_BUFFER,),
+        ),
+        Server(
+            "stack-log-buffer-unlogged",
+            "stack, access_log buffer=4k flush=1s, limit refusals not logged",
+            "stack",
+            nginx_edits=(
+                LOG_BUFFER,
+                (r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                (r"limit_conn_log_level warn;", "limit_conn_log_level info;"),
+            ),
+        ),
+        Server(
+            "stack-proposed",
+            "stack, proposed: 1 nginx worker, 3 app workers, log buffer, refusals unlogged",
+            "stack",
+            env=(("NGINX_WORKER_PROCESSES", "1"), ("WEB_CONCURRENCY", "3")),
+            nginx_edits=(
+                LOG_BUFFER,
+                (r"limit_req_log_level warn;", "limit_req_log_level info;"),
+                (r"limit_conn_log_level warn;", "limit_conn_log_level info;"),
+            ),
+        ),
+        Server(
+            "stack-refuse-at-once",
+            "stack, RATE_LIMIT_QUEUE_SECONDS=0 (no client waits)",
+            "stack",
+            env=(("RATE_LIMIT_QUEUE_SECONDS", "0"),),
+        ),
+        Server(
+            "stack-lingering-off",
+            "stack, lingering_close off",
+            "stack",
+            nginx_edits=(
+                (
+                    r"reset_timedout_connection on;",
+                    "reset_timedout_connection on; lingering_close off;",
+                ),
+            ),
+        ),
+        Server(
+            "stack-oversized-unqueued",
+            "stack, 413s not queued (as before this change)",
+            "stack",
+            nginx_edits=((r"413 /\.too-large;", "413 /.nginx-error;"),),
+        ),
+        Server(
+            "stack-header-timeout-60",
+            "stack, client_header_timeout 60s",
+            "stack",
+            nginx_edits=((r"client_header_timeout 10s;", "client_header_timeout 60s;"),),
+        ),
     )
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -244,9 +318,18 @@ def ensure_granian(template: Path) -> Path:
     command = (
         [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), requirement]
         if importlib.util.find_spec("pip") is not None
-        else [uv or "uv", "pip", "install", "--quiet", "--python", sys.executable,
-              "--target", str(target), requirement]
-    )  # fmt: skip
+        else [
+            uv or "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            sys.executable,
+            "--target",
+            str(target),
+            requirement,
+        ]
+    )
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
     if done.returncode != 0:
         raise PeersError(f"could not install {requirement}: {done.stderr.strip()[-500:]}")
@@ -420,9 +503,13 @@ class PeerLauncher:
         if server.kind == "stack":
             argv = [python, "-m", self.project.stack]
             env.update(
-                PORT=str(port), LISTEN_ADDRESS="127.0.0.1", RUN_DIR=str(run_dir / "run"),
-                METRICS_PORT=str(free_port()), APP_MODULE=APP, **dict(EDGE_LIMITS),
-            )  # fmt: skip
+                PORT=str(port),
+                LISTEN_ADDRESS="127.0.0.1",
+                RUN_DIR=str(run_dir / "run"),
+                METRICS_PORT=str(free_port()),
+                APP_MODULE=APP,
+                **dict(EDGE_LIMITS),
+            )
             if os.geteuid() == 0:
                 # The lab runs as root in CI containers: serve as root rather than as a user
                 # the machine may not have (the runner says so in a warning).
@@ -432,24 +519,52 @@ class PeerLauncher:
                 env["NGINX_CONF"] = str(self._edited_nginx_conf(server, run_dir))
         elif server.kind == "uvicorn":
             argv = [
-                python, "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(port),
-                "--workers", str(self.workers), "--no-access-log",
-            ]  # fmt: skip
+                python,
+                "-m",
+                "uvicorn",
+                APP,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(self.workers),
+                "--no-access-log",
+            ]
         elif server.kind == "granian":
             if self.granian is None:
                 raise PeersError("granian is not installed for the lab (scripts/bench does it)")
             env["PYTHONPATH"] = f"{self.granian}{os.pathsep}{env['PYTHONPATH']}"
             argv = [
-                python, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
-                "--port", str(port), "--workers", str(self.workers), "--loop", "uvloop",
-                "--runtime-mode", "st", *([] if self.websockets else ["--no-ws"]), APP,
-            ]  # fmt: skip
+                python,
+                "-m",
+                "granian",
+                "--interface",
+                "asgi",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(self.workers),
+                "--loop",
+                "uvloop",
+                "--runtime-mode",
+                "st",
+                *([] if self.websockets else ["--no-ws"]),
+                APP,
+            ]
         else:
             env.update(APP_MODULE=APP, RUN_DIR=str(run_dir), WEB_CONCURRENCY=str(self.workers))
             argv = [
-                python, "-m", "gunicorn", "--config", str(self.project.gunicorn_conf),
-                "--bind", f"127.0.0.1:{port}",
-            ]  # fmt: skip
+                python,
+                "-m",
+                "gunicorn",
+                "--config",
+                str(self.project.gunicorn_conf),
+                "--bind",
+                f"127.0.0.1:{port}",
+            ]
             if server.kind == "gunicorn-asgi":
                 argv += ["--worker-class", "asgi"]
         process = self.processes.start(server.id, argv, env, self.project.root)
@@ -580,11 +695,23 @@ class Measure:
             return process
         kind = "mix" if condition == "slow" else "headers"
         command = [
-            sys.executable, "-m", "lab.attacks", "slow", "--port", str(running.port),
-            "--clients", str(self.settings.slow_clients), "--kind", kind,
-            "--seconds", str(self.settings.slow_spread_s + seconds + 60),
-            "--spread", str(self.settings.slow_spread_s), "--body-path", "/items",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "lab.attacks",
+            "slow",
+            "--port",
+            str(running.port),
+            "--clients",
+            str(self.settings.slow_clients),
+            "--kind",
+            kind,
+            "--seconds",
+            str(self.settings.slow_spread_s + seconds + 60),
+            "--spread",
+            str(self.settings.slow_spread_s),
+            "--body-path",
+            "/items",
+        ]
         return self._start_client(command, ready=("ready",))
 
     @staticmethod
@@ -592,9 +719,12 @@ class Measure:
         """A lab client (lab.attacks, lab.held) started, its connections open (its first line
         starts with one of ``ready``), then ATTACK_RAMP_S for the server to settle."""
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
-        )  # fmt: skip
+        )
         assert process.stdout is not None  # noqa: S101 - stdout=PIPE above
         line = process.stdout.readline().strip()
         if not line.startswith(ready):
@@ -615,9 +745,12 @@ class Measure:
                 result = parse_wrk_output(output)
             except Exception:  # noqa: BLE001 - the attacker's own report is informative only
                 return {"output": output[-300:]}
-            return {"requests": result.requests, "non_2xx": result.non_2xx,
-                    "socket_errors": result.socket_errors,
-                    "duration_s": result.duration_s}  # fmt: skip
+            return {
+                "requests": result.requests,
+                "non_2xx": result.non_2xx,
+                "socket_errors": result.socket_errors,
+                "duration_s": result.duration_s,
+            }
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=60)[0]
         last = output.strip().splitlines()[-1] if output.strip() else "{}"
@@ -685,16 +818,20 @@ def run_peers(  # noqa: PLR0913 - keyword-only, one call site
         "finished": _now(),
         "load": {"start": load_start, "end": os.getloadavg()[0]},
         "machine": _machine(),
-        "settings": {**asdict(settings), "workers": workers, "edge_limits": dict(EDGE_LIMITS),
-                     "normal_connections": NORMAL_CONNECTIONS,
-                     "flood_connections": FLOOD_CONNECTIONS,
-                     "oversized_connections": OVERSIZED_CONNECTIONS,
-                     "token_interval_s": TOKEN_INTERVAL_S},
+        "settings": {
+            **asdict(settings),
+            "workers": workers,
+            "edge_limits": dict(EDGE_LIMITS),
+            "normal_connections": NORMAL_CONNECTIONS,
+            "flood_connections": FLOOD_CONNECTIONS,
+            "oversized_connections": OVERSIZED_CONNECTIONS,
+            "token_interval_s": TOKEN_INTERVAL_S,
+        },
         "servers": [asdict(s) for s in servers],
         "skipped": skipped,
         "conditions": list(conditions),
         "runs": [asdict(r) for r in runs],
-    }  # fmt: skip
+    }
 
 
 def _progress(stream: Any, done: int, total: int, began: float, run: Run) -> None:

@@ -207,13 +207,20 @@ def _run_experiment(
                 url = urls[config.stack] + config.path
                 began = time.monotonic()
                 run_wrk(
-                    wrk, url, duration_s=settings.warmup_s, connections=settings.connections,
+                    wrk,
+                    url,
+                    duration_s=settings.warmup_s,
+                    connections=settings.connections,
                     script=config.script,
-                )  # fmt: skip
+                )
                 result = run_wrk(
-                    wrk, url, duration_s=settings.duration_s, connections=settings.connections,
-                    threads=settings.wrk_threads, script=config.script,
-                )  # fmt: skip
+                    wrk,
+                    url,
+                    duration_s=settings.duration_s,
+                    connections=settings.connections,
+                    threads=settings.wrk_threads,
+                    script=config.script,
+                )
                 results[config.id].runs.append(result)
                 progress.run_done(
                     f"{experiment.id} / {config.label} (run {round_index + 1}/{settings.runs})",

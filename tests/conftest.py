@@ -57,9 +57,15 @@ def bake(output_dir: Path, **answers: str) -> Bake:
     """Run cookiecutter's command line exactly as a user or CI would, answers as key=value."""
     output_dir.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "cookiecutter", "--no-input", "--output-dir", str(output_dir),
-        str(TEMPLATE_DIR), *(f"{key}={value}" for key, value in answers.items()),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "cookiecutter",
+        "--no-input",
+        "--output-dir",
+        str(output_dir),
+        str(TEMPLATE_DIR),
+        *(f"{key}={value}" for key, value in answers.items()),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     return Bake(result.returncode, result.stderr, output_dir)
 

@@ -193,8 +193,11 @@ def _bootstrap(root: Path, version: str) -> None:
     mirror = apt_mirror()
     done = subprocess.run(
         ["debootstrap", "--variant=minbase", f"--include={include}", "trixie", str(root), mirror],
-        capture_output=True, text=True, check=False, env=engine_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        env=engine_env(),
+    )
     if done.returncode != 0:
         last = (done.stdout + done.stderr).strip().splitlines()[-1:]
         raise ImageError(f"debootstrap trixie from {mirror} failed: {' '.join(last)}")
@@ -207,8 +210,15 @@ def _bootstrap(root: Path, version: str) -> None:
         SOURCES.format(mirror=mirror, security=security), encoding="utf-8"
     )
     # What the excludes would have kept out had they been there from the start.
-    for directory in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
-                      "usr/share/groff", "usr/share/lintian", "usr/share/linda"):  # fmt: skip
+    for directory in (
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/locale",
+        "usr/share/info",
+        "usr/share/groff",
+        "usr/share/lintian",
+        "usr/share/linda",
+    ):
         for path in (root / directory).glob("*"):
             keep = {"locale.alias"} if directory == "usr/share/locale" else set()
             if path.name in keep:
@@ -243,10 +253,20 @@ def build(project: Path, tag: str) -> None:
     podman("image", "prune", "--force", "--filter", "until=1h", check=False)
     started = time.monotonic()
     done = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(project), "image", "ENGINE=podman",
-         f"IMAGE={tag}", f"BUILD_FLAGS={' '.join(flags)}"],
-        env=engine_env(), text=True, check=False,
-    )  # fmt: skip
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(project),
+            "image",
+            "ENGINE=podman",
+            f"IMAGE={tag}",
+            f"BUILD_FLAGS={' '.join(flags)}",
+        ],
+        env=engine_env(),
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise ImageError(f"make image failed ({done.returncode}) in {project}")
     print(f"built {tag} in {time.monotonic() - started:.0f} s")
@@ -381,10 +401,19 @@ def free_port() -> int:
 def sbom(project: Path, tag: str) -> None:
     """The project's own `make sbom` for ``tag``: build/sbom.cdx.json in the project."""
     done = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(project), "sbom", "ENGINE=podman",
-         f"IMAGE={tag}"],
-        env=engine_env(), text=True, check=False,
-    )  # fmt: skip
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(project),
+            "sbom",
+            "ENGINE=podman",
+            f"IMAGE={tag}",
+        ],
+        env=engine_env(),
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise ImageError(f"make sbom failed ({done.returncode}) in {project}")
 

@@ -80,8 +80,13 @@ def test_the_labs_own_tests_pass_against_the_default_bake(
     )
     done = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"],
-        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
     assert " skipped" not in done.stdout  # valgrind, nginx and wrk are there: nothing skipped
@@ -136,8 +141,11 @@ def test_a_directory_that_is_no_service_is_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(BENCH_SCRIPT), str(tmp_path), "--only", "cost"],
         env=dict(os.environ, BENCH_PYTHON=str(TEMPLATE_DIR / ".venv" / "bin" / "python")),
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.startswith("error: ")
     assert "is no generated project" in done.stderr

@@ -26,10 +26,15 @@ from .full_suites import FullSuites
 
 # What database=postgresql adds, as whole files and directories.
 DATABASE_PATHS = [
-    "alembic.ini", "migrations/env.py", "migrations/versions/rev_0001_create_items.py",
-    "docs/database.md", "src/{package}/db/engine.py",
-    "src/{package}/api/items_db.py", "tests/pg_server.py", "tests/database/test_items_api.py",
-]  # fmt: skip
+    "alembic.ini",
+    "migrations/env.py",
+    "migrations/versions/rev_0001_create_items.py",
+    "docs/database.md",
+    "src/{package}/db/engine.py",
+    "src/{package}/api/items_db.py",
+    "tests/pg_server.py",
+    "tests/database/test_items_api.py",
+]
 # Words only the database option writes; none may appear in a bake without it.
 DATABASE_WORDS = re.compile(r"sqlalchemy|asyncpg|alembic|postgres|DATABASE_URL|migrat", re.I)
 
@@ -99,15 +104,19 @@ def test_kubernetes_reads_the_url_from_a_secret_and_migrates_first(database_bake
     for container in (init, *pod["containers"]):
         (url,) = [env for env in container["env"] if env["name"] == "DATABASE_URL"]
         assert url["valueFrom"]["secretKeyRef"] == {
-            "name": f"{database_bake.project.name}-database", "key": "url",
-        }  # fmt: skip
+            "name": f"{database_bake.project.name}-database",
+            "key": "url",
+        }
     tools = Path(sys.executable).parent
     names = yaml.safe_load((base / "kustomization.yaml").read_text(encoding="utf-8"))["resources"]
     oldest = KUBERNETES_VERSIONS[0]
     result = subprocess.run(
         [str(tools / "kubernetes-validate"), "--strict", "--kubernetes-version", oldest, *names],
-        cwd=base, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=base,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.stdout.count("passed") == len(names), result.stdout + result.stderr
 
 

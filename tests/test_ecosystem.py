@@ -89,9 +89,12 @@ def ci_bake(request: pytest.FixtureRequest) -> Bake:
 def test_workflow_is_valid_for_github(ci_bake: Bake) -> None:
     """The workflow validates against GitHub's workflow JSON schema (check-jsonschema's copy)."""
     run(
-        tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", WORKFLOW,
+        tool("check-jsonschema"),
+        "--builtin-schema",
+        "vendor.github-workflows",
+        WORKFLOW,
         cwd=ci_bake.project,
-    )  # fmt: skip
+    )
 
 
 def test_dependabot_keeps_actions_python_and_the_base_image_current(default_bake: Bake) -> None:
@@ -118,9 +121,14 @@ def test_dependabot_keeps_actions_python_and_the_base_image_current(default_bake
 def test_workflow_has_no_zizmor_findings(ci_bake: Bake) -> None:
     """zizmor (GitHub Actions security audits, offline, default persona) reports nothing."""
     output = run(
-        tool("zizmor"), "--offline", "--no-progress", "--format", "plain", ".github",
+        tool("zizmor"),
+        "--offline",
+        "--no-progress",
+        "--format",
+        "plain",
+        ".github",
         cwd=ci_bake.project,
-    )  # fmt: skip
+    )
     assert "No findings to report" in output
 
 
@@ -184,8 +192,13 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
     check, image = workflow["jobs"]["check"], workflow["jobs"]["image"]
     check_runs = "\n".join(step.get("run", "") for step in check["steps"])
     for command in (
-        "apt-get install", "nginx-light", "make install", "make lint", "make test", "make audit",
-    ):  # fmt: skip
+        "apt-get install",
+        "nginx-light",
+        "make install",
+        "make lint",
+        "make test",
+        "make audit",
+    ):
         assert command in check_runs
     # The cost gate and the benchmark block the template's CI (tests/test_bench.py), not the
     # service's: they measure the template's choices.
@@ -201,9 +214,10 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
     assert image["needs"] == "check"
     image_runs = [step.get("run", "") for step in image["steps"]]
     assert image_runs[1:4] == [
-        "make image ENGINE=docker IMAGE=my-service:ci", f"{SMOKE_TEST} my-service:ci",
+        "make image ENGINE=docker IMAGE=my-service:ci",
+        f"{SMOKE_TEST} my-service:ci",
         "make sbom ENGINE=docker IMAGE=my-service:ci",
-    ]  # fmt: skip
+    ]
     (keep,) = [step for step in image["steps"] if "upload-artifact@" in step.get("uses", "")]
     assert keep["with"]["path"] == "build/sbom.cdx.json"
 
@@ -215,9 +229,10 @@ def test_the_publish_job_is_off_by_default_and_signs_what_it_pushes(default_bake
     publish = workflow["jobs"]["publish"]
     condition = publish["if"]
     for part in (
-        "vars.PUBLISH_IMAGE == 'true'", "github.event_name == 'push'",
+        "vars.PUBLISH_IMAGE == 'true'",
+        "github.event_name == 'push'",
         "github.ref == 'refs/heads/main'",
-    ):  # fmt: skip
+    ):
         assert part in condition
     assert condition.count("&&") == 2, "every part must hold, not one of them"
     assert publish["needs"] == ["check", "image"]
@@ -373,21 +388,29 @@ def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> No
     """The README's cruft flow: link from the record (no diff), then a template change arrives."""
     template = tmp_path / "template"
     shutil.copytree(
-        TEMPLATE_DIR, template,
+        TEMPLATE_DIR,
+        template,
         # build/: ./scripts/demo's bake, whose sockets copytree cannot copy while it serves.
         ignore=shutil.ignore_patterns(
             ".git", ".venv", ".cache", "__pycache__", ".*_cache", "build"
         ),
-    )  # fmt: skip
+    )
     git(template, "init", "-q")
     git(template, "add", "-A")
     git(template, "commit", "-q", "-m", "template v1")
     out = tmp_path / "out"
     out.mkdir()
     run(
-        sys.executable, "-m", "cookiecutter", "--no-input", "--output-dir", out, template,
-        "description=Settles payments between banks.", cwd=tmp_path,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "cookiecutter",
+        "--no-input",
+        "--output-dir",
+        out,
+        template,
+        "description=Settles payments between banks.",
+        cwd=tmp_path,
+    )
     project = out / "my-service"
     git(project, "init", "-q")
     git(project, "add", "-A")

@@ -58,9 +58,13 @@ def test_every_template_variant_loads_under_gunicorn(
     for app in (*GRID_VARIANTS, "experiments.apps:no_such_variant()"):
         done = subprocess.run(
             [python, "-m", "gunicorn", "--config", config, "--check-config"],
-            cwd=project, env=dict(env, APP_MODULE=app), capture_output=True, text=True,
-            check=False, timeout=120,
-        )  # fmt: skip
+            cwd=project,
+            env=dict(env, APP_MODULE=app),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         assert (done.returncode == 0) == ("no_such" not in app), (app, done.stderr[-2000:])
 
 
@@ -72,8 +76,13 @@ def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: P
     env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
     done = subprocess.run(
         [str(SCRIPT), "--quick", "--only", "middleware", "--out", str(out)],
-        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
     # The report quotes the command that made it, as the caller typed it.
@@ -98,8 +107,13 @@ def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Pat
     env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
     done = subprocess.run(
         [str(SCRIPT), "--cpu-share", "--quick", "--out", str(tmp_path)],
-        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = (tmp_path / "cpu-share.md").read_text(encoding="utf-8").splitlines()[2:]
     assert [row.split(" | ")[:2] for row in rows] == [
@@ -126,8 +140,13 @@ def test_floors_put_the_shipped_middleware_beside_the_least_each_job_costs(
     env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
     done = subprocess.run(
         [str(SCRIPT), "--floors", "--out", str(tmp_path)],
-        cwd=TEMPLATE_DIR, env=env, capture_output=True, text=True, check=False, timeout=900,
-    )  # fmt: skip
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {
         cells[0]: float(cells[2].removesuffix(" x"))

@@ -44,10 +44,16 @@ def test_the_first_screen_is_getting_started(default_bake: Bake) -> None:
     screen = "\n".join(lines[:FIRST_SCREEN_LINES])
     assert sh_blocks(screen)[0] == GETTING_STARTED
     for needle in [
-        "http://127.0.0.1:8000/docs", "/livez", "/readyz", "http://127.0.0.1:9464/metrics",
-        "| an endpoint |", "| a setting |", "| a readiness check |", ".env.example",
+        "http://127.0.0.1:8000/docs",
+        "/livez",
+        "/readyz",
+        "http://127.0.0.1:9464/metrics",
+        "| an endpoint |",
+        "| a setting |",
+        "| a readiness check |",
+        ".env.example",
         "_API_DOCS=true",
-    ]:  # fmt: skip
+    ]:
         assert needle in screen, needle
     assert "## How it is served" in readme.split("## Layout", 1)[0]
 

@@ -85,7 +85,7 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         (SERVING | {"app_module": "class.main:app"}, "contains the Python keyword 'class'"),
         ({"app_module": "other.main:app"}, "'other.main:app' is for layout=serving-only"),
     ],
-)  # fmt: skip
+)
 def test_bad_answer_is_refused_in_one_line(
     tmp_path: Path, answers: dict[str, str], message: str
 ) -> None:

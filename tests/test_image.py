@@ -72,9 +72,13 @@ def test_the_default_image_passes_its_smoke_test(full_suites: FullSuites) -> Non
     smoke = results["smoke test"].stdout
     assert "compose.yaml under podman-compose: healthy" in results["compose"].stdout
     for said in (
-        "processes checked", "created and read back item", "stopped with status 0",
-        "all JSON", "ok: healthy, locked down", "WebSocket handshake: the app's 403",
-    ):  # fmt: skip
+        "processes checked",
+        "created and read back item",
+        "stopped with status 0",
+        "all JSON",
+        "ok: healthy, locked down",
+        "WebSocket handshake: the app's 403",
+    ):
         assert said in smoke, smoke
 
 
@@ -186,11 +190,15 @@ def applies_to_the_image(requirement_line: str, python_version: str) -> bool:
     if not marker.strip():
         return True
     environment = {
-        "python_version": python_version, "python_full_version": f"{python_version}.0",
-        "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-        "platform_machine": "x86_64", "implementation_name": "cpython",
+        "python_version": python_version,
+        "python_full_version": f"{python_version}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
         "platform_python_implementation": "CPython",
-    }  # fmt: skip
+    }
     return Marker(marker.strip().rstrip("\\").strip()).evaluate(environment)
 
 
@@ -231,9 +239,15 @@ def test_the_sbom_lists_the_locks_runtime_packages_and_the_images_debian_package
     assert python - expected == set(), "Python packages in the SBOM that the lock does not pin"
 
     dpkg = images.podman(
-        "run", "--rm", "--network=none", "--entrypoint", "dpkg-query", images.tag("image"),
-        "--show", "--showformat=${db:Status-Status} ${Package} ${Version}\n",
-    ).stdout  # fmt: skip
+        "run",
+        "--rm",
+        "--network=none",
+        "--entrypoint",
+        "dpkg-query",
+        images.tag("image"),
+        "--show",
+        "--showformat=${db:Status-Status} ${Package} ${Version}\n",
+    ).stdout
     installed = {
         tuple(line.split()[1:]) for line in dpkg.splitlines() if line.startswith("installed")
     }
@@ -249,8 +263,10 @@ def test_the_sbom_lists_the_locks_runtime_packages_and_the_images_debian_package
     check_jsonschema = Path(sys.executable).parent / "check-jsonschema"
     validated = subprocess.run(
         [check_jsonschema, "--schemafile", schema, project / "build" / "sbom.cdx.json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert validated.returncode == 0, validated.stdout + validated.stderr
 
 
@@ -269,8 +285,11 @@ def audit(project: Path, env: ProjectEnv) -> subprocess.CompletedProcess[str]:
     python = env.venv / "bin" / "python"
     return subprocess.run(
         [python, ".github/supply_chain.py", "audit"],
-        cwd=project, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_make_audit_stops_in_one_line_where_no_vulnerability_database_answers(

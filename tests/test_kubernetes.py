@@ -98,9 +98,12 @@ def test_the_base_lists_every_manifest_and_no_option_leaves_a_stray(
     on_disk = sorted(p.name for p in base.glob("*.yaml") if p.name != "kustomization.yaml")
     assert sorted(listed["resources"]) == on_disk
     assert {o["kind"] for o in objects(default_bake.project, "base")} == {
-        "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+        "Deployment",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
         "NetworkPolicy",
-    }  # fmt: skip
+    }
     without = bake(tmp_path, kubernetes="no")
     assert without.exit_code == 0, without.stderr
     assert not (without.project / "k8s").exists()
@@ -117,14 +120,20 @@ def test_every_overlay_renders_and_validates_strictly(
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(render(project / "k8s", overlay), encoding="utf-8")
     examples = [
-        path for path in sorted((project / "k8s" / "examples").glob("*.yaml"))
+        path
+        for path in sorted((project / "k8s" / "examples").glob("*.yaml"))
         if "monitoring.coreos.com" not in path.read_text(encoding="utf-8")  # a CRD: no schema
-    ]  # fmt: skip
+    ]
     for version in KUBERNETES_VERSIONS:
         output = run(
-            TOOLS / "kubernetes-validate", "--strict", "-k", version, rendered, *examples,
+            TOOLS / "kubernetes-validate",
+            "--strict",
+            "-k",
+            version,
+            rendered,
+            *examples,
             cwd=tmp_path,
-        )  # fmt: skip
+        )
         assert "passed" in output
         assert "fail" not in output.lower(), output
 
@@ -188,10 +197,27 @@ def test_checkov_finds_only_the_accepted(default_bake: Bake, database_bake: Bake
             path.write_text(render(result.project / "k8s", overlay), encoding="utf-8")
             rendered += ["-f", str(path)]
     done = subprocess.run(
-        [TOOLS / "uv", "tool", "run", "--from", CHECKOV, "checkov", *rendered,
-         "--framework", "kubernetes", "--skip-download", "--quiet", "--compact", "-o", "json"],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        [
+            TOOLS / "uv",
+            "tool",
+            "run",
+            "--from",
+            CHECKOV,
+            "checkov",
+            *rendered,
+            "--framework",
+            "kubernetes",
+            "--skip-download",
+            "--quiet",
+            "--compact",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.stdout.strip(), done.stderr
     reports = yaml.safe_load(done.stdout)  # JSON is YAML
     reports = reports if isinstance(reports, list) else [reports]
@@ -424,8 +450,9 @@ def test_the_network_policy_opens_http_to_all_and_metrics_to_monitoring(
         tuple(port["port"] for port in rule["ports"]): rule.get("from")
         for rule in policy["ingress"]
     }
-    monitoring = [{"namespaceSelector": {"matchLabels": {
-        "kubernetes.io/metadata.name": "monitoring"}}}]  # fmt: skip
+    monitoring = [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
     assert rules == {("http",): None, ("metrics",): monitoring}
 
 
@@ -456,11 +483,18 @@ def test_the_grace_period_covers_every_process_the_runner_stops(
     graceful = re.search(r"^graceful_timeout\s+=\s+(\d+)", printed, re.MULTILINE)
     stack = (project / "stack" / "serving_stack").name
     numbers = subprocess.run(
-        [str(project_env.venv / "bin" / "python"), "-c",
-         f"import os, {stack}.settings as s\nc = s.load(os.environ)\n"
-         "print(c.nginx_drain, s.STOP_MARGIN, c.stop_budget)"],
-        cwd=project, env=env, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
+        [
+            str(project_env.venv / "bin" / "python"),
+            "-c",
+            f"import os, {stack}.settings as s\nc = s.load(os.environ)\n"
+            "print(c.nginx_drain, s.STOP_MARGIN, c.stop_budget)",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert graceful is not None
     drain, margin, budget = map(float, numbers)
     # stop_all(): nginx (drain + margin), then the metrics listener (margin), then gunicorn.
@@ -489,8 +523,11 @@ def connections_at_worst(found: list[dict[str, Any]]) -> tuple[int, str]:
     hpas = [o for o in found if o["kind"] == "HorizontalPodAutoscaler"]
     replicas = hpas[0]["spec"]["maxReplicas"] if hpas else spec.get("replicas", 1)
     surge_value = spec.get("strategy", {}).get("rollingUpdate", {}).get("maxSurge", "25%")
-    surge = (math.ceil(replicas * int(surge_value[:-1]) / 100)
-             if isinstance(surge_value, str) else surge_value)  # fmt: skip
+    surge = (
+        math.ceil(replicas * int(surge_value[:-1]) / 100)
+        if isinstance(surge_value, str)
+        else surge_value
+    )
     grace = pod.get("terminationGracePeriodSeconds", 30)
     min_ready = spec.get("minReadySeconds", 0)
     stopping = min(replicas, math.ceil(grace / min_ready)) if min_ready else replicas

@@ -229,8 +229,11 @@ def test_serving_only_lints_and_passes_all_its_tests(
     for target in ("lint", "test"):
         result = subprocess.run(
             ["make", "--no-print-directory", "-C", project, target, f"VENV={project_env.venv}"],
-            env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
 
 
@@ -395,8 +398,13 @@ def test_middleware_snippet_works_on_the_tutorial_app(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(stack)])}
     result = subprocess.run(
         [str(project_env.venv / "bin" / "python"), "-W", "error", "-c", script],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

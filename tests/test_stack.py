@@ -37,13 +37,19 @@ def test_gixy_finds_nothing_in_the_rendered_config(
     render = [str(project_env.venv / "bin" / "python"), "-m", "serving_stack"]
 
     rendered = subprocess.run(
-        [*render, "render"], cwd=default_bake.project, env=env, capture_output=True, text=True,
+        [*render, "render"],
+        cwd=default_bake.project,
+        env=env,
+        capture_output=True,
+        text=True,
         check=True,
-    )  # fmt: skip
+    )
     gixy = subprocess.run(
         [str(project_env.venv / "bin" / "gixy"), rendered.stdout.strip()],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
     assert gixy.returncode == 0, gixy.stdout + gixy.stderr
 
@@ -58,9 +64,13 @@ def test_gunicorn_accepts_its_config_and_the_app(
 
     result = subprocess.run(
         [python, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "--check-config"],
-        cwd=default_bake.project, env=env, capture_output=True, text=True, check=False,
+        cwd=default_bake.project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=60,
-    )  # fmt: skip
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -66,11 +66,22 @@ def gate(project: Project, tmp_path: Path, source: str) -> subprocess.CompletedP
     env.pop("DATABASE_URL", None)
     return subprocess.run(
         [
-            sys.executable, "-m", "lab", str(project.root), "--only", "cost", "--quick",
-            "--out", str(tmp_path / "out"),
+            sys.executable,
+            "-m",
+            "lab",
+            str(project.root),
+            "--only",
+            "cost",
+            "--quick",
+            "--out",
+            str(tmp_path / "out"),
         ],
-        env=env, capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def cost(default: float, bare: float = 400_000.0) -> Cost:

@@ -61,11 +61,24 @@ def test_the_slow_clients_hold_their_connections_from_many_addresses() -> None:
         listener = threading.Thread(target=_accept_peers, args=(server, 30, seen))
         listener.start()
         done = subprocess.run(
-            [sys.executable, "-m", "lab.attacks", "slow", "--port", str(port),
-             "--clients", "30", "--seconds", "1"],
-            env=dict(os.environ, PYTHONPATH=str(TEMPLATE)), capture_output=True, text=True,
-            check=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "lab.attacks",
+                "slow",
+                "--port",
+                str(port),
+                "--clients",
+                "30",
+                "--seconds",
+                "1",
+            ],
+            env=dict(os.environ, PYTHONPATH=str(TEMPLATE)),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
         listener.join(timeout=30)
     lines = done.stdout.splitlines()
     assert lines[0] == "ready"
@@ -98,13 +111,25 @@ def _run(server: str, condition: str, requests: int, non_2xx: int = 0) -> dict[s
         "server": server,
         "condition": condition,
         "round": 0,
-        "normal": {"requests": requests, "non_2xx": non_2xx, "socket_errors": 0,
-                   "duration_s": 1.0, "p50_ms": 1.0, "p99_ms": 9.0},
-        "cpu_s": {"runner": 0.0, "nginx": 0.0, "metrics": 0.0, "app": 1.0, "clients": 0.1,
-                  "attacker": 0.0},
+        "normal": {
+            "requests": requests,
+            "non_2xx": non_2xx,
+            "socket_errors": 0,
+            "duration_s": 1.0,
+            "p50_ms": 1.0,
+            "p99_ms": 9.0,
+        },
+        "cpu_s": {
+            "runner": 0.0,
+            "nginx": 0.0,
+            "metrics": 0.0,
+            "app": 1.0,
+            "clients": 0.1,
+            "attacker": 0.0,
+        },
         "attacker": {},
         "rss_mib": 100.0,
-    }  # fmt: skip
+    }
 
 
 def test_the_report_compares_with_the_fastest_direct_server_and_the_same_server_alone() -> None:

@@ -6,9 +6,12 @@ from lab.experiments import Config, Experiment, Stack, select
 
 STACK = Stack()
 WITH_QUICK = Experiment(
-    "middleware", "t", "q", "bare",
+    "middleware",
+    "t",
+    "q",
+    "bare",
     (Config("bare", "bare", STACK, quick=True), Config("grid", "grid", STACK)),
-)  # fmt: skip
+)
 FULL_ONLY = Experiment("workers", "t", "q", "one", (Config("one", "one", STACK),))
 ALL = [WITH_QUICK, FULL_ONLY]
 
