@@ -197,16 +197,17 @@ def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
 
 
 def test_off_means_off(stacks: Stacks) -> None:
-    """RATE_LIMIT=0 and CONNECTIONS_PER_CLIENT=0: no limit in the rendered config, and a burst
-    of 60 requests from one client is all served."""
+    """RATE_LIMIT=0 and CONNECTIONS_PER_CLIENT=0: both switches 0 in the rendered config (the
+    limits' keys empty, so nothing is counted), and a burst of 60 requests from one client is
+    all served."""
     stack = stacks.start(RATE_LIMIT="0", CONNECTIONS_PER_CLIENT="0", **TRUSTED)
 
     statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(60)]
 
     assert statuses == [200] * 60
     rendered = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
-    assert not re.search(r"^\s*limit_req\s", rendered, re.MULTILINE)
-    assert not re.search(r"^\s*limit_conn client_requests", rendered, re.MULTILINE)
+    assert re.search(r"^\s*map 0 \$client_rate_key ", rendered, re.MULTILINE)
+    assert re.search(r"^\s*map 0 \$client_connections_key ", rendered, re.MULTILINE)
     assert refusal_lines(stack, "limiting") == []
 
 

@@ -29,7 +29,7 @@ CLIENTS = 8
 
 def test_past_the_cap_clients_get_a_json_503_and_livez_answers(stacks: Stacks) -> None:
     """8 slow requests against a cap of 3: 3 x 200, 5 x JSON 503 with Retry-After; probes 200."""
-    stack = stacks.start(nginx_directives={"limit_conn": f"app_requests {CAP}"})
+    stack = stacks.start(nginx_directives={"limit_conn app_requests": str(CAP)})
     answers: list[tuple[int, dict[str, str], bytes]] = []
     lock = threading.Lock()
 
@@ -69,7 +69,7 @@ def test_past_the_cap_clients_get_a_json_503_and_livez_answers(stacks: Stacks) -
 
 def test_an_apps_own_503_keeps_its_body_and_retry_after(stacks: Stacks) -> None:
     """An app's own 503 (a failing readiness check, say) passes through nginx unchanged."""
-    stack = stacks.start(nginx_directives={"limit_conn": f"app_requests {CAP}"})
+    stack = stacks.start(nginx_directives={"limit_conn app_requests": str(CAP)})
     status, headers, body = get(stack.port, "/fault/unready")
     assert status == 503
     assert parse_json(body) == {"detail": "not ready on purpose"}

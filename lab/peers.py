@@ -130,8 +130,10 @@ PEERS = (
     Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
 )
 # Access lines written 4 KiB at a time, at least every second: at most PIPE_BUF, so the lines
-# of two nginx workers never interleave in the runner's pipe.
-LOG_BUFFER = (r"access_log @ACCESS_LOG@;", "access_log @ACCESS_LOG@ buffer=4k flush=1s;")
+# of two nginx workers never interleave in the runner's pipe. Shipped since: deploy/nginx.conf
+# writes its access_log so, and the variants below keep that line as it is.
+SHIPPED_LOG = "access_log /dev/stdout json buffer=4k flush=1s "
+LOG_BUFFER = (SHIPPED_LOG, SHIPPED_LOG)
 VARIANTS = {
     server.id: server
     for server in (

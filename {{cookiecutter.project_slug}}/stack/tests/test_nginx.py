@@ -1,118 +1,140 @@
-"""deploy/nginx.conf as the runner renders it, checked by the real `nginx -t` (skipped, saying
-so, without nginx); the CPU count and nginx's `auto` from fake cgroups. The status socket's
-private directory is proven live: the template's battery/test_nginx_answers.py."""
+"""deploy/nginx.conf as the runner renders it: its values and the lists it includes follow the
+settings, `nginx -t` accepts each and nginx follows the limits' switches (skipped, saying so,
+without nginx; wrong values never render: test_settings.py); nginx's `auto` from fake cgroups.
+The status socket's private directory is proven live: the battery's test_nginx_answers.py."""
 
+import http.client
 import os
-import re
 import shutil
+import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from serving_stack import cpus, nginx_conf
 from serving_stack.errors import ServeError
-from serving_stack.settings import APP_CORS_NAME, APP_DEADLINE_NAME, load
+from serving_stack.settings import load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-BEHIND_A_LOAD_BALANCER = {
-    "TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32",
-    "NGINX_ACCESS_LOG": "off",
-    "LISTEN_ADDRESS": "::",
-    "NGINX_TEMP_DIR": "spool",  # relative: in the working directory
-    "ALLOWED_HOSTS": ".example.com *",
-    APP_DEADLINE_NAME: "30.5",
-    "RATE_LIMIT": "0",
-    "CONNECTIONS_PER_CLIENT": "0",
-    "WEBSOCKETS_PER_CLIENT": "0",
-    "WEBSOCKET_IDLE_TIMEOUT": "3600",
-    "NGINX_WORKER_PROCESSES": "3",
-}
-EDGE = {
-    "RATE_LIMIT": "5",
-    "RATE_LIMIT_BURST": "0",
-    "RATE_LIMIT_DRY_RUN": "on",
-    "CONNECTIONS_PER_CLIENT": "2",
-    APP_CORS_NAME: "https://app.example.com,http://[::1]:5173",
-}
+NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+
+
+def rendered(run_dir: Path, environ: str) -> tuple[dict[str, str], str]:
+    """Render for "NAME=value ...": placeholders' values and lists' text by name; nginx.conf."""
+    paths = {"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
+    given = dict(item.split("=", 1) for item in environ.split())
+    settings = load({**paths, "NGINX_WORKER_PROCESSES": "1", **given})
+    conf = nginx_conf.write_nginx_conf(settings, settings.upstream_socket)
+    lists = {name: (run_dir / name).read_text("utf-8") for name in nginx_conf.nginx_lists(settings)}
+    values, text = nginx_conf.nginx_values(settings, settings.upstream_socket), conf.read_text()
+    assert [name for name in lists if f"include {run_dir / name};" not in text] == []
+    return values | lists, text
+
+
+def nginx_in(run_dir: Path, *extra: str) -> list[str]:
+    """nginx with the config rendered into run_dir (a skip, saying so, without nginx)."""
+    if NGINX is None:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    return [NGINX, "-e", "stderr", "-p", str(run_dir), "-c", "nginx.conf", *extra]
+
+
+# Variables set, then what they render: values by placeholder, each list's text by file name.
+CASES = [
+    ("", "WORKER_PROCESSES=1, LISTEN=0.0.0.0:8080, PROXY_TIMEOUT=35s, SHUTDOWN_TIMEOUT=40s"),
+    ("", "UPSTREAM_KEEPALIVE_TIMEOUT=60s, UPSTREAM_KEEPALIVE_TIME=5s, WEBSOCKET_IDLE_TIMEOUT=60s"),
+    ("", "ACCESS_LOGGED=1, RATE_LIMITED=1, CONNECTIONS_LIMITED=1, WEBSOCKETS_LIMITED=1"),  # on
+    ("", "RATE_LIMIT=100, CONNECTIONS_PER_CLIENT=32, WEBSOCKETS_PER_CLIENT=32"),
+    # 200 at once, then 4 s x 100 wait their turn.
+    ("", "CLIENT_RATE_BURST=burst=600 delay=200, RATE_LIMIT_DRY_RUN=off"),
+    ("", "set_real_ip_from.conf=, trusted_proxies.geo=, cors_origins.map="),
+    ("", "allowed_hosts.map=localhost 1;\n127.0.0.1 1;\n[::1] 1;\n"),  # $host brackets IPv6
+    ("LISTEN_ADDRESS=:: NGINX_WORKER_PROCESSES=3", "LISTEN=[::]:8080, WORKER_PROCESSES=3"),
+    ("REQUEST_TIMEOUT_SECONDS=30.5", "PROXY_TIMEOUT=35500ms, SHUTDOWN_TIMEOUT=40500ms"),
+    ("WEBSOCKET_IDLE_TIMEOUT=3600 NGINX_TEMP_DIR=spool", "WEBSOCKET_IDLE_TIMEOUT=3600s"),
+    # Off: a switch of 0 empties the limit's key, and 65535 stands in for the 0 nginx refuses.
+    ("RATE_LIMIT=0", "RATE_LIMITED=0, RATE_LIMIT=65535, CLIENT_RATE_BURST=burst=200 delay=200"),
+    # No request waits: the burst at once, then 429 (delay equal to burst is nodelay).
+    ("RATE_LIMIT_QUEUE_SECONDS=0", "RATE_LIMITED=1, CLIENT_RATE_BURST=burst=200 delay=200"),
+    ("RATE_LIMIT_BURST=0", "CLIENT_RATE_BURST=burst=400"),  # all wait their turn
+    # nginx refuses burst=0 and delay=0, their defaults: both left out.
+    ("RATE_LIMIT_BURST=0 RATE_LIMIT_QUEUE_SECONDS=0", "CLIENT_RATE_BURST="),
+    ("RATE_LIMIT=1000000", "RATE_LIMIT=1000000, CLIENT_RATE_BURST=burst=4000200 delay=200"),
+    ("RATE_LIMIT_DRY_RUN=on", "RATE_LIMIT_DRY_RUN=on"),
+    ("CONNECTIONS_PER_CLIENT=0", "CONNECTIONS_LIMITED=0, CONNECTIONS_PER_CLIENT=65535"),
+    ("CONNECTIONS_PER_CLIENT=65535", "CONNECTIONS_LIMITED=1, CONNECTIONS_PER_CLIENT=65535"),
+    ("WEBSOCKETS_PER_CLIENT=0", "WEBSOCKETS_LIMITED=0, WEBSOCKETS_PER_CLIENT=65535"),
+    ("WEBSOCKETS_PER_CLIENT=1", "WEBSOCKETS_LIMITED=1, WEBSOCKETS_PER_CLIENT=1"),
+    ("NGINX_ACCESS_LOG=off", "ACCESS_LOGGED=0"),
+    ("TRUSTED_PROXIES=192.0.2.1", "set_real_ip_from.conf=set_real_ip_from 192.0.2.1/32;\n"),
+    ("TRUSTED_PROXIES=10.0.0.0/8,::1", "trusted_proxies.geo=10.0.0.0/8 1;\n::1/128 1;\n"),
+    ("ALLOWED_HOSTS=*", 'allowed_hosts.map="~." 1;\n'),  # a regex: any Host
+    ("ALLOWED_HOSTS=.a.test,2001:db8::1", "allowed_hosts.map=.a.test 1;\n[2001:db8::1] 1;\n"),
+    # Matched ignoring case, sent as listed.
+    (
+        "CORS_ORIGINS=https://a.test,http://b.test:8000",
+        'cors_origins.map="https://a.test" "https://a.test";\n"http://b.test:8000" "http://b.test:8000";\n',
+    ),
+]
+
+
+@pytest.mark.parametrize(("environ", "expected"), CASES)
+def test_values_and_lists_follow_the_settings_and_nginx_accepts_them(
+    tmp_path: Path, environ: str, expected: str
+) -> None:
+    """Values (the timeout chain, a fractional deadline in milliseconds; each limit's numbers and
+    switch), lists one entry a line; nginx's spool stays private; `nginx -t` accepts it."""
+    values, conf = rendered(tmp_path, environ)
+    wanted = dict(item.split("=", 1) for item in expected.split(", "))
+    spool = Path(values["TEMP_DIR"])
+
+    assert {name: values[name] for name in wanted} == wanted
+    assert f"client_body_temp_path {spool}/client_body;" in conf
+    assert spool.stat().st_mode & 0o777 == 0o700, "nginx's spool is private"
+    test = nginx_in(tmp_path, "-t", "-q")
+    checked = subprocess.run(test, capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
 
 
 @pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        (
-            {},
-            [
-                "proxy_read_timeout 35s;",
-                "keepalive_timeout 60s;",
-                "keepalive_time 5s;",
-                "access_log /dev/stdout json buffer=4k flush=1s;",
-                "listen 0.0.0.0:8080 backlog=4096;",
-                "zone=client_rate:10m rate=100r/s;",
-                "limit_req zone=client_rate burst=600 delay=200;",
-                "limit_conn client_requests 32;",
-                "limit_req zone=probes burst=50 delay=10;",
-                "limit_conn probe_connections 16;",
-                "limit_conn websockets 32;",
-                "limit_req zone=websocket_handshakes burst=20 nodelay;",
-                "proxy_read_timeout 60s;",
-            ],
-        ),
-        (
-            BEHIND_A_LOAD_BALANCER,
-            [
-                "proxy_read_timeout 35500ms;",
-                "access_log off;",
-                "worker_shutdown_timeout 40500ms;",
-                "set_real_ip_from 2001:db8::/32;",
-                "listen [::]:8080 backlog=4096;",
-                '"~." 1;',
-                "# RATE_LIMIT=0:",
-                "# CONNECTIONS_PER_CLIENT=0:",
-                "\nworker_processes 3;",
-                "limit_conn websockets 65535;   # WEBSOCKETS_PER_CLIENT=0:",
-                "proxy_read_timeout 3600s;",
-            ],
-        ),
-        (
-            EDGE,
-            [
-                "rate=5r/s;",
-                "limit_req zone=client_rate burst=20;",
-                "limit_req_dry_run on;",
-                "limit_conn client_requests 2;",
-                '":https://app.example.com" "https://app.example.com";',
-                '":http://[::1]:5173" "http://[::1]:5173";',
-            ],
-        ),
-    ],
-    ids=["defaults", "behind", "edge"],
+    ("switches", "statuses", "logged"),
+    [({}, [502, 502, 429], 3), ({"RATE_LIMITED": "0", "ACCESS_LOGGED": "0"}, [502] * 3, 0)],
+    ids=["on", "off"],
 )
-def test_the_rendered_config_follows_the_settings_and_nginx_accepts_it(
-    tmp_path: Path, environ: dict[str, str], expected: list[str]
+def test_the_real_nginx_follows_the_switches(
+    tmp_path: Path, switches: dict[str, str], statuses: list[int], logged: int
 ) -> None:
-    """Proxies, access log, address, hosts (* lets any Host through), workers, the spool
-    (NGINX_TEMP_DIR) and the timeout chain (a fractional deadline in milliseconds) follow the
-    settings; `nginx -t` accepts it."""
-    settings = load({"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf"), **environ})
-    text = nginx_conf.write_nginx_conf(settings, settings.upstream_socket).read_text(
-        encoding="utf-8"
-    )
+    """No app behind it (502): at 1 r/s, burst=1 delay=1 answers one more at once then 429, as
+    nodelay did; with both switches 0 (an empty key, if=0) it refuses and logs nothing."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    limit = "RATE_LIMIT=1 RATE_LIMIT_BURST=1 RATE_LIMIT_QUEUE_SECONDS=0"
+    values, _ = rendered(tmp_path, f"{limit} PORT={port} LISTEN_ADDRESS=127.0.0.1")
+    conf = nginx_conf.render((DEPLOY / "nginx.conf").read_text("utf-8"), values | switches)
+    (tmp_path / "nginx.conf").write_text(conf, encoding="utf-8")
+    command, got = nginx_in(tmp_path, "-g", "daemon off;"), []
+    nginx = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        while not (tmp_path / "nginx.pid").exists():  # written once nginx listens
+            assert nginx.poll() is None, "nginx stopped"
+            time.sleep(0.01)
+        started = time.monotonic()
+        for _ in statuses:
+            client = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            client.request("GET", "/")
+            got.append(client.getresponse().status)
+            client.close()
+        took = time.monotonic() - started
+    finally:
+        nginx.send_signal(signal.SIGQUIT)  # graceful: nginx flushes its access log's buffer
+        lines = nginx.communicate(timeout=30)[0].splitlines()
 
-    assert [line for line in expected if line not in text] == []
-    assert f"server unix:{tmp_path / 'gunicorn.sock'};" in text
-    behind = environ is BEHIND_A_LOAD_BALANCER
-    spool = tmp_path / ("spool" if behind else "nginx-temp")
-    assert f"client_body_temp_path {spool}/client_body;" in text
-    assert spool.stat().st_mode & 0o777 == 0o700, "nginx's spool is private"
-    assert bool(re.search(r"^\s*set_real_ip_from", text, re.MULTILINE)) == behind
-    assert bool(re.search(r"^\s*limit_req ", text, re.MULTILINE)) != behind
-    nginx = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
-    if nginx is None:
-        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    test = [nginx, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c", "nginx.conf"]
-    checked = subprocess.run(test, capture_output=True, text=True, check=False)
-    assert checked.returncode == 0, checked.stderr
+    assert got == statuses
+    assert took < 0.9, "a delayed request would wait a second"
+    assert len(lines) == logged
 
 
 def test_render_refuses_an_unknown_placeholder() -> None:
