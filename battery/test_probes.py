@@ -113,6 +113,9 @@ def test_readiness_stays_ready_while_the_database_is_stopped(
         },
     )
     database.server.stop("fast")
+    # The app caches a readiness run for a second (a probe flood runs the checks once): the
+    # first answers after the stop may still be the last run's.
+    wait_for(lambda: readiness(stack)[1]["failing"] == ["database"], 5, "readiness failing")
     probes = [readiness(stack) for _ in range(10)]
     status, headers, body = get(stack.port, "/items")
     metric = database_metric(stack)

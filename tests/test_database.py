@@ -133,8 +133,9 @@ def test_generated_ci_installs_the_postgresql_binaries(database_bake: Bake) -> N
 def test_postgresql_bake_lints_and_passes_its_full_suite(full_suites: FullSuites) -> None:
     """A route and a migration added the way the docs say (tests/documented_changes.py),
     then make lint and the whole make test (a real PostgreSQL, migrations up and down, the
-    items API), then the battery's database test: restarts under load through the live
-    stack (run beside the default bake's suite: tests/full_suites.py)."""
+    items API), then the battery's tests that need a database: restarts under load through
+    the live stack, and the probes (readiness while the database is stopped), run beside the
+    default bake's suite (tests/full_suites.py)."""
     if shutil.which("initdb") is None and not list(Path("/usr/lib/postgresql").glob("*/bin")):
         pytest.fail("PostgreSQL's server binaries are missing (apt-get install postgresql)")
     results = full_suites.result("postgresql")
@@ -147,7 +148,8 @@ def test_postgresql_bake_lints_and_passes_its_full_suite(full_suites: FullSuites
     test, battery = results[2:]
     skipped = [line for line in test.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "database" in line or "uid" in line], skipped
-    assert "1 passed" in battery.stdout, battery.stdout[-5000:]
+    # test_database.py's one test and test_probes.py's two (liveness, readiness): none skipped.
+    assert "3 passed" in battery.stdout, battery.stdout[-5000:]
 
 
 @pytest.mark.slow
