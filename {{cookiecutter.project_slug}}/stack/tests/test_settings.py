@@ -3,6 +3,7 @@
 set it, .env included (through the runner's `render`, as `make serve`); docs/settings.md's table."""
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -167,14 +168,9 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     values = f"import runpy, sys; c = runpy.run_path(sys.argv[1]); print([c[k] for k in {names}])"
     gunicorn = [sys.executable, "-c", values, str(DEPLOY / "gunicorn.conf.py")]
 
-    def output(command: list[str]) -> str:
-        return subprocess.run(
-            command, env=environ, capture_output=True, text=True, check=True
-        ).stdout
-
-    # Side by side: each is mostly an interpreter's start-up.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outputs = list(pool.map(output, [render, gunicorn]))
+    run = functools.partial(subprocess.run, env=environ, capture_output=True, text=True, check=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: mostly interpreter start-ups
+        outputs = [done.stdout for done in pool.map(run, [render, gunicorn])]
 
     conf = Path(outputs[0].strip()).read_text(encoding="utf-8")
     # The server's, then the WebSocket location's own (WEBSOCKET_IDLE_TIMEOUT: no deadline's).

@@ -24,12 +24,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
-# The app's request deadline, short so the 504 and stream tests are quick; /slow requests
-# below it finish.
+# The app's request deadline: short, for quick 504 and stream tests; /slow below it finishes.
 DEADLINE_SECONDS = 1
-# A stream's longest silence here (the app's STREAM_IDLE_TIMEOUT_SECONDS, at most the deadline,
-# above the event stream test's interval), and the WebSockets one client address may hold open
-# (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
+# A stream's longest silence here (the app's STREAM_IDLE_TIMEOUT_SECONDS), and the WebSockets
+# one client address may hold open (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
 STREAM_IDLE_SECONDS = 1
 WEBSOCKETS_PER_CLIENT = 4
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
@@ -141,8 +139,7 @@ def running_stack(run_dir: Path) -> Iterator[LiveStack]:
         # A stream that sends nothing for this long is cut (the live app's /events?stall=).
         f"{prefix}_STREAM_IDLE_TIMEOUT_SECONDS": str(STREAM_IDLE_SECONDS),
         "WEBSOCKETS_PER_CLIENT": str(WEBSOCKETS_PER_CLIENT),
-        # Nothing waits at the rate limit here: a stop with a WebSocket open hands over to
-        # gunicorn (its close frame) 5 s after nginx's QUIT, not 9 (the handover, supervisor.py).
+        # Nothing queues here: a stop's handover (supervisor.py) is 5 s after nginx's QUIT, not 9.
         "RATE_LIMIT_QUEUE_SECONDS": "0",
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }

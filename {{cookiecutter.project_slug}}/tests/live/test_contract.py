@@ -131,11 +131,8 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
             command, env=env, cwd=HERE, capture_output=True, check=False
         ).returncode
 
-    # Side by side: each is an interpreter's start-up, most of its time.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        codes = tuple(pool.map(check, [stack.port, free_port()]))
-
-    assert codes == (0, 1)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: mostly interpreter start-ups
+        assert tuple(pool.map(check, [stack.port, free_port()])) == (0, 1)
 
 
 def websocket(port: int) -> ClientConnection:
@@ -223,22 +220,15 @@ def test_an_event_stream_longer_than_the_deadline_arrives_whole_event_by_event(
     """Server-sent events for more than twice the request deadline arrive whole (the deadline
     bounds the time to the first byte only), each before the app sent the next (never held
     back by nginx, whatever their size), and never gzipped, though the client asked for it.
-    Small events and events of 64 KiB (above nginx's proxy_buffer_size and busy buffers), read
-    side by side."""
-    # Well inside the app's idle timeout, which would cut the stream; the last event is sent
-    # past twice the deadline.
+    Small events and 64 KiB ones (above nginx's proxy_buffer_size and busy buffers), together."""
+    # Below the idle timeout that cuts silent streams; the last event comes past twice the deadline.
     interval = STREAM_IDLE_SECONDS / 2
-    count = int(2 * DEADLINE_SECONDS / interval) + 2
+    count, sizes = int(2 * DEADLINE_SECONDS / interval) + 2, [0, 65536]
+    targets = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        reading = {
-            size: pool.submit(
-                read_stream, stack.port, f"/events?tokens={count}&interval={interval}&size={size}"
-            )
-            for size in (0, 65536)
-        }
+        streams = pool.map(read_stream, [stack.port] * 2, targets)
 
-    for size, future in reading.items():
-        stream = future.result()
+    for size, stream in zip(sizes, streams, strict=True):
         assert stream.complete, f"the stream of {size}-byte events was cut"
         assert [number for number, _, _ in stream.events] == list(range(count)), size
         assert "content-encoding" not in stream.headers, stream.headers
@@ -283,9 +273,7 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
 
 
 # Last: it stops the stack every test here shares (pytest runs a module's tests in order).
-def test_sigterm_lets_requests_finish_and_closes_websockets_then_exits_0(
-    stack: LiveStack,
-) -> None:
+def test_sigterm_lets_requests_finish_closes_websockets_and_exits_0(stack: LiveStack) -> None:
     """SIGTERM with requests in flight and a WebSocket open: each request answers 200, the
     WebSocket gets a close frame (1012, service restart) within nginx's drain, not a dropped
     connection, the runner exits 0, and every line is JSON."""
@@ -301,7 +289,6 @@ def test_sigterm_lets_requests_finish_and_closes_websockets_then_exits_0(
         target = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
         replies = [pool.submit(get, stack.port, target) for _ in range(4)]
         wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
-
         stack.process.send_signal(signal.SIGTERM)
         with pytest.raises(ConnectionClosed) as closed:
             session.recv(timeout=drain)
