@@ -3,10 +3,12 @@
 set it, .env included (through the runner's `render`, as `make serve`); docs/settings.md's table."""
 
 import ast
+import functools
 import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -166,10 +168,9 @@ def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     values = f"import runpy, sys; c = runpy.run_path(sys.argv[1]); print([c[k] for k in {names}])"
     gunicorn = [sys.executable, "-c", values, str(DEPLOY / "gunicorn.conf.py")]
 
-    outputs = [
-        subprocess.run(command, env=environ, capture_output=True, text=True, check=True).stdout
-        for command in (render, gunicorn)
-    ]
+    run = functools.partial(subprocess.run, env=environ, capture_output=True, text=True, check=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: mostly interpreter start-ups
+        outputs = [done.stdout for done in pool.map(run, [render, gunicorn])]
 
     conf = Path(outputs[0].strip()).read_text(encoding="utf-8")
     # The server's, then the WebSocket location's own (WEBSOCKET_IDLE_TIMEOUT: no deadline's).

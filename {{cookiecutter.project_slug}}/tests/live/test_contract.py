@@ -6,6 +6,7 @@ reloads, faults, hostile and slow clients) run against this project from the tem
 
 import contextlib
 import http.client
+import itertools
 import json
 import os
 import re
@@ -15,7 +16,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -33,7 +33,6 @@ from .conftest import (
     exchange,
     free_port,
     get,
-    running_stack,
     wait_for,
 )
 
@@ -132,7 +131,8 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
             command, env=env, cwd=HERE, capture_output=True, check=False
         ).returncode
 
-    assert (check(stack.port), check(free_port())) == (0, 1)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: mostly interpreter start-ups
+        assert tuple(pool.map(check, [stack.port, free_port()])) == (0, 1)
 
 
 def websocket(port: int) -> ClientConnection:
@@ -214,24 +214,27 @@ def read_stream(port: int, target: str) -> Stream:
     return Stream(headers, events, complete, headers.get("x-request-id", ""))
 
 
-# Small events, and events of 64 KiB: above nginx's proxy_buffer_size and busy buffers.
-@pytest.mark.parametrize("size", [0, 65536])
 def test_an_event_stream_longer_than_the_deadline_arrives_whole_event_by_event(
-    stack: LiveStack, size: int
+    stack: LiveStack,
 ) -> None:
     """Server-sent events for more than twice the request deadline arrive whole (the deadline
     bounds the time to the first byte only), each before the app sent the next (never held
-    back by nginx, whatever their size), and never gzipped, though the client asked for it."""
-    interval, count = 0.5, int(4 * DEADLINE_SECONDS / 0.5) + 1
+    back by nginx, whatever their size), and never gzipped, though the client asked for it.
+    Small events and 64 KiB ones (above nginx's proxy_buffer_size and busy buffers), together."""
+    # Below the idle timeout that cuts silent streams; the last event comes past twice the deadline.
+    interval = STREAM_IDLE_SECONDS / 2
+    count, sizes = int(2 * DEADLINE_SECONDS / interval) + 2, [0, 65536]
+    targets = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        streams = pool.map(read_stream, [stack.port] * 2, targets)
 
-    stream = read_stream(stack.port, f"/events?tokens={count}&interval={interval}&size={size}")
-
-    assert stream.complete
-    assert [number for number, _, _ in stream.events] == list(range(count))
-    assert "content-encoding" not in stream.headers, stream.headers
-    assert stream.headers["content-type"].startswith("text/event-stream")
-    for (_, _, arrived), (_, next_sent, _) in zip(stream.events, stream.events[1:], strict=False):
-        assert arrived < next_sent, stream.events
+    for size, stream in zip(sizes, streams, strict=True):
+        assert stream.complete, f"the stream of {size}-byte events was cut"
+        assert [number for number, _, _ in stream.events] == list(range(count)), size
+        assert "content-encoding" not in stream.headers, stream.headers
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        for (_, _, arrived), (_, next_sent, _) in itertools.pairwise(stream.events):
+            assert arrived < next_sent, (size, stream.events)
 
 
 def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveStack) -> None:
@@ -269,39 +272,31 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
     assert app_errors() == errors_before
 
 
-def test_sigterm_closes_open_websockets_with_a_close_frame(tmp_path: Path) -> None:
-    """SIGTERM with a WebSocket open: the client gets a close frame (1012, service restart)
-    within nginx's drain, not a dropped connection, and the stack exits 0. A stack of its own:
-    the shared one stops in the last test."""
-    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
-    with running_stack(tmp_path) as live, websocket(live.port) as session:
-        session.send("hello")
-        assert session.recv(timeout=10) == "hello"
-
-        live.process.send_signal(signal.SIGTERM)
-        with pytest.raises(ConnectionClosed) as closed:
-            session.recv(timeout=drain)
-
-        assert closed.value.rcvd is not None, "no close frame: the connection was dropped"
-        assert closed.value.rcvd.code in (1001, 1012)
-        assert live.process.wait(timeout=60) == 0
-
-
 # Last: it stops the stack every test here shares (pytest runs a module's tests in order).
-def test_sigterm_lets_requests_in_flight_finish_then_exits_0(stack: LiveStack) -> None:
-    """SIGTERM with requests in flight: each answers 200, the runner exits 0, every line is JSON."""
+def test_sigterm_lets_requests_finish_closes_websockets_and_exits_0(stack: LiveStack) -> None:
+    """SIGTERM with requests in flight and a WebSocket open: each request answers 200, the
+    WebSocket gets a close frame (1012, service restart) within nginx's drain, not a dropped
+    connection, the runner exits 0, and every line is JSON."""
+    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
 
     def started() -> int:
         return sum(line.get("message") == "slow request started" for line in stack.log_lines())
 
     before = started()
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        replies = [pool.submit(get, stack.port, "/slow?seconds=1") for _ in range(4)]
+    with websocket(stack.port) as session, ThreadPoolExecutor(max_workers=4) as pool:
+        session.send("hello")
+        assert session.recv(timeout=10) == "hello"
+        target = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
+        replies = [pool.submit(get, stack.port, target) for _ in range(4)]
         wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
         stack.process.send_signal(signal.SIGTERM)
+        with pytest.raises(ConnectionClosed) as closed:
+            session.recv(timeout=drain)
         statuses = [reply.result(timeout=30)[0] for reply in replies]
 
     assert statuses == [200] * 4
+    assert closed.value.rcvd is not None, "no close frame: the connection was dropped"
+    assert closed.value.rcvd.code in (1001, 1012)
     assert stack.process.wait(timeout=30) == 0
     for raw in stack.log_path.read_bytes().splitlines():
         assert list(json.loads(raw))[:4] == ["time", "level", "logger", "message"], raw
