@@ -23,6 +23,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from harness.clients import fetch
 from harness.ports import free_port
@@ -181,7 +183,10 @@ def test_the_stack_asks_for_few_dependencies_and_the_app_for_the_stack(default_b
     }
     assert all(",<" in r for r in requirements), "each range has an upper bound"
     assert stack["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["serving_stack"]
-    assert any(r.startswith("serving-stack") for r in pyproject["project"]["dependencies"])
+    # The range admits the stack beside it: uv does not check a path source's version, and the
+    # range is what a switch to a published serving-stack would resolve (stack/README.md).
+    (wanted,) = [r for r in pyproject["project"]["dependencies"] if r.startswith("serving-stack")]
+    assert Version(stack["project"]["version"]) in Requirement(wanted).specifier, wanted
     assert pyproject["tool"]["uv"]["sources"]["serving-stack"] == {
         "path": "stack",
         "editable": True,
