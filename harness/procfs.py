@@ -102,7 +102,10 @@ def pss_kib(pids: Iterable[int]) -> int:
     """The processes' proportional set size, KiB: shared pages divided among their sharers."""
     total = 0
     for pid in pids:
-        text = (PROC / str(pid) / "smaps_rollup").read_text(encoding="ascii")
+        try:
+            text = (PROC / str(pid) / "smaps_rollup").read_text(encoding="ascii")
+        except OSError:  # it exited since its pid was read
+            continue
         found = re.search(r"^Pss:\s+(\d+) kB", text, re.MULTILINE)
         if found is None:
             raise ValueError(f"no Pss line for {pid}: {text}")

@@ -24,26 +24,29 @@ slow, oversized, and slow-headers alone), and held: long-lived connections of la
 (event streams of a token every TOKEN_INTERVAL_S, and idle WebSockets) open all through the
 measurement, for which each server reports the memory per connection (proportional set size
 of its processes, /proc/<pid>/smaps_rollup, held minus before), the share of tokens on time
-and the normal clients' p99 beside the same server's without them (each server is started
-afresh and warmed up for each held run, so that none measures the memory an earlier one
-left). During the attacks and held, the normal clients load GET /items/{id}. The normal
-clients are wrk, 64 keep-alive connections, each from its own address
+and the normal clients' p99 beside the same server's without them (held runs first in each
+round, each server fresh from its start in the first and started afresh in later ones, and
+warmed up, so that none measures the memory an earlier run left). During the attacks and
+held, the normal clients load GET /items/{id} (under the flood for at least FLOOD_MIN_S).
+The normal clients are wrk, 64 keep-alive connections, each from its own address
 (lab/source_address.c). Rounds are interleaved (the servers' order rotates each round); each
 figure is the median of the rounds. For each run the CPU time of every process of the
 server (runner, nginx, app, metrics listener) and of the clients is read from /proc, per
 normal request: where the time goes.
 
-Writes DIR/peers.json (every run) and DIR/peers.md (the tables). Runs in the project's
-Python; needs wrk, nginx and a C compiler, Linux.
+DIR/peers.json (every run) and DIR/peers.md (the tables) leave through lab/results.publish
+(lab/__main__.py). Runs in the project's Python; needs wrk, nginx and a C compiler, Linux.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import re
 import resource
@@ -59,18 +62,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from harness import procfs
+from harness import stack as stacks
+from harness.ports import free_port
+from harness.processes import Processes, wait_ready
 from lab import attacks
 from lab.nginx import nginx_binary
 from lab.project import FACTORY_VARIABLE
 from lab.runner import machine_facts
-from lab.servers import Processes, free_port, wait_ready
 from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from harness.processes import Process
     from lab.project import Project
-    from lab.servers import Process
 
 Kind = Literal["stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"]
 APP = "lab.apps:shipped"  # the project's app with its middleware, plus /bench/1mb
@@ -83,8 +89,13 @@ GRANIAN_VERSION = "2.8.7"
 EDGE_LIMITS = (("RATE_LIMIT", "400"), ("RATE_LIMIT_BURST", "400"))
 NORMAL_CONNECTIONS = attacks.NORMAL_COUNT
 FLOOD_CONNECTIONS = 256
+# Under the flood the normal clients run at least this long, the full run's window, in the
+# short run too: a flooded uvloop server (uvicorn, gunicorn + UvicornWorker) accepts new
+# connections between passes over the flood's, and the normal clients' 64 waited in its
+# listen queue 1-2 s on a quiet 2-CPU machine, up to 5 s on a shared one; a 1 s window
+# ended before any of their requests was answered.
+FLOOD_MIN_S = 5
 OVERSIZED_CONNECTIONS = 16
-ATTACK_RAMP_S = 1.0  # the attacker runs this long before the normal clients start
 # The example item (api/items.py): its id is the base64url of its canonical JSON.
 ITEM = b'{"name":"widget","price_cents":1234,"tags":["a","b"]}'
 ITEM_ID = base64.urlsafe_b64encode(ITEM).rstrip(b"=").decode()
@@ -105,7 +116,6 @@ LABELS = {
     "oversized": "2 MiB bodies",
     "held": "streams and idle WebSockets held",
 }
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -275,6 +285,9 @@ class Settings:
     held_streams: int
     held_websockets: int
     held_s: int
+    # The attacker runs this long before the normal clients start (after its connections
+    # opened, for the slow clients and held), for the server to settle under it.
+    ramp_s: float
 
 
 FULL = Settings(
@@ -286,6 +299,7 @@ FULL = Settings(
     held_streams=300,
     held_websockets=1000,
     held_s=20,
+    ramp_s=1.0,
 )
 SHORT = Settings(
     rounds=1,
@@ -296,6 +310,7 @@ SHORT = Settings(
     held_streams=20,
     held_websockets=50,
     held_s=1,
+    ramp_s=0.5,
 )
 
 
@@ -348,105 +363,42 @@ def gunicorn_has_asgi_worker() -> str | None:
     return None
 
 
-# --- CPU time of a server's processes, from /proc ---
-
-
-def proc_table() -> dict[int, tuple[int, str, float]]:
-    """pid -> (ppid, comm, CPU seconds) of every process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        comm = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        table[int(entry.name)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / TICKS)
-    return table
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+# --- CPU time and memory of a server's processes, from /proc ---
 
 
 def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
     """CPU seconds of root and its descendants, by role: runner, nginx, metrics, app."""
-    table = proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
     totals = {"runner": 0.0, "nginx": 0.0, "metrics": 0.0, "app": 0.0}
-    todo = [root] if root in table else []
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        _, comm, seconds = table[pid]
+    for proc in procfs.tree(root):
         if not stack:
             role = "app"
-        elif pid == root:
+        elif proc.pid == root:
             role = "runner"
-        elif comm == "nginx":
+        elif proc.comm == "nginx":
             role = "nginx"
-        elif "metrics_listener" in cmdline(pid):
+        elif "metrics_listener" in procfs.cmdline(proc.pid):
             role = "metrics"
         else:
             role = "app"
-        totals[role] += seconds
+        totals[role] += proc.cpu_seconds
     return totals
-
-
-def tree(root: int) -> list[int]:
-    """root and its descendants' pids (none when root is gone)."""
-    table = proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found: list[int] = []
-    todo = [root] if root in table else []
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 
 def tree_rss_mib(root: int) -> float:
     """Resident memory of root and its descendants, MiB (shared pages counted in each)."""
-    total = 0
-    for pid in tree(root):
-        try:
-            status = (Path("/proc") / str(pid) / "status").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
+    kib = 0
+    for proc in procfs.tree(root):
+        # Gone since the tree was read, or a zombie (which has no VmRSS): it holds no memory.
+        with contextlib.suppress(OSError, KeyError):
+            kib += int(procfs.status(proc.pid)["VmRSS"].split()[0])
+    return kib / 1024
 
 
 def tree_pss_kib(root: int) -> int:
     """Proportional set size of root and its descendants, KiB (/proc/<pid>/smaps_rollup):
     pages shared between processes (the workers' code, forked from one master) counted once
     in all, so the sum is what the server costs the machine."""
-    total = 0
-    for pid in tree(root):
-        try:
-            rollup = (Path("/proc") / str(pid) / "smaps_rollup").read_text(encoding="ascii")
-        except OSError:  # it exited meanwhile
-            continue
-        found = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
-        total += int(found.group(1)) if found else 0
-    return total
-
-
-def pid_cpu(pid: int) -> float:
-    entry = proc_table().get(pid)
-    return entry[2] if entry else 0.0
+    return procfs.pss_kib(proc.pid for proc in procfs.tree(root) if proc.alive)
 
 
 # --- starting the servers ---
@@ -481,16 +433,15 @@ class PeerLauncher:
         # were measured without (--no-ws), every other server has them on regardless.
         self.websockets = websockets
         self.processes = Processes()
-        template = str(Path(__file__).resolve().parent.parent)
-        self.env = dict(os.environ)
+        # What every server gets over this process's environment: the template's root (the
+        # servers import lab.apps) and the project's packages, its factory when it has one.
         paths = [
-            template,
+            str(Path(__file__).resolve().parent.parent),
             str(project.root / "src"),
             str(project.root / "stack"),
-            self.env.get("PYTHONPATH", ""),
+            os.environ.get("PYTHONPATH", ""),
         ]
-        self.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        self.env["PATH"] = self.env.get("PATH", os.defpath) + ":/usr/sbin"
+        self.env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
         if project.factory is not None:
             self.env[FACTORY_VARIABLE] = project.factory
         self.count = 0
@@ -499,27 +450,12 @@ class PeerLauncher:
         self.count += 1
         run_dir = self.workdir / f"{self.count}-{server.id}"
         run_dir.mkdir()
+        if server.kind == "stack":
+            return self._start_stack(server, run_dir)
         port = free_port()
         python = sys.executable
-        env = dict(self.env)
-        if server.kind == "stack":
-            argv = [python, "-m", self.project.stack]
-            env.update(
-                PORT=str(port),
-                LISTEN_ADDRESS="127.0.0.1",
-                RUN_DIR=str(run_dir / "run"),
-                METRICS_PORT=str(free_port()),
-                APP_MODULE=APP,
-                **dict(EDGE_LIMITS),
-            )
-            if os.geteuid() == 0:
-                # The lab runs as root in CI containers: serve as root rather than as a user
-                # the machine may not have (the runner says so in a warning).
-                env.update(SERVE_AS_ROOT="on")
-            env.update(server.env)
-            if server.nginx_edits:
-                env["NGINX_CONF"] = str(self._edited_nginx_conf(server, run_dir))
-        elif server.kind == "uvicorn":
+        env = {**os.environ, **self.env}
+        if server.kind == "uvicorn":
             argv = [
                 python,
                 "-m",
@@ -572,6 +508,23 @@ class PeerLauncher:
         process = self.processes.start(server.id, argv, env, self.project.root)
         wait_ready(process, ("127.0.0.1", port), "/livez")
         return Running(server, process, port)
+
+    def _start_stack(self, server: Server, run_dir: Path) -> Running:
+        """The stack through its command line, as the harness starts it (harness/stack.py)."""
+        env = {**self.env, "APP_MODULE": APP, **dict(EDGE_LIMITS)}
+        if os.geteuid() == 0:
+            # The lab runs as root in CI containers: serve as root rather than as a user the
+            # machine may not have (the runner says so in a warning).
+            env["SERVE_AS_ROOT"] = "on"
+        env.update(server.env)
+        if server.nginx_edits:
+            env["NGINX_CONF"] = str(self._edited_nginx_conf(server, run_dir))
+        # log=False: a stack under load for minutes would write gigabytes of access lines.
+        stack = stacks.start(
+            self.processes, run_dir, env, python=sys.executable, cwd=self.project.root, log=False
+        )
+        stack.wait_ready("/livez", 60)
+        return Running(server, stack.runner, stack.port)
 
     def restart(self, running: Running) -> Running:
         """The server stopped and started afresh, on a new port."""
@@ -628,6 +581,14 @@ class Measure:
             raise PeersError(f"wrk exited {done.returncode}: {done.stderr.strip()[-500:]}")
         return parse_wrk_output(done.stdout)
 
+    def window(self, condition: str) -> int:
+        """How long the normal clients run, measured, in a run of condition (seconds)."""
+        if condition in HELD:
+            return self.settings.held_s
+        if condition == "flood":
+            return max(self.settings.duration_s, FLOOD_MIN_S)
+        return self.settings.duration_s
+
     def run(self, running: Running, condition: str, round_index: int) -> Run:
         settings = self.settings
         path = RAW.get(condition, ITEM_PATH)
@@ -644,13 +605,12 @@ class Measure:
                 attacker.send_signal(signal.SIGUSR1)  # its tokens count from here
             stack = not running.server.direct
             before = tree_cpu(root, stack=stack)
-            attacker_before = pid_cpu(attacker.pid) if attacker else 0.0
+            attacker_before = procfs.cpu_seconds([attacker.pid]) if attacker else 0.0
             clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            seconds = settings.held_s if condition in HELD else settings.duration_s
-            result = self._wrk(url, seconds, self.normal_env)
+            result = self._wrk(url, self.window(condition), self.normal_env)
             clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             after = tree_cpu(root, stack=stack)
-            attacker_s = (pid_cpu(attacker.pid) - attacker_before) if attacker else 0.0
+            attacker_s = (procfs.cpu_seconds([attacker.pid]) - attacker_before) if attacker else 0.0
             rss = tree_rss_mib(root)
         finally:
             report = self._stop_attacker(attacker)
@@ -665,10 +625,9 @@ class Measure:
     def _start_attacker(self, running: Running, condition: str) -> subprocess.Popen[str] | None:
         if condition in RAW:
             return None
-        # wrk's attackers end on their own a second after the normal clients (their report
-        # is read then); the slow clients are stopped (SIGTERM), this is only their bound.
-        measured = self.settings.held_s if condition in HELD else self.settings.duration_s
-        seconds = ATTACK_RAMP_S + measured + 1
+        # Every attacker is stopped once the normal clients are done (_stop_attacker): this
+        # is only its bound, a second after them in whole seconds (wrk's).
+        seconds = math.ceil(self.settings.ramp_s + self.window(condition)) + 1
         if condition in HELD:
             options = {
                 "--port": running.port,
@@ -693,7 +652,7 @@ class Measure:
             process = subprocess.Popen(
                 command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
-            time.sleep(ATTACK_RAMP_S)
+            time.sleep(self.settings.ramp_s)
             return process
         kind = "mix" if condition == "slow" else "headers"
         command = [
@@ -716,10 +675,9 @@ class Measure:
         ]
         return self._start_client(command, ready=("ready",))
 
-    @staticmethod
-    def _start_client(command: list[str], *, ready: tuple[str, ...]) -> subprocess.Popen[str]:
+    def _start_client(self, command: list[str], *, ready: tuple[str, ...]) -> subprocess.Popen[str]:
         """A lab client (lab.attacks, lab.held) started, its connections open (its first line
-        starts with one of ``ready``), then ATTACK_RAMP_S for the server to settle."""
+        starts with one of ``ready``), then the ramp for the server to settle."""
         process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -733,7 +691,7 @@ class Measure:
             process.kill()
             rest = process.communicate()[0]
             raise PeersError(f"{command[2]} did not connect: {line} {rest[-500:]}")
-        time.sleep(ATTACK_RAMP_S)
+        time.sleep(self.settings.ramp_s)
         return process
 
     @staticmethod
@@ -741,7 +699,9 @@ class Measure:
         if process is None:
             return {}
         argv = process.args if isinstance(process.args, list) else []
-        if not argv or argv[0] != sys.executable:  # wrk: let it finish its run and report
+        if not argv or argv[0] != sys.executable:
+            # wrk stops on SIGINT and reports what it did until then, its own duration too.
+            process.send_signal(signal.SIGINT)
             output = process.communicate(timeout=60)[0]
             try:
                 result = parse_wrk_output(output)
@@ -798,14 +758,17 @@ def run_peers(  # noqa: PLR0913 - keyword-only, one call site
         held = any(condition in HELD for condition in conditions)
         launcher = PeerLauncher(project, Path(workdir), workers, granian, websockets=held)
         measure = Measure(wrk, attacks.build_shim(Path(workdir)), settings)
+        # held first in each round: in the first, every server is still as it started, so
+        # only the later rounds' held runs need it started afresh.
+        order = sorted(conditions, key=lambda condition: condition not in HELD)
         try:
             running = [launcher.start(server) for server in servers]
             for round_index in range(settings.rounds):
-                for condition in conditions:
+                for condition in order:
                     shift = round_index % len(running)
                     for index in [*range(shift, len(running)), *range(shift)]:
-                        if condition in HELD:
-                            # A fresh server: the memory an earlier held run left allocated
+                        if condition in HELD and round_index:
+                            # A fresh server: the memory the round before left allocated
                             # (freed, kept by the allocator) would hide this run's.
                             running[index] = launcher.restart(running[index])
                         run = measure.run(running[index], condition, round_index)
@@ -826,6 +789,7 @@ def run_peers(  # noqa: PLR0913 - keyword-only, one call site
             "edge_limits": dict(EDGE_LIMITS),
             "normal_connections": NORMAL_CONNECTIONS,
             "flood_connections": FLOOD_CONNECTIONS,
+            "flood_min_s": FLOOD_MIN_S,
             "oversized_connections": OVERSIZED_CONNECTIONS,
             "token_interval_s": TOKEN_INTERVAL_S,
         },
@@ -940,6 +904,15 @@ def _fastest_direct(
     return table[first].goodput if first in table else 0.0
 
 
+def _window(settings: dict[str, Any], conditions: Sequence[str]) -> str:
+    """The normal clients' seconds per run, the flood's longer window named when it was."""
+    seconds = settings["duration_s"]
+    flood_s = max(seconds, settings.get("flood_min_s", 0))
+    if "flood" in conditions and flood_s != seconds:
+        return f"{seconds} s ({flood_s} s under the flood)"
+    return f"{seconds} s"
+
+
 def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after another
     table = cells(results)
     servers = [(s["id"], s["label"]) for s in results["servers"]]
@@ -958,7 +931,7 @@ def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after
         ),
         (
             f"{settings['workers']} workers each; {settings['rounds']} interleaved rounds of "
-            f"{settings['duration_s']} s per figure (medians); normal clients: wrk, "
+            f"{_window(settings, conditions)} per figure (medians); normal clients: wrk, "
             f"{settings['normal_connections']} keep-alive connections from as many addresses. "
             "x fastest: the figure as a multiple of the fastest direct server's in the same run "
             "(in a run of stack variants only, of the first one's)."
@@ -1089,8 +1062,8 @@ def _attacker_table(
                 attacker, normal, cpu = run["attacker"], run["normal"], run["cpu_s"]
                 if not attacker.get("requests"):
                     continue
-                # The attacker's wrk ran longer than the normal clients, by the ramp and 1 s.
-                seconds = float(normal["duration_s"]) + ATTACK_RAMP_S + 1
+                # The attacker's wrk ran longer than the normal clients, by the ramp at least.
+                seconds = float(attacker["duration_s"])
                 rates.append(attacker["requests"] / seconds)
                 refused.append(attacker["non_2xx"] / attacker["requests"])
                 server_s = sum(cpu[role] for role in ("runner", "nginx", "app", "metrics"))
@@ -1184,14 +1157,6 @@ def _held_table(
             row += " | | | | | |"
         rows.append(row)
     return rows
-
-
-def write(results: dict[str, Any], out: Path) -> str:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "peers.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    report = markdown(results)
-    (out / "peers.md").write_text(report, encoding="utf-8")
-    return report
 
 
 def choose_servers(names: Sequence[str] | None) -> list[Server]:

@@ -16,16 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.ports import free_port
-from harness.processes import Process, Processes, ServerError, wait_ready
+from harness.processes import wait_ready
 from lab import nginx
 from lab.project import FACTORY_VARIABLE
 
 if TYPE_CHECKING:
+    from harness.processes import Process, Processes
     from lab.experiments import Stack
     from lab.project import Project
-
-# lab/peers.py imports these from here until it starts its servers through the harness.
-__all__ = ["Launcher", "Process", "Processes", "ServerError", "free_port", "wait_ready"]
 
 
 def shipped_worker_count(project: Project) -> int:

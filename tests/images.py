@@ -20,13 +20,11 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
+
+from harness import postgres
+from harness.ports import free_port
 
 # The same directory as tests/conftest.py's CACHE_DIR (this module also runs as a script).
 CACHE_DIR = Path(tempfile.gettempdir()) / "cookiecutter-fastapi-service-cache"
@@ -291,12 +292,7 @@ def smoke(project: Path, tag: str) -> None:
     env = engine_env() | {"SMOKE_ENGINE": "podman"}
     server = None
     if (project / "tests" / "pg_server.py").is_file():
-        spec = importlib.util.spec_from_file_location("pg_server", project / "tests/pg_server.py")
-        assert spec is not None
-        assert spec.loader is not None
-        pg_server = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(pg_server)
-        server = pg_server.start_server()
+        server = postgres.start(project)
         env["SMOKE_DATABASE_URL"] = server.create_database("template1", "smoke")
     started = time.monotonic()
     try:
@@ -391,13 +387,6 @@ def running(image: str, env: dict[str, str]) -> Iterator[int]:
         podman("rm", "--force", name, check=False)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def sbom(project: Path, tag: str) -> None:
     """The project's own `make sbom` for ``tag``: build/sbom.cdx.json in the project."""
     done = subprocess.run(
@@ -438,7 +427,7 @@ def main() -> int:
     try:
         commands = {"build": build, "smoke": smoke, "compose": compose, "sbom": sbom}
         commands[arguments.command](arguments.project, arguments.tag)
-    except ImageError as error:
+    except (ImageError, postgres.PostgresError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

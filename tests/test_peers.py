@@ -3,8 +3,9 @@ default bake in its short mode: the stack, uvicorn, granian and gunicorn's two w
 the same app, raw, under attack and beside held event streams and idle WebSockets, on
 127.0.0.1.
 
-One run of about two minutes: a second of load per server and condition, no ratios
-asserted (a second on a shared machine measures the neighbours); what is asserted is what
+One run of under two minutes: a second of load per server and condition (five under the
+flood, lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine
+measures the neighbours); what is asserted is what
 the full run's figures rest on: every server answered every normal client, each attacker
 really attacked, the stack's edge limits held the flood to its rate, and nothing was left
 running; each server held every stream and WebSocket open, its tokens came, and its memory
