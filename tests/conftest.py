@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +100,20 @@ def tree(project: Path) -> dict[str, bytes]:
 
 
 # Kubernetes versions the manifests are validated against (oldest supported, newest).
+# The markers that let a line opt out of ruff format, spelled apart so no file names them
+# whole: a line bound is met by code, never by packing (test_bake, test_tooling).
+PACKING_MARKERS = tuple("# fmt: " + word for word in ("skip", "off"))
+
+
+def packed(root: Path, paths: Iterable[Path]) -> list[str]:
+    """The paths, relative to root, of the Python files a packing marker opts out."""
+    return [
+        str(path.relative_to(root))
+        for path in paths
+        if any(marker in path.read_text(encoding="utf-8") for marker in PACKING_MARKERS)
+    ]
+
+
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 # ./scripts/bench, as a person runs it.
 BENCH_SCRIPT = TEMPLATE_DIR / "scripts" / "bench"

@@ -18,6 +18,7 @@ from .conftest import (
     assert_make,
     assert_renders_cleanly,
     bake,
+    packed,
 )
 from .full_suites import FullSuites
 
@@ -91,18 +92,14 @@ def test_a_bake_stays_small_enough_to_own(
     tmp_path: Path, answers: dict[str, str], most: int
 ) -> None:
     """A fresh bake's own code, config and tests, and the stack's, stay within their budgets,
-    counted on code as the formatter writes it: no `` or `# fmt: off` anywhere."""
+    counted on code as the formatter writes it: no formatter opt-out anywhere."""
     result = bake(tmp_path, **answers)
     assert result.exit_code == 0, result.stderr
-    packed = [
-        str(path.relative_to(result.project))
-        for path in result.project.rglob("*.py")
-        if "" in (text := path.read_text(encoding="utf-8")) or "# fmt: off" in text
-    ]
+    opted_out = packed(result.project, result.project.rglob("*.py"))
     owned = counted_lines(result.project, stack=False)
     rented = counted_lines(result.project, stack=True)
 
-    assert packed == [], "format these as ruff does instead"
+    assert opted_out == [], "format these as ruff does instead"
     assert owned <= most, f"{owned} lines of code, config and tests outside stack/; at most {most}"
     assert rented <= STACK_MOST, f"stack/ holds {rented} lines; at most {STACK_MOST}"
 

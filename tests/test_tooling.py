@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import TEMPLATE_DIR
+from .conftest import TEMPLATE_DIR, packed
 
 BIN = Path(sys.executable).parent
 # Named explicitly: ruff would otherwise also read the generated project's pyproject.toml,
@@ -36,6 +36,15 @@ def test_template_python_passes_ruff() -> None:
     for command in (("check", *PYTHON_SOURCES), ("format", "--check", *PYTHON_SOURCES)):
         result = run(BIN / "ruff", *command)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_template_code_is_as_the_formatter_writes_it() -> None:
+    """No line of the template's own Python opts out of ruff format (the lab's, the harness's
+    and the experiments' included): a line bound is met by code, never by packing."""
+    files = [TEMPLATE_DIR / "local_extensions.py"]
+    for folder in ("hooks", "tests", "battery", "lab", "harness", "experiments"):
+        files += sorted((TEMPLATE_DIR / folder).rglob("*.py"))
+    assert packed(TEMPLATE_DIR, files) == [], "format these as ruff does instead"
 
 
 def test_shell_scripts_pass_shellcheck() -> None:
