@@ -337,7 +337,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
     shared venv's interpreter). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test,
-    then the battery's database test (the rest of the battery is the default bake's).
+    then the battery's database and probe tests (the rest of the battery is the default
+    bake's).
     image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
     one also through compose.yaml) and described by an SBOM with podman (tests/images.py);
     the default one first gets a WebSocket and a stream route the documented way
