@@ -14,8 +14,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,8 @@ class LiveStack:
         return {line["request_id"]: line for line in self.log_lines() if line["logger"] == access}
 
 
-@contextlib.contextmanager
-def running_stack(run_dir: Path) -> Iterator[LiveStack]:
-    """The stack as the image starts it, serving live_app.py with a short deadline. Stopped
-    (TERM, then KILL if it hangs) when the block ends."""
-    if shutil.which("nginx", path=SYSTEM_PATH) is None:
-        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+def launch(run_dir: Path) -> LiveStack:
+    """The stack as the image starts it, serving live_app.py with a short deadline."""
     port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
         **os.environ,
@@ -154,27 +151,45 @@ def running_stack(run_dir: Path) -> Iterator[LiveStack]:
             stdout=output,
             stderr=subprocess.STDOUT,
         )
-    try:
-        # The metrics listener starts last: every process is up once it answers.
-        wait_for(
-            lambda: process.poll() is not None or answers(metrics_port, "/metrics"),
-            60,
-            "the stack's metrics listener to answer",
-        )
-        assert answers(port, "/livez"), log_path.read_text(encoding="utf-8", errors="replace")
-        yield LiveStack(process, port, metrics_port, log_path)
-    finally:
-        # TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG).
-        process.terminate()
+    return LiveStack(process, port, metrics_port, log_path)
+
+
+# Started once the tests are chosen, so it boots while the others run; the live ones run last.
+LAUNCHED: list[LiveStack] = []
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    live = [item for item in items if item.path.is_relative_to(HERE)]
+    items[:] = [item for item in items if item not in live] + live
+    installed = shutil.which("nginx", path=SYSTEM_PATH) is not None
+    if live and installed and not config.option.collectonly:
+        LAUNCHED.append(launch(Path(tempfile.mkdtemp(prefix="live-stack-"))))
+
+
+def pytest_sessionfinish() -> None:
+    """TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG)."""
+    for live in LAUNCHED:
+        live.process.terminate()
         try:
-            process.wait(timeout=30)
+            live.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+            live.process.kill()
+            live.process.wait(timeout=10)
+        shutil.rmtree(live.log_path.parent, ignore_errors=True)
 
 
-@pytest.fixture(scope="package")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """The stack every module here shares; test_contract.py's last test stops it."""
-    with running_stack(tmp_path_factory.mktemp("live-stack")) as live:
-        yield live
+@pytest.fixture(scope="session")
+def stack() -> LiveStack:
+    """The stack every test here shares, once it serves; test_contract.py's last test stops it."""
+    if not LAUNCHED:
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    live = LAUNCHED[0]
+    # The metrics listener starts last: every process is up once it answers.
+    wait_for(
+        lambda: live.process.poll() is not None or answers(live.metrics_port, "/metrics"),
+        60,
+        "the stack's metrics listener to answer",
+    )
+    assert answers(live.port, "/livez"), live.log_path.read_text(errors="replace")
+    return live

@@ -214,29 +214,6 @@ def read_stream(port: int, target: str) -> Stream:
     return Stream(headers, events, complete, headers.get("x-request-id", ""))
 
 
-def test_an_event_stream_longer_than_the_deadline_arrives_whole_event_by_event(
-    stack: LiveStack,
-) -> None:
-    """Server-sent events for more than twice the request deadline arrive whole (the deadline
-    bounds the time to the first byte only), each before the app sent the next (never held
-    back by nginx, whatever their size), and never gzipped, though the client asked for it.
-    Small events and 64 KiB ones (above nginx's proxy_buffer_size and busy buffers), together."""
-    # Below the idle timeout that cuts silent streams; the last event comes past twice the deadline.
-    interval = STREAM_IDLE_SECONDS / 2
-    count, sizes = int(2 * DEADLINE_SECONDS / interval) + 2, [0, 65536]
-    targets = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        streams = pool.map(read_stream, [stack.port] * 2, targets)
-
-    for size, stream in zip(sizes, streams, strict=True):
-        assert stream.complete, f"the stream of {size}-byte events was cut"
-        assert [number for number, _, _ in stream.events] == list(range(count)), size
-        assert "content-encoding" not in stream.headers, stream.headers
-        assert stream.headers["content-type"].startswith("text/event-stream")
-        for (_, _, arrived), (_, next_sent, _) in itertools.pairwise(stream.events):
-            assert arrived < next_sent, (size, stream.events)
-
-
 def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveStack) -> None:
     """A stream that sends nothing for STREAM_IDLE_TIMEOUT_SECONDS is cut: the client gets the
     events sent before, then no clean end of the body; the app logs one warning, no error (nginx
@@ -272,22 +249,33 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
     assert app_errors() == errors_before
 
 
-# Last: it stops the stack every test here shares (pytest runs a module's tests in order).
-def test_sigterm_lets_requests_finish_closes_websockets_and_exits_0(stack: LiveStack) -> None:
-    """SIGTERM with requests in flight and a WebSocket open: each request answers 200, the
-    WebSocket gets a close frame (1012, service restart) within nginx's drain, not a dropped
-    connection, the runner exits 0, and every line is JSON."""
+# Last: it stops the stack every test here shares (the live tests run last, in file order).
+def test_sigterm_lets_requests_and_streams_finish_closes_websockets_and_exits_0(
+    stack: LiveStack,
+) -> None:
+    """SIGTERM with requests in flight, event streams and a WebSocket open: each request
+    answers 200; each stream, longer than twice the request deadline (which bounds the time
+    to the first byte only), arrives whole, event by event, each before the app sent the next
+    (never held back by nginx, small events or 64 KiB ones, past proxy_buffer_size and busy
+    buffers) and never gzipped though the client asked; the WebSocket gets a close frame
+    (1012, service restart) within nginx's drain, not a dropped connection; the runner exits
+    0, and every line is JSON."""
     drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
+    # Below the idle timeout that cuts silent streams; the last event comes past twice the deadline.
+    interval = STREAM_IDLE_SECONDS / 2
+    count, sizes = int(2 * DEADLINE_SECONDS / interval) + 2, [0, 65536]
+    streams = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
 
     def started() -> int:
         return sum(line.get("message") == "slow request started" for line in stack.log_lines())
 
     before = started()
-    with websocket(stack.port) as session, ThreadPoolExecutor(max_workers=4) as pool:
+    with websocket(stack.port) as session, ThreadPoolExecutor(max_workers=6) as pool:
         session.send("hello")
         assert session.recv(timeout=10) == "hello"
         target = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
         replies = [pool.submit(get, stack.port, target) for _ in range(4)]
+        read = [pool.submit(read_stream, stack.port, target) for target in streams]
         wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
         stack.process.send_signal(signal.SIGTERM)
         with pytest.raises(ConnectionClosed) as closed:
@@ -295,6 +283,13 @@ def test_sigterm_lets_requests_finish_closes_websockets_and_exits_0(stack: LiveS
         statuses = [reply.result(timeout=30)[0] for reply in replies]
 
     assert statuses == [200] * 4
+    for size, stream in zip(sizes, (each.result() for each in read), strict=True):
+        assert stream.complete, f"the stream of {size}-byte events was cut"
+        assert [number for number, _, _ in stream.events] == list(range(count)), size
+        assert "content-encoding" not in stream.headers, stream.headers
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        for (_, _, arrived), (_, next_sent, _) in itertools.pairwise(stream.events):
+            assert arrived < next_sent, (size, stream.events)
     assert closed.value.rcvd is not None, "no close frame: the connection was dropped"
     assert closed.value.rcvd.code in (1001, 1012)
     assert stack.process.wait(timeout=30) == 0
