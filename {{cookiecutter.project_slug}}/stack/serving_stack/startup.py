@@ -16,11 +16,10 @@ import subprocess
 import sys
 import urllib.request
 
-from . import environment
-from .errors import ServeError
+from . import ServeError, environment
 from .log_relay import log
 from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
-from .settings import NO_APP_MODULE, SettingError, StackSettings, load
+from .settings import NO_APP_MODULE, StackSettings, load
 from .supervisor import HEALTH, Stack
 
 # As root, nginx's workers would run as nobody (and could not reach the 0660 socket) and the
@@ -64,7 +63,7 @@ def serve(settings: StackSettings) -> int:
         # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
         settings.status_socket.unlink(missing_ok=True)
         workers, workers_facts = nginx_workers(settings)
-        conf = write_nginx_conf(settings, settings.upstream_socket, workers)
+        conf = write_nginx_conf(settings, workers)
     except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
         where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
         log("error", f"cannot render {where}: {exc}")
@@ -109,11 +108,11 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve(settings)
         if command == "render":
-            print(write_nginx_conf(settings, settings.upstream_socket))
+            print(write_nginx_conf(settings, nginx_workers(settings)[0]))
             return 0
         if command == "check":
             return check(settings)
-    except (ServeError, SettingError) as exc:
+    except ServeError as exc:  # SettingError too
         log("error", str(exc))
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_stack import cpus, nginx_conf
-from serving_stack.errors import ServeError
+from serving_stack import ServeError, cpus, nginx_conf
 from serving_stack.settings import load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -27,9 +26,10 @@ def rendered(run_dir: Path, environ: str) -> tuple[dict[str, str], str]:
     paths = {"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
     given = dict(item.split("=", 1) for item in environ.split())
     settings = load({**paths, "NGINX_WORKER_PROCESSES": "1", **given})
-    conf = nginx_conf.write_nginx_conf(settings, settings.upstream_socket)
+    workers = nginx_conf.nginx_workers(settings)[0]
+    conf = nginx_conf.write_nginx_conf(settings, workers)
     lists = {name: (run_dir / name).read_text("utf-8") for name in nginx_conf.nginx_lists(settings)}
-    values, text = nginx_conf.nginx_values(settings, settings.upstream_socket), conf.read_text()
+    values, text = nginx_conf.nginx_values(settings, workers), conf.read_text()
     assert [name for name in lists if f"include {run_dir / name};" not in text] == []
     return values | lists, text
 

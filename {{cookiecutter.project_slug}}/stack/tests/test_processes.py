@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from gunicorn.config import Config
 
-from serving_stack import gunicorn_config, log_relay, startup
-from serving_stack.errors import ServeError
+from serving_stack import ServeError, gunicorn_config, log_relay, startup
 from serving_stack.settings import load
 
 
