@@ -1,10 +1,6 @@
-"""How many CPUs this process may really use, in a container or on a host.
-
-The CPU affinity mask, lowered by any cgroup v1 or v2 CPU quota on this process's cgroup or
-an ancestor, rounded up: `docker run --cpus 1.5` on a 64-core host is 2 CPUs, not 64.
-Standard library only; reads /proc/self/cgroup and /sys/fs/cgroup (Linux; elsewhere the CPU
-count alone). gunicorn's workers and nginx's (NGINX_WORKER_PROCESSES=auto) are sized from it.
-"""
+"""How many CPUs this process may really use: the affinity mask, lowered by any cgroup v1 or
+v2 quota of its cgroup or an ancestor, rounded up (`docker run --cpus 1.5` on 64 cores: 2).
+gunicorn's and nginx's workers are sized from it. Standard library only."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ def cgroup_cpu_limit(
     root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[float | None, str]:
     """The tightest CPU limit of this process's cgroup and its ancestors up to the mount's root
-    (in a container with a cgroup namespace, the root is its own cgroup), and its source."""
+    (a container's own cgroup, in a cgroup namespace), and its source."""
     try:
         membership = self_cgroup.read_text(encoding="utf-8")
     except OSError:

@@ -1,7 +1,5 @@
-"""The stack's runtime dependencies against what is installed: an environment that broke the
-ranges in pyproject.toml (a second pip run of the app's own pins, say) is refused at start in
-one line, not met later as an ImportError in a worker. Standard library only: the ranges are
-plain `>=`/`<` bounds on release numbers."""
+"""The stack's dependency ranges against what is installed: a broken environment is refused
+at start in one line, not met later as an ImportError in a worker. Standard library only."""
 
 from __future__ import annotations
 

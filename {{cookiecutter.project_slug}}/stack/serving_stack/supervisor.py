@@ -178,10 +178,13 @@ class Stack:
         log("info", f"started {name}", pid=process.pid, command=command)
         return child
 
-    def python_env(self) -> dict[str, str]:
-        """gunicorn's and the metrics listener's: one metrics directory."""
+    def spawn_python(self, name: str, *args: str) -> Child:
+        """gunicorn or the metrics listener: one metrics directory; stderr (warnings, an early
+        crash) as JSON lines of logger ``name.stderr``."""
         run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
-        return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+        env = {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+        err = functools.partial(stderr_line, f"{name}.stderr")
+        return self.spawn(name, [sys.executable, "-m", *args], env, err)
 
     def wait_accepting(self, child: Child, address: tuple[str, int], timeout: float) -> bool:
         """Pump until child accepts connections; False if it exited, timed out or stopped."""
@@ -192,10 +195,7 @@ class Stack:
         """Start gunicorn; return once a worker has imported the app and answered (HEALTH)."""
         sock = self.settings.gunicorn_socket
         sock.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        # gunicorn logs JSON to stdout; its stderr (warnings, an early crash) becomes JSON too.
-        err = functools.partial(stderr_line, "gunicorn.stderr")
-        child = self.spawn("gunicorn", command, self.python_env(), err)
+        child = self.spawn_python("gunicorn", "gunicorn", "-c", str(self.settings.gunicorn_conf))
         timeout = self.settings.startup_timeout
         answered = self.wait_until(lambda: not child.running or _app_answers(sock), timeout)
         if not child.running:
@@ -212,8 +212,7 @@ class Stack:
     def start_nginx(self) -> Child:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
-        # The access log (stdout) is JSON already, made printable ASCII here; the error log
-        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted.
+        # The access log (stdout): JSON made printable ASCII; the error log (stderr): counted.
         err = LimitCounter(self.settings.metrics_dir).line
         child = self.spawn("nginx", command, env, err, out=access_lines)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
@@ -221,10 +220,8 @@ class Stack:
         return child
 
     def start_metrics(self, *, wait: bool = True) -> Child:
-        """The metrics listener (docs/observability.md); wait: until it accepts (at start only)."""
-        command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        err = functools.partial(stderr_line, "metrics.stderr")
-        child = self.spawn("metrics", command, self.python_env(), err)
+        """The metrics listener; wait: until it accepts (at start only)."""
+        child = self.spawn_python("metrics", f"{__package__}.metrics_listener")
         self.metrics_started = time.monotonic()
         if wait:
             address = (self.settings.local_address, self.settings.metrics_port)
@@ -301,7 +298,7 @@ class Stack:
         return all([nginx_ok, metrics_ok, gunicorn_ok])
 
     def vital(self) -> list[Child]:
-        """nginx and gunicorn: their death stops the stack (tend_metrics restarts the other)."""
+        """nginx and gunicorn: their death stops the stack."""
         return [c for c in (self.nginx, self.gunicorn) if c is not None]
 
     def run(self) -> int:
