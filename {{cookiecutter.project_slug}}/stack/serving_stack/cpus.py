@@ -16,8 +16,7 @@ SELF_CGROUP = Path("/proc/self/cgroup")
 def cgroup_cpu_limit(
     root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[float | None, str]:
-    """The tightest CPU limit of this process's cgroup and its ancestors up to the mount's root
-    (a container's own cgroup, in a cgroup namespace), and its source."""
+    """The tightest CPU limit of this process's cgroup and its ancestors, and its source."""
     try:
         membership = self_cgroup.read_text(encoding="utf-8")
     except OSError:
@@ -44,8 +43,7 @@ def cgroup_cpu_limit(
 
 
 def _quota(directory: Path) -> float | None:
-    """CPUs a cgroup's quota allows: v2 ``cpu.max`` ("max 100000" or "150000 100000") or v1
-    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1: none)."""
+    """CPUs a cgroup's quota allows: v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` / period."""
     try:
         if (directory / "cpu.max").is_file():
             quota, period = (directory / "cpu.max").read_text(encoding="utf-8").split()

@@ -55,8 +55,8 @@ def _installed(name: str) -> str | None:
 
 
 def refusal() -> str | None:
-    """One line when the environment breaks the stack's requirements; None when it fits, or
-    when the stack runs from its source directory without being installed."""
+    """One line when the environment breaks the stack's requirements; None if it fits or the
+    stack is not installed (run from its source)."""
     try:
         requirements = metadata.requires("serving-stack") or []
     except metadata.PackageNotFoundError:

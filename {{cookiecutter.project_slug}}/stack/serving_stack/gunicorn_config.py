@@ -112,8 +112,7 @@ class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logg
 
 
 def on_starting(server: Any) -> None:
-    """Log the worker count; ready the metrics directory before a worker imports
-    prometheus_client (not in gunicorn.conf.py, which tools import)."""
+    """Log the worker count; ready the metrics directory (not at import: tools import it)."""
     stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
@@ -126,8 +125,8 @@ def on_starting(server: Any) -> None:
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """In a new worker, before it imports the app: allocate its metric files; refused, one error
-    line and no metrics, or an exit if preload_app imported prometheus_client."""
+    """Allocate a new worker's metric files; refused: an error line and no metrics (an exit if
+    preload_app imported prometheus_client)."""
     del worker  # gunicorn's hook signature
     directory = settings().metrics_dir
     problem = prepare_worker(directory, os.getpid())

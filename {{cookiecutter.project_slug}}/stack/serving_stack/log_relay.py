@@ -65,8 +65,7 @@ class LineRelay:
 
 
 class LimitCounter:
-    """Counts nginx's refusals by a limit (429s, 503s that never reach the app) from its error
-    lines, into this process's own multiprocess file (the metrics listener serves it)."""
+    """Counts nginx's refusals by a limit from its error lines, into this process's metric file."""
 
     def __init__(self, metrics_dir: Path, budget: int = ERROR_LINES_PER_SECOND) -> None:
         self.counter: Counter | None = None

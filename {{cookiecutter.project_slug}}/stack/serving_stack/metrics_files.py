@@ -30,8 +30,7 @@ except (OSError, AttributeError):
 
 
 def reserve(fd: int, length: int) -> None:
-    """Allocate the blocks of a file's first length bytes without changing its size
-    (OSError, ENOSPC on a full filesystem); nothing where fallocate(2) is missing."""
+    """Allocate a file's first length bytes, its size unchanged; OSError (ENOSPC) if refused."""
     if _FALLOCATE is None:
         return
     if _FALLOCATE(fd, _FALLOC_FL_KEEP_SIZE, 0, length) != 0:
@@ -86,8 +85,7 @@ def prepare_worker(
 
 
 def reserve_growth(path: Path) -> None:
-    """Reserve the blocks of a metric file's next doubling (prometheus_client grows a file by
-    truncate(2), which keeps them), if not all taken yet; OSError as reserve()."""
+    """Reserve a metric file's next doubling (prometheus_client's truncate(2) keeps them)."""
     fd = os.open(path, os.O_RDWR)
     try:
         stat = os.fstat(fd)

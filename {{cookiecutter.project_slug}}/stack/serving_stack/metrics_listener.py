@@ -154,8 +154,7 @@ class Archive:
             time.sleep(TEND_INTERVAL)
 
     def archive_dead(self) -> None:
-        """Drop dead processes' live gauges, add their additive files into the archive (written
-        atomically), then remove those files."""
+        """Drop dead processes' gauges, add their additive files into the archive, remove them."""
         dead = {pid for pid in map(file_pid, self.files()) if pid and not _alive(pid)}
         for pid in dead:
             mark_process_dead(pid, str(self.directory))  # type: ignore[no-untyped-call]  # unannotated upstream
@@ -221,8 +220,7 @@ def _families(archived: Mapping[str, Any], files: list[Path]) -> dict[str, Famil
 
 
 def _accumulated(name: str, values: Values) -> Values:
-    """Raw per-bucket counts made cumulative, with each label set's ``_count``, in the order
-    prometheus_client's own collector renders a histogram."""
+    """Raw per-bucket counts made cumulative, with ``_count``, as prometheus_client renders."""
     buckets: dict[tuple[tuple[str, str], ...], list[tuple[float, str, float]]]
     buckets = defaultdict(list)
     others: dict[tuple[tuple[str, str], ...], Values] = defaultdict(dict)

@@ -101,8 +101,7 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
 
 
 def write_nginx_conf(settings: StackSettings, workers: int) -> Path:
-    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf, after the lists it includes (each
-    file atomically), and return its path."""
+    """Render $RUN_DIR/nginx.conf after the lists it includes, each atomically; its path."""
     values = nginx_values(settings, workers)
     text = render(settings.nginx_conf.read_text(encoding="utf-8"), values)
     settings.run_dir.mkdir(parents=True, exist_ok=True)

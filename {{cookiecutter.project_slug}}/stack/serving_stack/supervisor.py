@@ -66,8 +66,7 @@ class Child:
 
 
 class Stack:
-    """One select() loop: signals through a wakeup fd, children and orphans reaped, output
-    relayed (log_relay)."""
+    """One select() loop: signals by a wakeup fd, children and orphans reaped, output relayed."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
@@ -179,8 +178,7 @@ class Stack:
         return child
 
     def spawn_python(self, name: str, *args: str) -> Child:
-        """gunicorn or the metrics listener: one metrics directory; stderr (warnings, an early
-        crash) as JSON lines of logger ``name.stderr``."""
+        """gunicorn or the metrics listener (one metrics directory); stderr logged as JSON."""
         run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
         env = {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
         err = functools.partial(stderr_line, f"{name}.stderr")

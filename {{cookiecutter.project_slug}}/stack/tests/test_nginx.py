@@ -1,7 +1,5 @@
-"""deploy/nginx.conf as the runner renders it: its values and the lists it includes follow the
-settings, `nginx -t` accepts each and nginx follows the limits' switches (skipped, saying so,
-without nginx; wrong values never render: test_settings.py); nginx's `auto` from fake cgroups.
-The status socket's private directory is proven live: the battery's test_nginx_answers.py."""
+"""deploy/nginx.conf as the runner renders it: values and lists follow the settings, `nginx -t`
+accepts each, nginx follows the limits' switches (skipped without nginx); `auto` from cgroups."""
 
 import http.client
 import os
@@ -84,8 +82,7 @@ CASES = [
 def test_values_and_lists_follow_the_settings_and_nginx_accepts_them(
     tmp_path: Path, environ: str, expected: str
 ) -> None:
-    """Values (the timeout chain, a fractional deadline in milliseconds; each limit's numbers and
-    switch), lists one entry a line; nginx's spool stays private; `nginx -t` accepts it."""
+    """Values and lists follow the settings; nginx's spool stays private; `nginx -t` accepts it."""
     values, conf = rendered(tmp_path, environ)
     wanted = dict(item.split("=", 1) for item in expected.split(", "))
     spool = Path(values["TEMP_DIR"])
