@@ -1,7 +1,5 @@
 """``python -m serving_stack [serve|render|check]``: the command line (startup.py)."""
 
-import sys
+from .startup import console
 
-from .startup import main
-
-sys.exit(main(sys.argv))
+raise SystemExit(console())

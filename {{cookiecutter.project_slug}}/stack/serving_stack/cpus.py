@@ -1,10 +1,6 @@
-"""How many CPUs this process may really use, in a container or on a host.
-
-The CPU affinity mask, lowered by any cgroup v1 or v2 CPU quota on this process's cgroup or
-an ancestor, rounded up: `docker run --cpus 1.5` on a 64-core host is 2 CPUs, not 64.
-Standard library only; reads /proc/self/cgroup and /sys/fs/cgroup (Linux; elsewhere the CPU
-count alone). gunicorn's workers and nginx's (NGINX_WORKER_PROCESSES=auto) are sized from it.
-"""
+"""How many CPUs this process may really use: the affinity mask, lowered by any cgroup v1 or
+v2 quota of its cgroup or an ancestor, rounded up (`docker run --cpus 1.5` on 64 cores: 2).
+gunicorn's and nginx's workers are sized from it. Standard library only."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ SELF_CGROUP = Path("/proc/self/cgroup")
 def cgroup_cpu_limit(
     root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> tuple[float | None, str]:
-    """The tightest CPU limit of this process's cgroup and its ancestors up to the mount's root
-    (in a container with a cgroup namespace, the root is its own cgroup), and its source."""
+    """The tightest CPU limit of this process's cgroup and its ancestors, and its source."""
     try:
         membership = self_cgroup.read_text(encoding="utf-8")
     except OSError:
@@ -48,8 +43,7 @@ def cgroup_cpu_limit(
 
 
 def _quota(directory: Path) -> float | None:
-    """CPUs a cgroup's quota allows: v2 ``cpu.max`` ("max 100000" or "150000 100000") or v1
-    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1: none)."""
+    """CPUs a cgroup's quota allows: v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` / period."""
     try:
         if (directory / "cpu.max").is_file():
             quota, period = (directory / "cpu.max").read_text(encoding="utf-8").split()

@@ -1,7 +1,5 @@
-"""The stack's runtime dependencies against what is installed: an environment that broke the
-ranges in pyproject.toml (a second pip run of the app's own pins, say) is refused at start in
-one line, not met later as an ImportError in a worker. Standard library only: the ranges are
-plain `>=`/`<` bounds on release numbers."""
+"""The stack's dependency ranges against what is installed: a broken environment is refused
+at start in one line, not met later as an ImportError in a worker. Standard library only."""
 
 from __future__ import annotations
 
@@ -57,8 +55,8 @@ def _installed(name: str) -> str | None:
 
 
 def refusal() -> str | None:
-    """One line when the environment breaks the stack's requirements; None when it fits, or
-    when the stack runs from its source directory without being installed."""
+    """One line when the environment breaks the stack's requirements; None if it fits or the
+    stack is not installed (run from its source)."""
     try:
         requirements = metadata.requires("serving-stack") or []
     except metadata.PackageNotFoundError:

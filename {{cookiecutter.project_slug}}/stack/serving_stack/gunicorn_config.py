@@ -1,8 +1,5 @@
-"""What deploy/gunicorn.conf.py (a short file a person edits) takes by name: the worker class,
-the JSON logger, the worker count and the metrics hooks. Depends on gunicorn, uvicorn-worker
-and this package's settings, cpus, jsonlog and metrics_files; never on the app, nor on
-prometheus_client (post_fork says why).
-"""
+"""What deploy/gunicorn.conf.py takes by name: the worker class, the JSON logger, the worker
+count and the metrics hooks. Never imports the app, nor prometheus_client (post_fork)."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ from .response_guard import ResponseGuard
 from .settings import NO_APP_MODULE, WORKERS_EXPORT_NAME, SettingError, StackSettings, load
 
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
-# 27 closing an already-closed listener on exit ("[Errno 9] Bad file descriptor").
+# 27 closing a closed listener on exit.
 _NOISE = ("Using worker: %s", "Error while closing socket %s")
 # WORKER_TMP_DIR's default: tmpfs, so heartbeats cost no disk I/O and need no writable root.
 SHM = "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108 - heartbeat files only
@@ -46,8 +43,7 @@ def app_module() -> str:
 
 
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
-    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS
-    (2: one serves while another is recycled; 8: each holds a copy of the app, replicas scale)."""
+    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS."""
     if stack.web_concurrency is not None:
         return stack.web_concurrency, "WEB_CONCURRENCY"
     computed = round(cpus * stack.workers_per_core)
@@ -59,16 +55,14 @@ def workers() -> tuple[int, dict[str, Any]]:
     """The worker count for the CPUs cpus.py counts (as nginx's `auto`), and its inputs."""
     cpus, facts = usable_cpus()
     count, source = worker_count(settings(), cpus)
-    # The workers inherit this: each sizes its database pool to its share of the connection
-    # budget (an app reads GUNICORN_WORKERS), so the shares add up to it.
+    # The workers inherit it: an app sizes its pools to its share (GUNICORN_WORKERS).
     os.environ[WORKERS_EXPORT_NAME] = str(count)
     return count, {"source": source, "cpus": cpus, **facts}
 
 
 class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
-    """UvicornWorker plus what it does not map: graceful_timeout (else uvicorn waits for open
-    connections until gunicorn kills it mid-response) and a concurrency cap (503 at once); the
-    app served inside ResponseGuard."""
+    """UvicornWorker plus what it does not map: graceful_timeout (else gunicorn kills it
+    mid-response), a concurrency cap (503 at once), WebSocket pings; the app in ResponseGuard."""
 
     wsgi: Any  # gunicorn's name for the loaded app (ASGI here)
 
@@ -79,21 +73,19 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
         graceful = min(stack.graceful_timeout, float(self.cfg.graceful_timeout))
         self.config.timeout_graceful_shutdown = graceful
         self.config.limit_concurrency = stack.limit_concurrency or None
-        # nginx closes a WebSocket whose app side is silent for WEBSOCKET_IDLE_TIMEOUT: a ping
-        # every third of it keeps a live client's session open, a missed pong ends a dead one's.
+        # nginx closes a WebSocket silent for WEBSOCKET_IDLE_TIMEOUT: a ping every third of it
+        # keeps a live client's open, a missed pong ends a dead one's.
         self.config.ws_ping_interval = stack.websocket_idle_timeout / 3
         self.config.ws_ping_timeout = stack.websocket_idle_timeout / 3
 
     def load_wsgi(self) -> None:
-        """The app, inside ResponseGuard: an error after its response never costs another
-        request a 502 (response_guard.py)."""
+        """The app, inside ResponseGuard (response_guard.py)."""
         super().load_wsgi()
         self.wsgi = ResponseGuard(self.wsgi)
 
 
 class OperatorFilter(logging.Filter):
-    """``_NOISE`` to debug level; uvicorn's access records (%-args: client, method, path, HTTP
-    version, status) get the access-log contract's fields."""
+    """``_NOISE`` to debug level; uvicorn's access records get the access log's fields."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg in _NOISE and record.levelno == logging.INFO:
@@ -120,13 +112,11 @@ class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logg
 
 
 def on_starting(server: Any) -> None:
-    """Log the worker count once; ready the metrics directory (docs/observability.md) here,
-    before a worker imports prometheus_client, not in gunicorn.conf.py, which tools import."""
+    """Log the worker count; ready the metrics directory (not at import: tools import it)."""
     stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
-    # Given, the runner cleaned it and a reload keeps the counts; started alone, a previous
-    # run's files would add to this run's counts.
+    # Given, the runner cleaned it; started alone, a previous run's files would add up here.
     if stack.prometheus_multiproc_dir is None and directory.is_dir():
         for stale in [*directory.glob("*.db"), directory / ARCHIVE]:
             stale.unlink(missing_ok=True)
@@ -135,8 +125,8 @@ def on_starting(server: Any) -> None:
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    """In a new worker, before it imports the app: allocate its metric files; refused, one error
-    line and no metrics (docs/observability.md), or an exit if preload_app imported them."""
+    """Allocate a new worker's metric files; refused: an error line and no metrics (an exit if
+    preload_app imported prometheus_client)."""
     del worker  # gunicorn's hook signature
     directory = settings().metrics_dir
     problem = prepare_worker(directory, os.getpid())

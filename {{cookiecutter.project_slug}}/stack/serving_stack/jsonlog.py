@@ -1,10 +1,6 @@
-"""The one JSON log-line formatter of every process: the app, gunicorn, uvicorn, the runner, nginx.
-
-One printable-ASCII JSON object per line, keys in the order ``time`` (UTC, RFC 3339, ms,
-``Z``), ``level``, ``logger``, ``message``, ``request_id``, ``trace_id`` and ``span_id``
-(inside a traced request), the extra fields, ``exception`` (docs/settings.md, "Logs").
-Standard library only.
-"""
+"""The one JSON log-line formatter of every process (the app, gunicorn, uvicorn, the runner,
+nginx): one printable-ASCII JSON object a line, keys in the contract's order (CONTRACT_KEYS,
+extras before ``exception``; docs/settings.md, "Logs"). Standard library only."""
 
 from __future__ import annotations
 
@@ -33,15 +29,16 @@ CONTRACT_KEYS = frozenset(
     {"time", "level", "logger", "message", "request_id", "trace_id", "span_id", "exception"}
 )
 LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "error", "critical")}
+# ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+# NaN and Infinity refused (the fallback quotes them: json would write invalid JSON), any
+# other object as its str(). Strings take the C escaper, as _quote.
+_encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
 
 
 def _quote(text: str) -> str:
     """A JSON string, printable ASCII: the C escaper leaves DEL (0x7f), escaped here."""
     return encode_basestring_ascii(text).replace("\x7f", "\\u007f")
-
-
-# ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
-_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
@@ -53,11 +50,6 @@ def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
 def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     """Return what the caller passed in ``extra=``, in the order it was given."""
     return {k: v for k, v in _tail(record) if k not in _STANDARD}
-
-
-# NaN and Infinity refused (the fallback quotes them: json would write invalid JSON), any
-# other object as its str(). Strings take the C escaper, as _quote.
-_encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
 
 
 def render_value(value: object) -> str:
@@ -165,11 +157,8 @@ _NGINX_CONTEXT = re.compile(r", (?=(?:client|server|request|upstream|host|referr
 _NGINX_CONTEXT_ORDER = ("client", "server", "request", "upstream", "host", "referrer")
 _NGINX_LEVELS = {"emerg": "critical", "alert": "critical", "crit": "critical", "error": "error"}
 _NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": "debug"}
-
-
-# surrogateescape keeps each byte that is not UTF-8 as U+DC80-U+DCFF, in C's fast path
-# (backslashreplace calls its handler for each: 0.4 us a byte, 0.5 ms a line of 0xFF bytes);
-# each becomes here the \xff that backslashreplace writes.
+# Invalid UTF-8 kept by surrogateescape (C's fast path: README.md's design notes), each byte
+# then written as the \xff that backslashreplace writes.
 _BYTE_ESCAPES = {0xDC00 + byte: f"\\x{byte:02x}" for byte in range(0x80, 0x100)}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -204,9 +193,8 @@ def nginx_error_line(raw: bytes) -> str:
 
 
 def _nginx_context(items: list[str]) -> dict[str, str]:
-    """The context nginx appends, in the order it writes it: a key out of that order (or again)
-    is a client's text imitating it (a Referer `x", client: "198.51.100.77`), kept inside the
-    field before it, so ``client`` is always the one nginx wrote first."""
+    """The context nginx appends, in its order: a key out of that order (or again) is a client's
+    text imitating it (a Referer's `", client: `), kept inside the field before it."""
     raw: dict[str, str] = {}
     last = -1
     for item in items:
@@ -229,8 +217,8 @@ def stderr_line(logger: str, raw: bytes) -> str:
 
 def access_lines(block: bytes) -> bytes:
     """Lines of nginx's JSON access log (no final newline) as printable ASCII JSON lines:
-    ``escape=json`` passes DEL and bytes over 0x7f through (a User-Agent, a ``/%ff`` path),
-    re-encoded here, text as ``\\uXXXX``, other bytes as ``\\xff``, never lone surrogates."""
+    ``escape=json`` passes DEL and bytes over 0x7f through, re-encoded here as ``\\uXXXX``
+    (text) or ``\\xff`` (other bytes), never lone surrogates."""
     if block.isascii() and b"\x7f" not in block:
         return block + b"\n"
     return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())

@@ -1,6 +1,4 @@
-"""The children's output as the stack's JSON lines on stdout: cut into whole lines, each
-converted (jsonlog), nginx's refusals by a limit counted on the way (LimitCounter).
-"""
+"""The children's output as JSON lines on stdout, in whole lines; nginx's refusals counted."""
 
 from __future__ import annotations
 
@@ -19,17 +17,14 @@ if TYPE_CHECKING:
 
     from prometheus_client import Counter
 
-# What nginx 1.22 writes for a refusal: `limiting requests[, dry run], excess: 1.000 by zone
-# "client_rate"` and `limiting connections[, dry run] by zone "app_requests"`, matched from the
-# line's first byte to the ", client: " nginx appends next: all of it nginx's own text. What a
-# client wrote (the request line, Host, Referer) comes after, and can imitate a whole line.
+# nginx's refusal lines, from the first byte to the ", client: " nginx appends: all of it nginx's
+# own text. What a client wrote (request line, Host, Referer) comes after and can imitate one.
 _LIMITED = re.compile(
     rb"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\] \d+#\d+: \*\d+ "
     rb"limiting (requests|connections)(, dry run)?(?:, excess: \d+\.\d{3})? "
     rb'by zone "(\w+)", client: '
 )
-# deploy/nginx.conf's zones: the only label values (a zone not listed is not counted), so the
-# counter file holds a fixed set of series and never grows (metrics_files.py reserved it).
+# deploy/nginx.conf's zones, the only labels counted: the counter file never grows.
 ZONES = (
     "client_rate",
     "oversized",
@@ -38,13 +33,10 @@ ZONES = (
     "probes",
     "probe_connections",
 )
-# An error line is cut here before it is read: nginx appends the request line, Host and Referer
-# (8 KiB each), and a client sending them with every refused request would make the relay's
-# CPU and the log's bytes its own. The message and the client address come first. A byte that
-# is not UTF-8 is written as 5 (\\xff): at most about 5 KiB a JSON line.
+# An error line is cut here before it is read, so a client's long request line, Host and Referer
+# cannot make the relay's CPU and the log's bytes its own (README.md's design notes).
 MAX_ERROR_LINE = 1024
-# nginx's error lines relayed a second at most; past it dropped, counted, one warning a second.
-# Refusals are counted before: the metric stays true when the log is shed.
+# Error lines relayed a second at most; the rest dropped and counted (refusals counted first).
 ERROR_LINES_PER_SECOND = 200
 
 log = functools.partial(write_line, "serve")
@@ -73,19 +65,16 @@ class LineRelay:
 
 
 class LimitCounter:
-    """Counts nginx's refusals by a limit (429s, 503s that never reach the app) from its error
-    lines, into this process's own multiprocess file (the metrics listener serves it)."""
+    """Counts nginx's refusals by a limit from its error lines, into this process's metric file."""
 
     def __init__(self, metrics_dir: Path, budget: int = ERROR_LINES_PER_SECOND) -> None:
         self.counter: Counter | None = None
         self.dropped_counter: Counter | None = None
         self.budget = budget
-        self.second = 0  # the second the budget is for (monotonic), and what it let through
-        self.relayed = 0
-        self.dropped = 0  # in that second
+        # The second (monotonic) the budget is for, the lines it relayed and dropped.
+        self.second, self.relayed, self.dropped = 0, 0, 0
         self.failed = False  # a counter raised once: said once
-        # Allocated first, as the workers' (metrics_files.py): SIGBUS on a full RUN_DIR would
-        # take the runner, and the whole stack, down. Refused: nginx's lines go uncounted.
+        # Allocated first, as the workers': SIGBUS on a full RUN_DIR would take the runner down.
         if refused := prepare_worker(metrics_dir, os.getpid(), ("counter",)):
             problem = "nginx's refusals are not counted: no room for the metric file"
             log("error", problem, directory=str(metrics_dir), error=str(refused))
@@ -113,8 +102,7 @@ class LimitCounter:
                 self.counter.labels(zone=zone, dry_run=dry_run)
 
     def line(self, raw: bytes) -> str:
-        """One nginx error line as the stack's JSON line, counted when it is a refusal; ""
-        (nothing to write) past the second's budget."""
+        """An nginx error line as JSON, counted when a refusal; "" past the second's budget."""
         raw = raw[:MAX_ERROR_LINE]
         match = _LIMITED.match(raw)
         if match is not None and (zone := match[3].decode("ascii")) in ZONES:
@@ -126,8 +114,7 @@ class LimitCounter:
         return summary + nginx_error_line(raw)
 
     def _over_budget(self) -> str | None:
-        """None to drop this line; else what to write before it ("" or the last second's
-        count of dropped lines, as a warning line)."""
+        """None to drop this line; else what to write first: "", or last second's drops said."""
         now = int(time.monotonic())
         said = ""
         if now != self.second:

@@ -1,10 +1,6 @@
-"""Metric files a full filesystem cannot turn into a crash (SIGBUS; docs/observability.md).
-
-prepare_worker() (gunicorn_config.post_fork, the runner) creates a process's files allocated,
-their first doubling reserved; reserve_growth() (the metrics listener) reserves each file's
-next one. Standard library only (fallocate through ctypes): the gunicorn master imports this
-and must never import prometheus_client.
-"""
+"""Metric files a full filesystem cannot turn into a crash (SIGBUS; docs/observability.md):
+created allocated, each next doubling reserved. Standard library only: the gunicorn master
+imports this and must never import prometheus_client."""
 
 from __future__ import annotations
 
@@ -19,13 +15,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-# prometheus_client's initial file size. A file that already has a size keeps it (it maps
-# what it finds), so a different value here costs memory, never correctness.
+# prometheus_client's initial file size (a file keeps a size it has: never a correctness risk).
 INITIAL_SIZE = 1 << 16
 # The dead workers' values (metrics_listener.Archive); not *.db: prometheus_client skips it.
 ARCHIVE = "archive.json"
-# What the template's app writes (middleware/metrics.py: a histogram and a livesum gauge);
-# kinds other code adds are learned from the files earlier workers made (kinds()).
+# What the template's app writes; kinds other code adds are learned (kinds()).
 KINDS = ("histogram", "gauge_livesum")
 _FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h: allocate past the end, leave the size alone
 try:  # libc's fallocate(2); None where it is missing (not Linux)
@@ -36,8 +30,7 @@ except (OSError, AttributeError):
 
 
 def reserve(fd: int, length: int) -> None:
-    """Allocate the blocks of a file's first length bytes without changing its size
-    (OSError, ENOSPC on a full filesystem); nothing where fallocate(2) is missing."""
+    """Allocate a file's first length bytes, its size unchanged; OSError (ENOSPC) if refused."""
     if _FALLOCATE is None:
         return
     if _FALLOCATE(fd, _FALLOC_FL_KEEP_SIZE, 0, length) != 0:
@@ -53,8 +46,8 @@ def file_pid(path: Path) -> int | None:
 
 
 def kinds(directory: Path) -> set[str]:
-    """The file kinds a worker will write: the template's, and those of the files (and the
-    archive) earlier workers left, so code that adds a counter gets its file allocated too."""
+    """The file kinds a worker will write: the template's, and those earlier workers left (in
+    files or the archive), so code that adds a counter gets its file allocated too."""
     found = set(KINDS)
     for path in directory.glob("*.db"):
         if file_pid(path) is not None:
@@ -68,8 +61,8 @@ def kinds(directory: Path) -> set[str]:
 def prepare_worker(
     directory: Path, pid: int, wanted: Iterable[str] | None = None
 ) -> OSError | None:
-    """Create and allocate a process's (a worker's, the runner's) metric files of the kinds
-    wanted (default: kinds()); the OSError if the filesystem refuses (its new files removed)."""
+    """Create and allocate a process's metric files of the kinds wanted (default: kinds());
+    the OSError if the filesystem refuses (its new files removed)."""
     created: list[Path] = []
     try:
         for kind in sorted(kinds(directory) if wanted is None else wanted):
@@ -92,8 +85,7 @@ def prepare_worker(
 
 
 def reserve_growth(path: Path) -> None:
-    """Reserve the blocks of a metric file's next doubling (prometheus_client grows a file by
-    truncate(2), which keeps them), if not all taken yet; OSError as reserve()."""
+    """Reserve a metric file's next doubling (prometheus_client's truncate(2) keeps them)."""
     fd = os.open(path, os.O_RDWR)
     try:
         stat = os.fstat(fd)

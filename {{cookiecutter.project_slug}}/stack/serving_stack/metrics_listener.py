@@ -1,11 +1,6 @@
-"""Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT.
-
-``python -m serving_stack.metrics_listener`` serves GET /metrics until SIGTERM (the runner
-starts it, and restarts it alone if it dies) and tends PROMETHEUS_MULTIPROC_DIR (``Archive``).
-Why a process of its own, its client limits and the archive's rules: docs/observability.md.
-Needs prometheus_client (public API), this package's settings, metrics_files and jsonlog,
-and nginx's stub_status socket (deploy/nginx.conf); never the app.
-"""
+"""Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT,
+until SIGTERM; it tends PROMETHEUS_MULTIPROC_DIR (``Archive``). Why a process of its own, its
+client limits and the archive's rules: docs/observability.md."""
 
 from __future__ import annotations
 
@@ -39,11 +34,10 @@ if TYPE_CHECKING:
 # A scrape must not wait long for nginx: Prometheus's own scrape timeout is 10 s by default.
 STATUS_TIMEOUT = 2.0
 # Prometheus scrapes over one connection; a few more for people. Past these a connection is
-# closed at once; a client silent this long is cut (1,500 idle ones made 1,488 threads).
+# closed at once; a client silent this long is cut (README.md's design notes).
 MAX_CLIENTS = 8
 CLIENT_TIMEOUT = 5.0
-# Dead workers' files go within seconds, and each file's next doubling (64 KiB: ~18 label
-# sets of the request histogram) is reserved before a worker fills the current one.
+# Dead workers' files go within seconds; each file's next doubling is reserved in time.
 TEND_INTERVAL = 5.0
 # The kinds whose values add up across processes (prometheus_client's file kinds).
 ADDITIVE = frozenset({"counter", "histogram", "summary"})
@@ -53,9 +47,8 @@ Family = tuple[str, str, Values]  # type, help, values
 
 log = functools.partial(write_line, "metrics")
 
-# The seven numbers of nginx's stub_status page, in its order: name, help, counter (else
-# gauge). nginx-prometheus-exporter's names, so its dashboards work. nginx counts every
-# request, those it answered itself (413, 499, 502) too.
+# stub_status's seven numbers in its order: name, help, counter (else gauge), named as by
+# nginx-prometheus-exporter, so its dashboards work.
 _STATUS = (
     ("nginx_connections_active", "Client connections active now.", False),
     ("nginx_connections_accepted", "Client connections accepted.", True),
@@ -109,7 +102,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
@@ -137,8 +130,8 @@ class Archive:
         return sorted(path for path in self.directory.glob("*.db") if file_pid(path))
 
     def tend(self) -> None:
-        """Archive the dead processes' files and reserve every file's growth; a failure (a
-        full filesystem) is said once, once that it is over, and the files wait for a pass."""
+        """Archive the dead processes' files and reserve every file's growth; a failure (a full
+        filesystem) is said once, and once that it is over."""
         try:
             self.load()  # a damaged archive is said here, once, not at every scrape
             self.archive_dead()
@@ -161,8 +154,7 @@ class Archive:
             time.sleep(TEND_INTERVAL)
 
     def archive_dead(self) -> None:
-        """Drop dead processes' live gauges (mark_process_dead), add their additive files into
-        the archive (written atomically), then remove those files."""
+        """Drop dead processes' gauges, add their additive files into the archive, remove them."""
         dead = {pid for pid in map(file_pid, self.files()) if pid and not _alive(pid)}
         for pid in dead:
             mark_process_dead(pid, str(self.directory))  # type: ignore[no-untyped-call]  # unannotated upstream
@@ -228,8 +220,7 @@ def _families(archived: Mapping[str, Any], files: list[Path]) -> dict[str, Famil
 
 
 def _accumulated(name: str, values: Values) -> Values:
-    """Raw per-bucket counts made cumulative, with each label set's ``_count``, in the order
-    prometheus_client's own collector renders a histogram."""
+    """Raw per-bucket counts made cumulative, with ``_count``, as prometheus_client renders."""
     buckets: dict[tuple[tuple[str, str], ...], list[tuple[float, str, float]]]
     buckets = defaultdict(list)
     others: dict[tuple[tuple[str, str], ...], Values] = defaultdict(dict)
@@ -281,7 +272,7 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
     class Server(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
-        # Connections not yet accepted (socketserver's default, 5, drops SYNs under a burst).
+        # socketserver's default, 5, drops SYNs under a burst.
         request_queue_size = 128
         slots = threading.BoundedSemaphore(MAX_CLIENTS)
 
@@ -302,10 +293,10 @@ def make_server(address: str, port: int, registry: CollectorRegistry) -> Threadi
                 self.slots.release()
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            # socketserver prints a traceback to stderr: one JSON line instead, or nothing.
+            # One JSON line instead of socketserver's traceback; none for a client that hangs
+            # up or stays silent (ordinary on a network).
             del request, client_address
             exc = sys.exc_info()[1]
-            # A client that hangs up or stays silent is ordinary on a network: no line.
             if not isinstance(exc, (ConnectionError, TimeoutError)):
                 log("error", "metrics request failed", error=f"{type(exc).__name__}: {exc}")
 
@@ -316,7 +307,7 @@ def main(environ: Mapping[str, str]) -> int:
     try:
         settings = load(environ)
     except SettingError as exc:
-        log("error", str(exc))  # one line naming the variable, the value and what is allowed
+        log("error", str(exc))
         return 1
     metrics_dir, address = settings.metrics_dir, settings.listen_address
     if not metrics_dir.is_dir():

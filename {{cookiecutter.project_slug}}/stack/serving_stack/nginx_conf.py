@@ -1,18 +1,14 @@
-"""nginx.conf from the project's template: every @NAME@ placeholder replaced by a value the
-settings decide (limits, switches, timeouts, paths), written atomically into RUN_DIR beside
-the lists it includes (trusted proxies, allowed hosts, CORS origins), one entry a line.
-
-``python -m serving_stack render`` runs ``write_nginx_conf``; the project owns the template
-(deploy/nginx.conf, NGINX_CONF), the stack only fills it in.
-"""
+"""nginx.conf from the project's template (NGINX_CONF): every @NAME@ placeholder replaced by a
+value the settings decide, written atomically into RUN_DIR beside the lists it includes, one
+entry a line (``python -m serving_stack render``)."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
 
+from . import ServeError
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from .errors import ServeError
 from .settings import UPSTREAM_KEEPALIVE_TIME, StackSettings
 
 if TYPE_CHECKING:
@@ -20,11 +16,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
-# NGINX_WORKER_PROCESSES=auto: one nginx worker per this many usable CPUs, at least one
-# (measured: docs/serving.md, "How the runner works").
+# NGINX_WORKER_PROCESSES=auto: a worker per this many usable CPUs (measured: docs/serving.md).
 CPUS_PER_NGINX_WORKER = 4
-# nginx refuses 0 as a rate or a limit_conn number: a limit that is off (0) keeps its directives,
-# its key emptied by nginx.conf's map, and this number, the largest limit_conn takes.
+# nginx refuses a 0 rate or limit_conn: a limit that is off keeps its directives, its key
+# emptied by nginx.conf's map, and this number (limit_conn's largest).
 UNCOUNTED_LIMIT = 65535
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
@@ -61,12 +56,8 @@ def limit_req_burst(at_once: int, waiting: int) -> str:
     return f"{burst} delay={at_once}" if at_once else burst
 
 
-def nginx_values(
-    settings: StackSettings, upstream_socket: Path, workers: int | None = None
-) -> dict[str, str]:
-    """deploy/nginx.conf's placeholder values; ``workers`` unset: as nginx_workers() decides."""
-    if workers is None:
-        workers = nginx_workers(settings)[0]
+def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
+    """deploy/nginx.conf's placeholder values, for this many nginx workers."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     return {
@@ -74,7 +65,7 @@ def nginx_values(
         "RUN_DIR": str(settings.run_dir),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"{f'[{address}]' if ':' in address else address}:{settings.port}",
-        "UPSTREAM_SOCKET": str(upstream_socket),
+        "UPSTREAM_SOCKET": str(settings.gunicorn_socket),
         "STATUS_SOCKET": str(settings.status_socket),
         "ACCESS_LOGGED": str(int(settings.nginx_access_log)),
         "PROXY_TIMEOUT": nginx_time(settings.proxy_timeout),
@@ -109,15 +100,10 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
     }
 
 
-def write_nginx_conf(
-    settings: StackSettings, upstream_socket: Path, workers: int | None = None
-) -> Path:
-    """Render deploy/nginx.conf into $RUN_DIR/nginx.conf, after the lists it includes (each
-    file atomically), and return its path."""
-    text = render(
-        settings.nginx_conf.read_text(encoding="utf-8"),
-        nginx_values(settings, upstream_socket, workers),
-    )
+def write_nginx_conf(settings: StackSettings, workers: int) -> Path:
+    """Render $RUN_DIR/nginx.conf after the lists it includes, each atomically; its path."""
+    values = nginx_values(settings, workers)
+    text = render(settings.nginx_conf.read_text(encoding="utf-8"), values)
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     settings.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     # nginx creates the status socket 0666: this directory is what keeps others out.

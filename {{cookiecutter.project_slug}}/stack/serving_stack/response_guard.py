@@ -1,13 +1,7 @@
-"""The worker's guard around any app: an exception the app raises after its response was sent
-whole is logged, not passed on to uvicorn.
-
-uvicorn closes the connection on such an exception (Starlette's ServerErrorMiddleware sends
-its 500, then re-raises), but nginx has already put that keep-alive connection back in its
-pool: the next request on it meets the close, and nginx answers 502 where it may not retry
-(a POST). Swallowed here, the connection stays usable. An exception before the response ends
-still goes to uvicorn: it answers 500 with `Connection: close`, or cuts a response it had
-started, which the client must see.
-"""
+"""The worker's guard around any app: an exception raised after the whole response was sent
+is logged, not passed on to uvicorn, which would close a connection nginx has already pooled
+(a 502 for the next request: README.md's design notes). One before the response ends still
+goes to uvicorn: it answers 500 with `Connection: close`, or cuts the started response."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Every serving-stack variable, once: a pydantic-settings field with its type, bounds and meaning.
-
-Read from the environment, then ``.env``, as the app's settings (docs/settings.md, checked
-against this model by tests/stack). The app's request deadline is defined here (``Deadline``):
-the app's settings import it, and nginx's and gunicorn's timeouts follow it (the chain).
-``load()`` refuses a wrong value with ``SettingError``, one line naming the variable. Depends
-on pydantic-settings; never on the app.
-"""
+"""Every serving-stack variable, once: a pydantic-settings field with its type, bounds and
+meaning, read from the environment, then ``.env``. ``load()`` refuses a wrong value with
+``SettingError``, one line naming the variable. Never depends on the app."""
 
 from __future__ import annotations
 
@@ -19,11 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from . import ServeError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# Two variables the stack and the app both read, by these names (the app takes them from
-# here): the CORS origins (nginx's own errors carry the same CORS headers) and the deadline.
+# Read by the stack and the app (which imports these, Deadline too), by these names.
 APP_CORS_NAME = "CORS_ORIGINS"
 APP_DEADLINE_NAME = "REQUEST_TIMEOUT_SECONDS"
 DEADLINE_DEFAULT = 30.0
@@ -32,17 +28,15 @@ _DEADLINE_MEANING = (
     " nginx's and gunicorn's timeouts follow it"
 )
 Deadline = Annotated[float, Field(gt=0, le=3600, description=_DEADLINE_MEANING)]
-# Written, not read, by the stack: gunicorn exports the worker count it decided under this
-# name, so an app can size per-worker resources (a database pool) to its share.
+# Written for the app, not read: the worker count, to size per-worker pools to their share.
 WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
 # Beyond the deadline, nginx waits this long for the app's own 504 (fired within 0.1 s).
 PROXY_MARGIN = 5.0
-# Beyond nginx's proxy timeouts, a graceful nginx stop waits this long for responses in flight.
+# Beyond nginx's proxy timeouts, a graceful nginx stop waits this long for responses.
 DRAIN_MARGIN = 5.0
 # Beyond each process's own shutdown timeout, the runner waits this long before killing it.
 STOP_MARGIN = 5.0
-# nginx closes idle upstream connections this much sooner than gunicorn's KEEPALIVE, so it
-# never sends a request on a connection gunicorn just closed (a 502 for a POST).
+# nginx closes idle upstream connections this much before gunicorn does (else: a 502).
 KEEPALIVE_MARGIN = 15
 # The watchdog's floor: a blocked event loop is killed after this long at the earliest.
 WATCHDOG_FLOOR = 60.0
@@ -51,17 +45,14 @@ UPSTREAM_KEEPALIVE_TIME = 5.0
 # Characters that would end an nginx directive or block if they came from the environment.
 _UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-# A DNS name, lower case; ".example.com" is it and every name under it, "svc.*" every name
-# it begins (nginx's map hostnames masks).
+# A DNS name, lower case; ".example.com" and "svc.*" as nginx's map hostnames masks.
 _HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+")
-
-
 # Serving without an app: refused in one line (render and check need none).
 NO_APP_MODULE = "APP_MODULE is not set: name the ASGI app to serve, as module.path:attribute"
 
 
-class SettingError(ValueError):
+class SettingError(ServeError, ValueError):
     """A variable's value is refused; the message is one line naming it and what is allowed."""
 
 
@@ -175,7 +166,7 @@ class StackSettings(BaseSettings):
     """started as root: serve as root (nginx's workers too) rather than refuse; for throwaway
     containers and CI only"""
 
-    # Per-client limits at nginx (runner.py renders them; docs/settings.md sizes them).
+    # Per-client limits at nginx (docs/settings.md sizes them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
     """requests per second nginx lets each client address make, per pod (limit_req; over it:
     JSON 429 with Retry-After); 0: off"""
@@ -186,23 +177,21 @@ class StackSettings(BaseSettings):
     answers 429 (RATE_LIMIT x this many wait); 0: refuse at once"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
-    # A sixteenth of the 512 requests in flight a pod takes (nginx.conf's app_requests): a
-    # request still sending its body holds one of them, and four addresses with slow uploads
-    # filled a quarter each (measured); now it takes sixteen. limit_conn stops at 65535.
+    # A sixteenth of nginx.conf's app_requests (512): slow uploads hold theirs (README.md).
     connections_per_client: int = Field(32, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:
     JSON 503 with Retry-After, like overload); 0: off"""
     websockets_per_client: int = Field(32, ge=0, le=65535, alias="WEBSOCKETS_PER_CLIENT")
     """open WebSocket sessions nginx lets each client address have, per pod (limit_conn; over
     it: JSON 503 with Retry-After); 0: off"""
-    # Three: the app pings every third of it (gunicorn_config.py), each ping at least 1 s apart.
+    # At least 3: the app pings every third of it (gunicorn_config.py), 1 s apart at least.
     websocket_idle_timeout: float = Field(60.0, ge=3, le=86400, alias="WEBSOCKET_IDLE_TIMEOUT")
     """seconds nginx keeps a WebSocket session whose app side sends nothing; the app pings the
     client every third of it and closes a session whose pong misses the next third"""
     cors_origins: Origins = Field((), validation_alias=APP_CORS_NAME)
     """the app's CORS origins: nginx's own errors (413, 429, 503...) carry their headers too"""
 
-    # The timeout chain (the properties after the fields derive nginx's and the stop's).
+    # The timeout chain (the properties below derive nginx's and the stop's).
     app_deadline: Deadline = Field(DEADLINE_DEFAULT, validation_alias=APP_DEADLINE_NAME)
     graceful_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
         default_factory=lambda data: data.get("app_deadline", DEADLINE_DEFAULT),
@@ -304,8 +293,7 @@ class StackSettings(BaseSettings):
             )
         return self
 
-    # The timeout chain: each derived from the app's deadline so their order always holds
-    # (docs/settings.md, "The timeout chain"); GRACEFUL_TIMEOUT and GUNICORN_TIMEOUT follow it.
+    # The timeout chain, derived from the deadline so their order holds (docs/settings.md).
     @property
     def proxy_timeout(self) -> float:
         """nginx proxy_read_timeout / proxy_send_timeout: the app's 504 must arrive first."""
@@ -318,8 +306,8 @@ class StackSettings(BaseSettings):
 
     @property
     def handover(self) -> float:
-        """From nginx's QUIT to gunicorn's TERM (stop_all): by then what nginx accepted, a request
-        waiting its turn at the rate limit included, has reached the app; within nginx's drain."""
+        """From nginx's QUIT to gunicorn's TERM (stop_all): what nginx accepted (a request queued
+        at the rate limit too) has reached the app by then; within nginx's drain."""
         return min(self.rate_limit_queue_seconds + STOP_MARGIN, self.nginx_drain)
 
     @property
@@ -359,11 +347,6 @@ class StackSettings(BaseSettings):
     def status_socket(self) -> Path:
         """nginx's stub_status, for the metrics listener: 0666 (nginx), in a 0700 directory."""
         return self.run_dir / "nginx-status" / "nginx-status.sock"
-
-    @property
-    def upstream_socket(self) -> Path:
-        """nginx's upstream: gunicorn's socket."""
-        return self.gunicorn_socket
 
 
 def variable_names() -> dict[str, str]:

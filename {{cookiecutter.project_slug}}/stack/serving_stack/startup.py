@@ -1,12 +1,6 @@
-"""Start-up: the command line (serve | render | check), the checks before anything runs (an
-app named, the installed versions within the stack's ranges, nginx installed, not root
-unless SERVE_AS_ROOT, RUN_DIR usable, nginx.conf rendered and accepted by `nginx -t`), then
-the supervisor.
-
-    python -m serving_stack [serve]   the stack and the metrics listener, in the foreground
-    python -m serving_stack render    write $RUN_DIR/nginx.conf and print its path
-    python -m serving_stack check     exit 0 if GET /livez through nginx answers 200
-"""
+"""The command line, ``python -m serving_stack [serve|render|check]`` (README.md), and the
+checks before serving: an app named, the installed versions, nginx, not root unless
+SERVE_AS_ROOT, RUN_DIR usable, nginx.conf accepted by `nginx -t`."""
 
 from __future__ import annotations
 
@@ -16,15 +10,13 @@ import subprocess
 import sys
 import urllib.request
 
-from . import environment
-from .errors import ServeError
+from . import ServeError, environment
 from .log_relay import log
 from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
-from .settings import NO_APP_MODULE, SettingError, StackSettings, load
+from .settings import NO_APP_MODULE, StackSettings, load
 from .supervisor import HEALTH, Stack
 
-# As root, nginx's workers would run as nobody (and could not reach the 0660 socket) and the
-# app as root: refused unless SERVE_AS_ROOT=on, which keeps nginx's workers root too.
+# As root, nginx's workers would run as nobody (no access to the 0660 socket), the app as root.
 ROOT_REFUSED = (
     "started as root: run as an unprivileged user (the image runs as 10001; as root, `setpriv"
     " --reuid=USER --regid=GROUP --clear-groups`), or set SERVE_AS_ROOT=on for a throwaway"
@@ -43,8 +35,7 @@ def root_globals(settings: StackSettings) -> str:
 
 
 def serve(settings: StackSettings) -> int:
-    """Check the app's name, nginx and the user, ready RUN_DIR, render and test nginx.conf, then
-    run the Stack."""
+    """The checks, RUN_DIR readied, nginx.conf rendered and tested, then the Stack run."""
     if settings.app_module is None:
         log("error", NO_APP_MODULE)
         return 1
@@ -64,8 +55,8 @@ def serve(settings: StackSettings) -> int:
         # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
         settings.status_socket.unlink(missing_ok=True)
         workers, workers_facts = nginx_workers(settings)
-        conf = write_nginx_conf(settings, settings.upstream_socket, workers)
-    except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...: one line, no traceback
+        conf = write_nginx_conf(settings, workers)
+    except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...
         where = f"NGINX_CONF={settings.nginx_conf} into RUN_DIR={settings.run_dir}"
         log("error", f"cannot render {where}: {exc}")
         return 1
@@ -76,7 +67,6 @@ def serve(settings: StackSettings) -> int:
         said = checked.stderr.strip()
         log("error", "nginx rejected the rendered config", config=str(conf), nginx=said)
         return 1
-    # With the timeouts derived from the app's deadline, in seconds.
     log(
         "info",
         "rendered nginx config",
@@ -109,11 +99,11 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve(settings)
         if command == "render":
-            print(write_nginx_conf(settings, settings.upstream_socket))
+            print(write_nginx_conf(settings, nginx_workers(settings)[0]))
             return 0
         if command == "check":
             return check(settings)
-    except (ServeError, SettingError) as exc:
+    except ServeError as exc:  # SettingError too
         log("error", str(exc))
         return 1
     print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)

@@ -1,8 +1,6 @@
-"""The supervisor: nginx, gunicorn and the metrics listener as one foreground program, driven
-by one select() loop: signals through a wakeup fd, children and orphans reaped (PID 1), their
-output relayed (log_relay), a dead metrics listener restarted alone, and a death of nginx or
-gunicorn, or SIGTERM, stopping everything in order within the stop budget (docs/serving.md).
-"""
+"""The supervisor: nginx, gunicorn and the metrics listener as one foreground program (PID 1),
+a dead metrics listener restarted alone; a death of the others, or SIGTERM, stops all in order
+within the stop budget (docs/serving.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ServeError
+from . import ServeError
 from .jsonlog import access_lines, stderr_line
 from .log_relay import LimitCounter, LineRelay, log
 from .nginx_conf import nginx_command
@@ -29,12 +27,11 @@ from .settings import STOP_MARGIN, StackSettings
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# A dead metrics listener is restarted after 1 s, then 2, 4... up to this while it keeps
-# dying; one that served METRICS_HEALTHY seconds starts again from 1 s.
+# A dead metrics listener restarts after 1 s, 2, 4... up to this; healthy this long: 1 s again.
 METRICS_BACKOFF_MAX = 30.0
 METRICS_HEALTHY = 60.0
-# Asked of the app through gunicorn's socket before "ready": any answer means a worker has
-# imported the app (one without this route answers 404, which is as good).
+# Asked through gunicorn's socket before "ready": any answer (a 404 too) means a worker has
+# imported the app.
 HEALTH = "/livez"
 _HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
@@ -69,8 +66,7 @@ class Child:
 
 
 class Stack:
-    """nginx, gunicorn and the metrics listener, driven by one select() loop: signals through a
-    wakeup fd, children and orphans reaped, output relayed."""
+    """One select() loop: signals by a wakeup fd, children and orphans reaped, output relayed."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
         self.settings = settings
@@ -79,8 +75,7 @@ class Stack:
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
         self.metrics: Child | None = None
-        # The metrics listener's restarts (tend_metrics): consecutive failures, its last
-        # start, and when the next start is due.
+        # tend_metrics: consecutive failures, the last start, when the next is due.
         self.metrics_failures = 0
         self.metrics_started = 0.0
         self.metrics_due: float | None = None
@@ -154,8 +149,8 @@ class Stack:
         err: Callable[[bytes], str],
         out: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        """A child leading its own process group, dying with the runner (docs/serving.md); each
-        line of its stderr relayed as err(line), its stdout (given out) as out(lines)."""
+        """A child leading its own process group, dying with the runner; its stderr relayed as
+        err(line) each line, its stdout (given out) as out(lines)."""
 
         def each_line(block: bytes) -> bytes:
             converted = (err(line) for line in block.split(b"\n") if line.strip())
@@ -182,10 +177,12 @@ class Stack:
         log("info", f"started {name}", pid=process.pid, command=command)
         return child
 
-    def python_env(self) -> dict[str, str]:
-        """gunicorn's and the metrics listener's: one metrics directory."""
+    def spawn_python(self, name: str, *args: str) -> Child:
+        """gunicorn or the metrics listener (one metrics directory); stderr logged as JSON."""
         run_dir, metrics = self.settings.run_dir, self.settings.metrics_dir
-        return {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+        env = {**os.environ, "RUN_DIR": str(run_dir), "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+        err = functools.partial(stderr_line, f"{name}.stderr")
+        return self.spawn(name, [sys.executable, "-m", *args], env, err)
 
     def wait_accepting(self, child: Child, address: tuple[str, int], timeout: float) -> bool:
         """Pump until child accepts connections; False if it exited, timed out or stopped."""
@@ -193,18 +190,12 @@ class Stack:
         return accepting and child.running
 
     def start_gunicorn(self) -> Child:
-        """Start gunicorn; return once a worker has imported the app and answered on the socket
-        (any HTTP status: an app without /livez answers 404), so "ready" means served."""
+        """Start gunicorn; return once a worker has imported the app and answered (HEALTH)."""
         sock = self.settings.gunicorn_socket
         sock.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "gunicorn", "-c", str(self.settings.gunicorn_conf)]
-        # gunicorn logs JSON to stdout; its stderr (warnings, an early crash) becomes JSON too.
-        err = functools.partial(stderr_line, "gunicorn.stderr")
-        child = self.spawn("gunicorn", command, self.python_env(), err)
+        child = self.spawn_python("gunicorn", "gunicorn", "-c", str(self.settings.gunicorn_conf))
         timeout = self.settings.startup_timeout
-        answered = self.wait_until(
-            lambda: not child.running or _app_answers(sock), timeout, stop_on_signal=True
-        )
+        answered = self.wait_until(lambda: not child.running or _app_answers(sock), timeout)
         if not child.running:
             raise ServeError(
                 f"gunicorn exited ({child.status}) before serving the app: see its log"
@@ -219,8 +210,7 @@ class Stack:
     def start_nginx(self) -> Child:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
-        # The access log (stdout) is JSON already, made printable ASCII here; the error log
-        # (stderr) becomes the stack's JSON lines, its refusals by a limit counted.
+        # The access log (stdout): JSON made printable ASCII; the error log (stderr): counted.
         err = LimitCounter(self.settings.metrics_dir).line
         child = self.spawn("nginx", command, env, err, out=access_lines)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
@@ -228,10 +218,8 @@ class Stack:
         return child
 
     def start_metrics(self, *, wait: bool = True) -> Child:
-        """The metrics listener (docs/observability.md); wait: until it accepts (at start only)."""
-        command = [sys.executable, "-m", f"{__package__}.metrics_listener"]
-        err = functools.partial(stderr_line, "metrics.stderr")
-        child = self.spawn("metrics", command, self.python_env(), err)
+        """The metrics listener; wait: until it accepts (at start only)."""
+        child = self.spawn_python("metrics", f"{__package__}.metrics_listener")
         self.metrics_started = time.monotonic()
         if wait:
             address = (self.settings.local_address, self.settings.metrics_port)
@@ -250,12 +238,8 @@ class Stack:
             self.children.pop(child.pid, None)
             self.metrics, self.metrics_due = None, now + delay
             self.metrics_failures += 1
-            log(
-                "warning",
-                "restarting the metrics listener",
-                after_seconds=delay,
-                exit_code=child.status,
-            )
+            said = {"after_seconds": delay, "exit_code": child.status}
+            log("warning", "restarting the metrics listener", **said)
         elif self.metrics_due is not None and now >= self.metrics_due:
             self.metrics_due = None
             try:
@@ -297,15 +281,13 @@ class Stack:
         nginx, gunicorn = self.nginx, self.gunicorn
         if nginx is not None and nginx.running and gunicorn is not None:
             nginx.signal(signal.SIGQUIT)
-            # Open WebSockets and streams would hold nginx's drain to its end and then be
-            # dropped: once what nginx accepted has reached the app (the handover), gunicorn's
-            # TERM lets the app end them (a WebSocket gets a 1012 close frame), nginx relaying.
+            # Once what nginx accepted has reached the app (the handover), gunicorn's TERM lets
+            # the app end open WebSockets (1012) and streams while nginx still relays.
             handover = self.settings.handover
             self.wait_until(lambda: not nginx.running, handover, stop_on_signal=False)
             gunicorn.signal(signal.SIGTERM)
         nginx_ok = self.stop(nginx, signal.SIGQUIT, self.settings.nginx_drain + STOP_MARGIN)
-        # Last scrapes may still come while nginx drains: the listener stops after it. One
-        # that died before (its restart pending) was said then and spoils nothing now.
+        # Scrapes may come while nginx drains; a listener dead before (said then) spoils nothing.
         metrics = self.metrics if self.metrics is not None and self.metrics.running else None
         metrics_ok = self.stop(metrics, signal.SIGTERM, STOP_MARGIN)
         gunicorn_ok = self.stop(
@@ -314,7 +296,7 @@ class Stack:
         return all([nginx_ok, metrics_ok, gunicorn_ok])
 
     def vital(self) -> list[Child]:
-        """nginx and gunicorn: their death stops the stack (tend_metrics restarts the other)."""
+        """nginx and gunicorn: their death stops the stack."""
         return [c for c in (self.nginx, self.gunicorn) if c is not None]
 
     def run(self) -> int:
@@ -351,8 +333,7 @@ class Stack:
 
 
 def _write_out(out: bytes) -> None:
-    """Write relayed lines to stdout; a full disk or a closed reader loses them, never the
-    runner (PID 1: its death is the whole stack's)."""
+    """Write relayed lines to stdout; a full disk or a closed reader loses them, never PID 1."""
     try:
         sys.stdout.buffer.write(out)
         sys.stdout.buffer.flush()

@@ -16,8 +16,7 @@ LOGGERS = ("", "gunicorn.error", "gunicorn.access", "uvicorn", "uvicorn.error", 
 
 @pytest.fixture(autouse=True)
 def _clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The settings read .env from the working directory and the environment: a developer's
-    own must not count. An app to serve is named, as every deploy names one."""
+    """A developer's own .env and variables must not count; an app is named, as deploys do."""
     monkeypatch.chdir(tmp_path)
     for name in variable_names():
         monkeypatch.delenv(name, raising=False)

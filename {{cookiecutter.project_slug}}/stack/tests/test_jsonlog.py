@@ -1,28 +1,22 @@
-"""The one JSON log formatter in depth: every value type, values JSON cannot hold, odd
-names, the time cache, and the relay's rewrites of nginx's error and access lines. The
-project's tests/unit/test_logs.py keeps the contract a service relies on."""
+"""The one JSON log formatter in depth: every value type, odd names, the time cache, nginx's
+error and access lines (the contract a service relies on: the project's tests/unit)."""
 
 import json
 import logging
-from types import ModuleType
 
 import pytest
 
-from serving_stack import jsonlog as jsonlog_module
+from serving_stack import jsonlog
 
 
-@pytest.fixture
-def jsonlog() -> ModuleType:
-    """The module, as each test names it."""
-    return jsonlog_module
-
-
-def record(message: str = "hello", level: int = logging.INFO, **extra: object) -> logging.LogRecord:
+def record(
+    message: str = "hello", level: int = logging.INFO, /, **extra: object
+) -> logging.LogRecord:
     logger = logging.getLogger("tests.format")
     return logger.makeRecord(logger.name, level, __file__, 1, message, (), None, extra=extra)
 
 
-def as_json(jsonlog: ModuleType, log_record: logging.LogRecord) -> dict[str, object]:
+def as_json(log_record: logging.LogRecord) -> dict[str, object]:
     line = jsonlog.JsonFormatter().format(log_record)
     assert "\n" not in line
     assert line.isascii()
@@ -38,51 +32,34 @@ class Unprintable:
         raise RuntimeError("no repr")
 
 
-def test_every_value_type_is_json_or_its_string(jsonlog: ModuleType) -> None:
+def test_every_value_type_is_json_or_its_string() -> None:
     """Plain values stay JSON types; NaN anywhere, bytes, cycles, odd keys, any object and
     objects that refuse str() become strings: the line stays one valid JSON object."""
     cycle: list[object] = []
     cycle.append(cycle)
     marker = object()
-    fields = as_json(
-        jsonlog,
-        record(
-            s="x",
-            i=3,
-            f=1.5,
-            b=False,
-            n=None,
-            l=[1, "a"],
-            nan=float("nan"),
-            inf=float("-inf"),
-            nested_nan=[1.0, float("nan")],
-            raw=b"\xff\x00ok",
-            cycle=cycle,
-            tuple_keys={(1, 2): "x"},
-            o=marker,
-            broken=Unprintable(),
-        ),
-    )
-    assert fields == {
-        **{key: fields[key] for key in ("time", "level", "logger", "message")},
-        "s": "x",
-        "i": 3,
-        "f": 1.5,
-        "b": False,
-        "n": None,
-        "l": [1, "a"],
-        "nan": "nan",
-        "inf": "-inf",
-        "nested_nan": "[1.0, nan]",
-        "raw": "b'\\xff\\x00ok'",
-        "cycle": "[[...]]",
-        "tuple_keys": "{(1, 2): 'x'}",
-        "o": str(marker),
-        "broken": "<unprintable Unprintable>",
+    cases = {  # name: (value, as written)
+        "s": ("x", "x"),
+        "i": (3, 3),
+        "f": (1.5, 1.5),
+        "b": (False, False),
+        "n": (None, None),
+        "l": ([1, "a"], [1, "a"]),
+        "nan": (float("nan"), "nan"),
+        "inf": (float("-inf"), "-inf"),
+        "nested_nan": ([1.0, float("nan")], "[1.0, nan]"),
+        "raw": (b"\xff\x00ok", "b'\\xff\\x00ok'"),
+        "cycle": (cycle, "[[...]]"),
+        "tuple_keys": ({(1, 2): "x"}, "{(1, 2): 'x'}"),
+        "o": (marker, str(marker)),
+        "broken": (Unprintable(), "<unprintable Unprintable>"),
     }
+    fields = as_json(record(**{name: value for name, (value, _) in cases.items()}))
+    assert list(fields) == ["time", "level", "logger", "message", *cases]
+    assert {name: fields[name] for name in cases} == {k: v for k, (_, v) in cases.items()}
 
 
-def test_time_level_and_names(jsonlog: ModuleType) -> None:
+def test_time_level_and_names() -> None:
     """UTC with milliseconds, the per-second cache never reused across seconds; custom levels
     named; a bad %-format, non-ASCII and lone-surrogate names still give JSON."""
     formatter = jsonlog.JsonFormatter()
@@ -91,17 +68,17 @@ def test_time_level_and_names(jsonlog: ModuleType) -> None:
     second.created, second.msecs = 60.999, 999.0
     assert json.loads(formatter.format(first))["time"] == "1970-01-01T00:00:59.000Z"
     assert json.loads(formatter.format(second))["time"] == "1970-01-01T00:01:00.999Z"
-    assert as_json(jsonlog, record(level=25))["level"] == "level 25"
+    assert as_json(record("hello", 25))["level"] == "level 25"
     odd = logging.getLogger("t").makeRecord(
         "t\udcff", logging.INFO, "", 0, "%d items", ("many",), None
     )
     odd.__dict__["naïve\n"] = "\udcfe"
-    fields = as_json(jsonlog, odd)
+    fields = as_json(odd)
     assert (fields["message"], fields["logger"]) == ("%d items ('many',)", "t\udcff")
     assert fields["naïve\n"] == "\udcfe"
 
 
-def test_extra_fields_of_any_record(jsonlog: ModuleType) -> None:
+def test_extra_fields_of_any_record() -> None:
     """Records from a custom factory keep their extras; attributes other formatters add
     (message, asctime) are not extras."""
 
@@ -116,7 +93,7 @@ def test_extra_fields_of_any_record(jsonlog: ModuleType) -> None:
     assert jsonlog.extra_fields(plain) == {"k": 1}
 
 
-def test_the_runners_lines_share_the_shape(jsonlog: ModuleType) -> None:
+def test_the_runners_lines_share_the_shape() -> None:
     """The runner's own lines come from the same formatter, protected keys included."""
     line = json.loads(jsonlog.json_line("serve", "warning", "hi", level="x", name="n", pid=3))
     assert list(line) == ["time", "level", "logger", "message", "extra_level", "extra_name", "pid"]
@@ -160,9 +137,7 @@ def test_the_runners_lines_share_the_shape(jsonlog: ModuleType) -> None:
     ],
     ids=["error log", "early message", "anything else"],
 )
-def test_nginx_error_lines_become_json(
-    jsonlog: ModuleType, raw: bytes, expected: dict[str, object]
-) -> None:
+def test_nginx_error_lines_become_json(raw: bytes, expected: dict[str, object]) -> None:
     """nginx's error line gives its time, level, pid, connection and context as fields;
     early messages and unexpected text still give one JSON line."""
     line = jsonlog.nginx_error_line(raw)
@@ -171,7 +146,7 @@ def test_nginx_error_lines_become_json(
     assert {key: fields.get(key) for key in expected} == expected
 
 
-def test_access_lines_are_made_printable_ascii(jsonlog: ModuleType) -> None:
+def test_access_lines_are_made_printable_ascii() -> None:
     """Printable ASCII lines pass untouched; text becomes \\u escapes, DEL \\u007f, and a
     byte that is not UTF-8 the characters \\xff: never a lone surrogate."""
     good = b'{"a":"b"}\n{"b":1}'
@@ -187,7 +162,7 @@ def test_access_lines_are_made_printable_ascii(jsonlog: ModuleType) -> None:
     )
 
 
-def test_del_is_escaped_in_every_line(jsonlog: ModuleType) -> None:
+def test_del_is_escaped_in_every_line() -> None:
     """DEL (0x7f), which the JSON escaper leaves as it is, is \\u007f in the formatter's lines
     too: messages, extra fields, the runner's relayed nginx error lines."""
     lines = [

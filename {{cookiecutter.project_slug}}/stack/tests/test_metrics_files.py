@@ -1,6 +1,5 @@
-"""The metrics directory: each worker's files allocated before it writes, dead processes' values
-kept in one archive (their files removed), written by real prometheus_client processes. The live
-proofs (a full tmpfs, worker kills, reloads): the template's battery/test_side_faults.py."""
+"""The metrics directory, written by real prometheus_client processes: each worker's files
+allocated before it writes, dead processes' values kept in one archive (their files removed)."""
 
 import os
 import subprocess

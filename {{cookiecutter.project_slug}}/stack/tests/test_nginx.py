@@ -1,7 +1,5 @@
-"""deploy/nginx.conf as the runner renders it: its values and the lists it includes follow the
-settings, `nginx -t` accepts each and nginx follows the limits' switches (skipped, saying so,
-without nginx; wrong values never render: test_settings.py); nginx's `auto` from fake cgroups.
-The status socket's private directory is proven live: the battery's test_nginx_answers.py."""
+"""deploy/nginx.conf as the runner renders it: values and lists follow the settings, `nginx -t`
+accepts each, nginx follows the limits' switches (skipped without nginx); `auto` from cgroups."""
 
 import http.client
 import os
@@ -14,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_stack import cpus, nginx_conf
-from serving_stack.errors import ServeError
+from serving_stack import ServeError, cpus, nginx_conf
 from serving_stack.settings import load
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -27,9 +24,10 @@ def rendered(run_dir: Path, environ: str) -> tuple[dict[str, str], str]:
     paths = {"RUN_DIR": str(run_dir), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
     given = dict(item.split("=", 1) for item in environ.split())
     settings = load({**paths, "NGINX_WORKER_PROCESSES": "1", **given})
-    conf = nginx_conf.write_nginx_conf(settings, settings.upstream_socket)
+    workers = nginx_conf.nginx_workers(settings)[0]
+    conf = nginx_conf.write_nginx_conf(settings, workers)
     lists = {name: (run_dir / name).read_text("utf-8") for name in nginx_conf.nginx_lists(settings)}
-    values, text = nginx_conf.nginx_values(settings, settings.upstream_socket), conf.read_text()
+    values, text = nginx_conf.nginx_values(settings, workers), conf.read_text()
     assert [name for name in lists if f"include {run_dir / name};" not in text] == []
     return values | lists, text
 
@@ -84,8 +82,7 @@ CASES = [
 def test_values_and_lists_follow_the_settings_and_nginx_accepts_them(
     tmp_path: Path, environ: str, expected: str
 ) -> None:
-    """Values (the timeout chain, a fractional deadline in milliseconds; each limit's numbers and
-    switch), lists one entry a line; nginx's spool stays private; `nginx -t` accepts it."""
+    """Values and lists follow the settings; nginx's spool stays private; `nginx -t` accepts it."""
     values, conf = rendered(tmp_path, environ)
     wanted = dict(item.split("=", 1) for item in expected.split(", "))
     spool = Path(values["TEMP_DIR"])

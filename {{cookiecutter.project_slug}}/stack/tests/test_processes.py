@@ -1,6 +1,5 @@
-"""gunicorn's worker class and count, the runner's line relay and its one-line refusals. In
-process, no network: gunicorn's classes are built, not started (gunicorn.conf.py's values:
-test_settings.py; the log formatter's edge cases: test_jsonlog.py)."""
+"""gunicorn's worker class and count, the runner's line relay and its one-line refusals, in
+process: gunicorn's classes are built, not started."""
 
 import json
 import os
@@ -9,8 +8,7 @@ from pathlib import Path
 import pytest
 from gunicorn.config import Config
 
-from serving_stack import gunicorn_config, log_relay, startup
-from serving_stack.errors import ServeError
+from serving_stack import ServeError, gunicorn_config, log_relay, startup
 from serving_stack.settings import load
 
 
@@ -47,8 +45,8 @@ def test_worker_count(environ: dict[str, str], cpus: int, decided: tuple[int, st
 
 
 def test_the_relay_writes_whole_lines_only() -> None:
-    """Output cut anywhere by the pipe is written line by line; a line without end is
-    passed on in pieces past the limit; the end flushes the rest."""
+    """Output cut anywhere is written in whole lines; a line without end is passed on in pieces
+    past the limit; the end flushes the rest."""
     relay = log_relay.LineRelay(lambda block: block.upper() + b"\n")
     assert relay.feed(b"ab") == b""
     assert relay.feed(b"c\nde") == b"ABC\n"

@@ -36,40 +36,37 @@ def failing_app(*messages: Message) -> Any:
 
 
 START = {"type": "http.response.start", "status": 500, "headers": []}
+BODY = {"type": "http.response.body", "body": b"Internal Server Error"}
 
 
 def test_an_error_after_the_whole_response_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Starlette's way: its 500 sent whole, then the exception re-raised."""
-    body = {"type": "http.response.body", "body": b"Internal Server Error"}
     with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
-        sent = run(failing_app(START, body))
+        sent = run(failing_app(START, BODY))
 
-    assert sent == [START, body]
+    assert sent == [START, BODY]
     (record,) = caplog.records
     assert record.message == "Exception in ASGI application after its response was sent"
     assert record.exc_info is not None
 
 
 @pytest.mark.parametrize(
-    "messages",
+    ("scope_type", "messages"),
     [
-        (),
-        (START,),
-        (START, {"type": "http.response.body", "body": b"part", "more_body": True}),
+        ("http", ()),
+        ("http", (START,)),
+        ("http", (START, {"type": "http.response.body", "body": b"part", "more_body": True})),
+        ("lifespan", ()),
+        ("websocket", (START, BODY)),  # not HTTP: untouched, even after a whole "response"
     ],
-    ids=["before the response", "after its start", "mid-body"],
+    ids=["before the response", "after its start", "mid-body", "lifespan", "websocket"],
 )
 def test_an_error_before_the_response_ends_goes_on_to_the_server(
-    messages: tuple[Message, ...],
+    scope_type: str, messages: tuple[Message, ...]
 ) -> None:
-    """uvicorn must see it: it answers 500 and closes, or cuts the started response."""
+    """uvicorn must see it: it answers 500 and closes, or cuts the started response; other
+    scopes than HTTP pass through untouched."""
     with pytest.raises(RuntimeError, match="boom"):
-        run(failing_app(*messages))
-
-
-@pytest.mark.parametrize("scope_type", ["lifespan", "websocket"])
-def test_other_scopes_pass_through_untouched(scope_type: str) -> None:
-    with pytest.raises(RuntimeError, match="boom"):
-        run(failing_app(), scope_type)
+        run(failing_app(*messages), scope_type)

@@ -1,6 +1,5 @@
-"""The stack's settings: every variable at a non-default value, a boundary and a wrong value
-(refused in one line naming it); the timeout chain derived from the deadline whichever source
-set it, .env included (through the runner's `render`, as `make serve`); docs/settings.md's table."""
+"""The stack's settings: every variable at a non-default value, a boundary and a wrong value;
+the timeout chain from the deadline, .env's included; the README's table of variables."""
 
 import ast
 import functools
@@ -149,9 +148,8 @@ def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named:
 def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the deadline in .env only, the runner's render (what `make serve`
-    runs) writes nginx's timeouts from it and gunicorn drains for it;
-    the environment still wins over .env (PORT). gunicorn.conf.py keeps its fixed design: a
+    """With the deadline in .env only, the runner's render writes nginx's timeouts from it and
+    gunicorn drains for it; the environment wins over .env (PORT). gunicorn.conf.py keeps a
     0660 socket, the watchdog at least the deadline, no control socket."""
     dotenv = f"{APP_DEADLINE_NAME}=90\nPORT=9000\n"
     (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
