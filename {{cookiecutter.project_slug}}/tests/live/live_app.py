@@ -1,7 +1,7 @@
 """The app the live tests serve (APP_MODULE=live_app:app): the real one plus test routes,
-inside the app's middleware. /slow?seconds=N answers after N seconds and logs one line when
-it starts, so a test can wait for requests in flight; /boom raises (the error guard's 500);
-/ws echoes WebSocket text and /events streams server-sent events, as FastAPI's docs write them.
+inside the app's middleware. /slow?seconds=N answers after N seconds; /boom raises (the error
+guard's 500); /ws echoes WebSocket text and /events streams server-sent events, as FastAPI's docs
+write them. /slow and /events log one line as they start: a test can wait for them in flight.
 Test-only: gunicorn imports it from its working directory, tests/live/."""
 
 import asyncio
@@ -49,7 +49,8 @@ async def events(
 ) -> StreamingResponse:
     """``tokens`` server-sent events, ``interval`` seconds apart, each "<n> <time it was sent>"
     padded with ``size`` bytes; then, given ``stall``, that many seconds of silence before the
-    end (a stream the app's STREAM_IDLE_TIMEOUT_SECONDS cuts)."""
+    end (a stream the app's STREAM_IDLE_TIMEOUT_SECONDS cuts). Logs one line when it starts."""
+    logger.info("stream started")
 
     async def stream() -> AsyncIterator[str]:
         for number in range(tokens):

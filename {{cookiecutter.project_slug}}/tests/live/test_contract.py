@@ -267,7 +267,8 @@ def test_sigterm_lets_requests_and_streams_finish_closes_websockets_and_exits_0(
     streams = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
 
     def started() -> int:
-        return sum(line.get("message") == "slow request started" for line in stack.log_lines())
+        starts = ("slow request started", "stream started")
+        return sum(line.get("message") in starts for line in stack.log_lines())
 
     before = started()
     with websocket(stack.port) as session, ThreadPoolExecutor(max_workers=6) as pool:
@@ -276,7 +277,7 @@ def test_sigterm_lets_requests_and_streams_finish_closes_websockets_and_exits_0(
         target = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
         replies = [pool.submit(get, stack.port, target) for _ in range(4)]
         read = [pool.submit(read_stream, stack.port, target) for target in streams]
-        wait_for(lambda: started() >= before + 4, 20, "the requests to reach the app")
+        wait_for(lambda: started() >= before + 6, 20, "the requests and streams to reach the app")
         stack.process.send_signal(signal.SIGTERM)
         with pytest.raises(ConnectionClosed) as closed:
             session.recv(timeout=drain)
