@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of the built image, for CI and a person alike: .github/smoke-test.sh IMAGE
-# (e.g. {{ cookiecutter.project_slug }}:ci; `make image` builds {{ cookiecutter.project_slug }}:local). Runs it locked down as
-# production does and checks what the image promises, one "==>" step each. Needs docker or
-# podman, curl, python3. SMOKE_ENGINE: docker or podman (default: docker when its daemon
-# answers, else podman); SMOKE_PORT: a host port (default: a free one).
+# (`make image` builds {{ cookiecutter.project_slug }}:local): runs it locked down, one "==>" step per promise.
+# Needs docker or podman, curl, python3. SMOKE_ENGINE: docker or podman (default: docker when
+# its daemon answers); SMOKE_PORT: a host port (default: a free one).
 {%- if cookiecutter.database == "postgresql" %}
 # SMOKE_DATABASE_URL: a PostgreSQL database on this host's loopback (CI's service container,
 # the tests' throwaway server). Set: the migration step runs, then items are created and read
@@ -23,8 +22,7 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Docker when its daemon answers, else podman: a `docker` command without a daemon (or
-# podman-docker's wrapper) may be first on PATH.
+# A `docker` without a daemon (or podman-docker's wrapper) may be first on PATH.
 engine=${SMOKE_ENGINE:-$(docker info >/dev/null 2>&1 && echo docker || echo podman)}
 command -v "$engine" >/dev/null || fail "no container engine: no Docker daemon answers, no $engine"
 # Without systemd no timer runs podman's health checks: this script runs them itself.
@@ -54,8 +52,7 @@ for key in sys.argv[1:]:
 print(json.dumps(value) if isinstance(value, (dict, list)) else value)' "${@:3}"
 }
 
-# Without --format docker, podman builds drop the HEALTHCHECK with only a warning. (Docker
-# shows it under Config, podman at the top level.)
+# podman builds drop the HEALTHCHECK without --format docker (Docker: under Config).
 healthcheck=$(inspect image "$image" Config Healthcheck Test)
 [ "$healthcheck" != None ] || healthcheck=$(inspect image "$image" Healthcheck Test)
 case $healthcheck in
@@ -63,8 +60,7 @@ case $healthcheck in
     fail "$image has no HEALTHCHECK (podman: build it with --format docker)" ;;
 esac
 
-# The same restrictions as compose.yaml and the Kubernetes pod: only the run directory and
-# /tmp are writable. mode=1777, not uid=10001: podman refuses uid= on a tmpfs.
+# As compose.yaml and the pod: only the run directory and /tmp are writable (podman refuses uid=).
 locked_down=(--read-only --cap-drop ALL --security-opt no-new-privileges)
 run_options=(
   "${locked_down[@]}" --tmpfs "/run/app:size=16m,mode=1777" --tmpfs "/tmp:size=128m,mode=1777"
@@ -182,9 +178,8 @@ headers=$(get --dump-header - --output /dev/null "$base/livez")
 grep -qi '^x-request-id: [0-9a-f]\{32\}' <<<"$headers" || fail "no X-Request-ID in: $headers"
 
 echo "==> a WebSocket handshake reaches the app through nginx"
-# No WebSocket route here, so the app refuses it: 403. A 200 would mean it arrived as a plain
-# GET /livez: nginx dropped the upgrade, or uvicorn in the image has no WebSocket library
-# (uvicorn[standard] brings it; only the image can tell, `make test` has the dev group's).
+# No WebSocket route here: the app's 403. A 200 is a plain GET: nginx dropped the upgrade, or
+# the image's uvicorn has no WebSocket library (only the image can tell).
 handshake=(--header 'Connection: Upgrade' --header 'Upgrade: websocket'
   --header 'Sec-WebSocket-Version: 13' --header 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==')
 answer=$(curl --silent --show-error --max-time 5 --output /dev/null --write-out '%{http_code}' "${handshake[@]}" "$base/livez")

@@ -1,10 +1,8 @@
 """Supply-chain checks, the same for CI and for a person: `make audit` and `make sbom`.
 
-audit: pip-audit of uv.lock's runtime set (what the image installs, exported with its hashes),
-       blocking; a vulnerability is accepted only while .github/audit-allowlist.toml names it
-       with a reason and an expiry date.
-sbom:  a CycloneDX 1.6 JSON SBOM of a built image: its Debian packages (dpkg's database) and
-       its virtualenv's Python packages, each of the latter checked against uv.lock.
+audit: pip-audit of uv.lock's runtime set, hashed; .github/audit-allowlist.toml accepts a
+       vulnerability with a reason and an expiry date (docs/container.md, Supply chain).
+sbom:  a CycloneDX 1.6 SBOM of a built image: Debian and Python packages, checked against uv.lock.
 Standard library only: `make sbom` runs on a CI runner without the project's virtualenv.
 """
 
@@ -24,7 +22,6 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "uv.lock"
-# What `make audit` hands pip-audit: uv.lock's runtime set as pinned, hashed requirements.
 EXPORTED = ROOT / "build" / "audit-requirements.txt"
 ALLOWLIST = ROOT / ".github" / "audit-allowlist.toml"
 # PYSEC-2024-1, GHSA-xxxx-xxxx-xxxx, CVE-2024-12345: the ids pip-audit reports and ignores.
@@ -45,8 +42,7 @@ def normalize(name: str) -> str:
 
 
 def locked_versions() -> dict[str, str]:
-    """uv.lock's versions by normalized name, the project (its own directory, ".") aside; the
-    serving stack (stack/, a directory source) is locked like any package."""
+    """uv.lock's versions by normalized name, the project itself aside (stack/ included)."""
     if not LOCK.is_file():
         raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
     packages = tomllib.loads(LOCK.read_text(encoding="utf-8")).get("package", [])
@@ -138,7 +134,7 @@ def audit() -> int:
     return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
 
 
-# Run inside the image by its own Python: the OS, dpkg's installed packages, the venv's dists.
+# Run in the image: the OS, dpkg's installed packages, the venv's dists.
 INSPECT = r"""
 import importlib.metadata, json, platform, subprocess
 dpkg = subprocess.run(["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Package}"

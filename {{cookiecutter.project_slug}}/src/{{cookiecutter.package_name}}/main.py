@@ -43,8 +43,7 @@ logger = logging.getLogger(__name__)
 
 def middleware_stack(settings: Settings, metrics: RequestMetrics) -> list[Middleware]:
     """The pure-ASGI middleware, outermost first (docs/app.md); those off are left out."""
-    # CORS outside the error guard and the deadline, so their 500s and 504s carry its headers.
-    # Retry-After: a browser app reads when to retry the database's JSON 503.
+    # Outside the error guard and the deadline, so their 500s and 504s carry its headers.
     cors = Middleware(
         CORSMiddleware,
         allow_origins=settings.cors_origins,
@@ -72,7 +71,7 @@ def create_app(
     settings: Settings | None = None, *, telemetry: TelemetryConfig | None = None
 ) -> FastAPI:
     """Build the app from ``settings`` (default: the environment); ``telemetry`` overrides
-    tracing.py's OpenTelemetry options (tests pass their own tracer provider)."""
+    tracing.py's options (tests pass their own tracer provider)."""
     settings = settings or Settings()
     metrics = RequestMetrics(deadline_seconds=settings.request_timeout_seconds)
 

@@ -108,9 +108,8 @@ class Settings(BaseSettings):
     request_timeout_seconds: Deadline = Field(
         default=DEADLINE_DEFAULT, validation_alias=AliasChoices(APP_DEADLINE_NAME)
     )
-    # A started response (a stream) is cut after this long without sending anything; unset: the
-    # deadline. At most the deadline: nginx's proxy_read_timeout (the deadline + 5 s) would cut
-    # it first, silently (docs/streaming.md).
+    # A started response silent this long is cut; unset: the deadline, its maximum (nginx
+    # would cut it first, silently: docs/streaming.md).
     stream_idle_timeout_seconds: float | None = Field(default=None, gt=0, le=3600)
     # A response still streaming this long after its request arrived is cut; unset: never.
     stream_max_seconds: float | None = Field(default=None, gt=0, le=86400)
@@ -120,8 +119,7 @@ class Settings(BaseSettings):
     metrics: bool = True
     # /docs and /openapi.json; unset: on in development only (the schema maps the API).
     api_docs: bool = Field(default_factory=lambda data: data.get("environment") == "development")
-    # Origins whose pages may call the API (CORS), comma-separated; empty: CORS is off. The
-    # stack's variable and type, as nginx's CORS map reads it too: "*" and paths are refused.
+    # CORS origins, comma-separated (empty: off); the stack's variable, as nginx reads it too.
     cors_origins: Origins = Field(default=(), validation_alias=AliasChoices(APP_CORS_NAME))
 {%- if cookiecutter.auth == "oidc" %}
     # The OpenID provider whose access tokens the API accepts, exactly as its tokens' "iss"

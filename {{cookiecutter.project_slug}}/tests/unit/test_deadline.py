@@ -1,5 +1,4 @@
-"""Deadline middleware: past the deadline the handler is cancelled and the client gets 504.
-Needs the middleware and FastAPI only; real sleeps of a few tenths of a second."""
+"""Deadline middleware: past the deadline the handler is cancelled and the client gets 504."""
 
 import asyncio
 import time
@@ -49,8 +48,7 @@ def test_a_slow_request_gets_a_json_504_on_time(
 
 
 def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None:
-    """Only the slow request times out, an idle sweeper sleeps, lifespan has no deadline, and
-    a deadline of zero is refused."""
+    """Only the slow request times out; an idle sweeper sleeps; lifespan has no deadline."""
 
     async def by_path(scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.sleep(float(scope["path"].strip("/")))
@@ -76,8 +74,8 @@ def test_each_request_has_its_own_deadline_and_the_sweeper_then_sleeps() -> None
 def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered(
     json_lines: JsonLines,
 ) -> None:
-    """A started response silent past the deadline for the stream idle time (by default the
-    deadline) is aborted with one warning, not a 504; a server's cancel is not answered."""
+    """A started response silent for the idle time is aborted with one warning, not a 504; a
+    server's cancel is not answered."""
 
     async def stalls_mid_body(_scope: Scope, _receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -104,8 +102,8 @@ def test_a_started_response_is_aborted_and_a_server_cancel_is_not_answered(
 
 
 def test_a_stream_outlives_the_deadline_while_it_sends_and_stops_at_its_longest() -> None:
-    """Once started, a response sending a chunk each half-deadline runs past the deadline to
-    its end; with stream_max_seconds it is cut there; wrong bounds are refused."""
+    """A response sending a chunk each half-deadline runs past the deadline to its end;
+    stream_max_seconds cuts it; wrong bounds are refused."""
 
     async def chunks(_scope: Scope, _receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -45,8 +45,8 @@ async def slow() -> bool:
 def test_readyz_names_the_failing_required_check_and_livez_stays_up(
     app: FastAPI, client: TestClient
 ) -> None:
-    """A failing required check makes it a documented 503 naming it, while /livez stays 200;
-    a failing check added with required=False is named but keeps the worker ready."""
+    """A failing required check: a documented 503 naming it, /livez still 200; required=False:
+    named, the worker still ready."""
     ready_body = {"status": "ready", "failing": [], "checks": BUILT_IN, "required": []}
     assert client.get("/readyz").json() == ready_body
     app.state.readiness.add("shared", broken, required=False)
@@ -72,8 +72,8 @@ def test_readyz_names_the_failing_required_check_and_livez_stays_up(
 
 
 def test_a_readyz_flood_runs_the_checks_once_per_interval(app: FastAPI, client: TestClient) -> None:
-    """Fifty /readyz within the cache interval run a check once; past it, again. The interval
-    is set, not waited for: a busy machine's slowness must not decide the test."""
+    """Fifty /readyz within the cache interval run a check once; past it, again (set, not
+    waited for)."""
     runs = []
 
     async def counted() -> bool:

@@ -1,5 +1,4 @@
-"""Logging (logs.py): the JSON line contract, the development format, configuring once.
-Needs logs.py and the stack's jsonlog (edge cases: the template's)."""
+"""Logging (logs.py): the JSON line contract, the development format, configuring once."""
 
 import json
 import logging
@@ -74,8 +73,8 @@ def test_configure_writes_each_record_once_at_the_level(
 def test_the_servers_traceback_of_a_cut_stream_is_dropped_and_no_other(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """uvicorn's "Exception in ASGI application" for a stream the deadline cut (it said why in
-    one warning) is not written; any other exception's is; configuring twice adds one filter."""
+    """uvicorn's traceback of a stream the deadline cut is not written, any other is; configuring
+    twice adds one filter."""
     configure_logging("info")
     configure_logging("info")
     server = logging.getLogger("uvicorn.error")

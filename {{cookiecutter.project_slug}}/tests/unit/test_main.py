@@ -46,8 +46,7 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
 
 
 def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: ClientFor) -> None:
-    """With CORS origins listed, an allowed origin's answers expose X-Request-ID and
-    Retry-After (the database's 503 sends it), so browser code can read them."""
+    """An allowed CORS origin's answers expose X-Request-ID and Retry-After to browser code."""
     origin = "https://app.example.com"
     app = main.create_app(Settings(cors_origins=(origin,)))
     response = client_for(app).get("/livez", headers={"origin": origin})
@@ -57,8 +56,7 @@ def test_a_browser_app_can_read_the_request_id_and_retry_after(client_for: Clien
 
 
 def test_event_streams_and_only_they_tell_nginx_not_to_buffer(client_for: ClientFor) -> None:
-    """A server-sent event stream, as a route writes it, answers X-Accel-Buffering: no (nginx
-    would hold a large event back); a JSON answer and a plain text stream do not."""
+    """An event stream answers X-Accel-Buffering: no; JSON and a plain text stream do not."""
     app = main.create_app(Settings())
 
     async def two_events() -> AsyncIterator[str]:

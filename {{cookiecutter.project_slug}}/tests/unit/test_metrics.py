@@ -1,6 +1,5 @@
-"""Metrics middleware: each request observed once, under its route template, method and status.
-Needs the middleware and the app (conftest.py). Counts across forked workers: the stack's
-stack/tests/test_metrics_files.py and the template's battery (test_observability.py)."""
+"""Metrics middleware: each request observed once, under its route template, method and status
+(across forked workers: stack/tests/test_metrics_files.py)."""
 
 import asyncio
 
@@ -97,9 +96,8 @@ def test_in_flight_rises_and_falls_and_other_scopes_pass_uncounted() -> None:
 
 
 def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
-    """A session counts as open from its accept to its end, then once under the code that
-    closed it (the app's, the client's, any unregistered one as "other"); one refused before
-    its accept is neither."""
+    """Open from its accept to its end, then counted once under its closing code (unregistered:
+    "other"); one refused before its accept is neither."""
     metrics = RequestMetrics(deadline_seconds=30.0)
     open_inside: list[float | None] = []
 

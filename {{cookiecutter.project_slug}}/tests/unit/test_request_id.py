@@ -1,5 +1,4 @@
-"""Request id middleware: keep well-formed ids, replace the others, echo, expose to logs.
-Needs the middleware only: it runs on plain ASGI scopes (conftest.py)."""
+"""Request id middleware: keep well-formed ids, replace the others, echo, expose to logs."""
 
 import asyncio
 import re
@@ -40,8 +39,7 @@ def test_well_formed_ids_are_kept_and_others_replaced(
 
 
 def test_the_endpoint_sees_the_id_and_nothing_leaks_after() -> None:
-    """Handlers (and their logs) read the id the response carries; it is reset after; another
-    header name (a tracing header, say) is read and written instead."""
+    """Handlers read the id the response carries, reset after; another header name works too."""
     seen: list[str | None] = []
 
     async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -68,8 +66,8 @@ def test_the_endpoint_sees_the_id_and_nothing_leaks_after() -> None:
 def test_a_websocket_session_gets_the_id_in_its_logs_and_on_its_accept(
     incoming: bytes | None, *, kept: bool
 ) -> None:
-    """A WebSocket handshake's id (or a fresh one) is the session's while it runs, and comes
-    back on the accept; lifespan passes through untouched."""
+    """A handshake's id (or a fresh one) is the session's and comes back on the accept;
+    lifespan passes through untouched."""
     seen: list[str | None] = []
     sent: list[Message] = []
 

@@ -1,7 +1,5 @@
-"""Health endpoints: ``GET /livez``, the process answers (touching nothing else), and
-``GET /readyz``, this worker can serve: the checks registered on ``app.state.readiness``
-(``ReadinessChecks``, made by main.py), every outcome reported, 503 only when a required one
-fails (a shared dependency is not, by default: docs/app.md, Readiness)."""
+"""``GET /livez``: the process answers, touching nothing else. ``GET /readyz``: the checks on
+``app.state.readiness`` (ReadinessChecks), 503 only when a required one fails (docs/app.md)."""
 
 import asyncio
 import logging
@@ -14,9 +12,7 @@ from pydantic import BaseModel
 
 Check = Callable[[], Awaitable[bool]]
 Outcome = Literal["ok", "failed", "timed out", "error"]
-# Told each check's outcome after every run (middleware/metrics.py's gauge).
 OutcomeHook = Callable[[str, Outcome], None]
-# An exception's message in the log line is cut here: one line, whatever it said.
 _MAX_REASON = 200
 
 # A logger of its own: operators (and the battery) filter the checks' lines by its name.
@@ -25,10 +21,8 @@ router = APIRouter(tags=["health"])
 
 
 class ReadinessChecks:
-    """Named async checks, one per dependency, registered where it is created (main.py's
-    lifespan) and run concurrently, so one slow check bounds the whole. A check returns True
-    when ready; False, an exception or a timeout fails it. Logged once per change of outcome;
-    a repeated failure at debug, with its traceback."""
+    """Named async checks, run concurrently; True is ready, False, a raise or a timeout fails.
+    Logged once per change of outcome; a repeated failure at debug, with its traceback."""
 
     def __init__(
         self,
@@ -39,16 +33,13 @@ class ReadinessChecks:
     ) -> None:
         # Below the probe's timeout (k8s/base/deployment.yaml), so /readyz names the slow check.
         self.timeout_seconds = timeout_seconds
-        # /readyz answers from the last run this recent (and waits for one in progress): a
-        # flood of /readyz, which nginx lets through at a probe's rate per address, runs the
-        # checks once a second per worker, never once a request (a database ping each drained
-        # the pool, measured). Far below the probes' period (10 s in k8s/base).
+        # /readyz reuses a run this recent: a flood runs the checks once a second per worker
+        # (a database ping per request drained the pool, measured; docs/app.md, Readiness).
         self.cache_seconds = cache_seconds
         self._latest: tuple[float, dict[str, Outcome]] | None = None
         self._running: asyncio.Future[dict[str, Outcome]] | None = None
         self.on_outcome = on_outcome
         self._checks: dict[str, tuple[Check, bool]] = {}  # name -> (check, required)
-        # Each check's last outcome in this worker: a change is logged once.
         self._last: dict[str, Outcome] = {}
 
     def add(self, name: str, check: Check, *, required: bool = True) -> None:
@@ -64,8 +55,7 @@ class ReadinessChecks:
         self._latest = None
 
     async def latest(self) -> dict[str, Outcome]:
-        """The outcomes of a run at most ``cache_seconds`` old, or of the run in progress
-        (shared by every caller), or of a new one."""
+        """The outcomes of a run at most ``cache_seconds`` old, in progress, or new."""
         if self._latest is not None and time.monotonic() - self._latest[0] < self.cache_seconds:
             return self._latest[1]
         if self._running is None:
@@ -145,8 +135,7 @@ async def livez() -> Liveness:
 
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})
 async def readyz(request: Request, response: Response) -> Readiness:
-    """The readiness checks' outcomes (run at most once a second): 503 when a required one
-    fails; every outcome in the body."""
+    """Every check's outcome (run at most once a second); 503 when a required one fails."""
     checks: ReadinessChecks = request.app.state.readiness
     outcomes = await checks.latest()
     failing = [name for name, outcome in outcomes.items() if outcome != "ok"]

@@ -1,12 +1,8 @@
 """Bound each HTTP request's time until its response starts: past the deadline, cancel it and
-answer 504. A response started by then (a stream) runs on while it sends something at least
-every ``stream_idle_seconds`` and, if set, until ``stream_max_seconds``: past either it is cut,
-so that the client sees no clean end, with one warning line.
-
-Nothing else bounds an async request (gunicorn's ``timeout`` watches a blocked loop only). One
-sweeper per event loop, not a timer per request, checks every ``tick``: a request ends between
-``timeout_seconds`` and ``timeout_seconds + tick`` ({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Deadline, also on threads
-and started responses). request_id.py must run outside this."""
+answer 504. A started response (a stream) runs on while it sends at least every
+``stream_idle_seconds`` and, if set, until ``stream_max_seconds``; past either it is cut (no
+clean end) with one warning line. One sweeper per event loop checks every ``tick``
+({{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Deadline). request_id.py must run outside this."""
 
 import asyncio
 import logging
@@ -22,9 +18,8 @@ from .response import ResponseTracker, send_json, tracker
 
 
 class DeadlineExceeded(Exception):  # noqa: N818 (names what happened, like TimeoutError)
-    """A started response was cut (a stream silent too long, or past its longest duration): it
-    must be aborted, so the client sees no clean end. logs.py keeps the server's traceback of
-    it out of the log: the middleware has said it in one warning line."""
+    """A started response was cut and must be aborted; logs.py drops the server's traceback of
+    it (the middleware said it in one warning line)."""
 
 
 class _Sweeper:
@@ -43,11 +38,9 @@ class _Sweeper:
         self.timeout = timeout
         self.stream_idle = stream_idle
         self.stream_max = stream_max
-        # task -> (deadline, its response): monotonic() (a C call, unlike loop.time()) plus the
-        # timeout; insertion order is deadline order, as every request has the same timeout.
-        # Started responses stay at the front, past their deadline: visited each tick.
+        # task -> (monotonic() deadline, its response): insertion order is deadline order (one
+        # timeout for all); started responses stay at the front, visited each tick.
         self.inflight: dict[asyncio.Task[object], tuple[float, ResponseTracker]] = {}
-        # The tasks this sweeper cancelled, until their request ends (rare: usually empty).
         self.expired: set[asyncio.Task[object]] = set()
         self.handle: asyncio.TimerHandle | None = None
 

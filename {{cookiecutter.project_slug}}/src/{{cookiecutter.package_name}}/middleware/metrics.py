@@ -1,7 +1,5 @@
-"""Count every HTTP request for Prometheus: duration by method, route and status; in flight.
-WebSocket sessions: open now, and how long each lasted by close code.
-
-The metrics, their labels, how gunicorn's workers add up and what it costs:
+"""Prometheus metrics: each HTTP request's duration by method, route and status; in flight;
+WebSocket sessions open and their durations by close code. The metrics and their cost:
 {{ "README.md, Metrics and traces" if cookiecutter.layout == "serving-only" else "docs/observability.md" }}. Values change through prometheus_client's public API only."""
 
 from time import perf_counter
@@ -18,10 +16,8 @@ KNOWN_METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "QUERY"}
 )
 OTHER_METHOD = "_OTHER"
-# Latency buckets below the request deadline, then the deadline: ``le="<deadline>"`` counts
-# the requests that finished in time.
+# Buckets below the deadline, then it: ``le="<deadline>"`` counts the requests in time.
 _LADDER = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0)
-# A WebSocket session lasts seconds to hours: its own buckets, up to a day.
 SESSION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 # Close codes as labels: RFC 6455's registered ones; any other (an app's 4000-4999) is "other".
 CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012})
@@ -118,8 +114,8 @@ class MetricsMiddleware:
             child.observe(perf_counter() - start)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One session: open from its accept; its duration under the code that closed it (the
-        app's close, else the client's disconnect; 1006 when neither said one)."""
+        """Open from its accept; its duration under the closing code (the app's, else the
+        client's; 1006 when neither said one)."""
         accepted: list[float] = []  # perf_counter() at the accept, once accepted
         codes: list[int] = []
 
