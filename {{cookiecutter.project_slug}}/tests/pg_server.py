@@ -101,35 +101,17 @@ class PostgresServer:
         if self.ids:
             for path in (self.root, password_file):
                 os.chown(path, *self.ids)
-        self._run(
-            "initdb",
-            "--pgdata",
-            str(self.data),
-            "--username",
-            USER,
-            f"--pwfile={password_file}",
-            "--auth=scram-sha-256",
-            "--encoding=UTF8",
-            "--locale=C",
-            "--no-sync",
-        )
+        login = [f"--username={USER}", f"--pwfile={password_file}", "--auth=scram-sha-256"]
+        text = ["--encoding=UTF8", "--locale=C"]
+        self._run("initdb", f"--pgdata={self.data}", *login, *text, "--no-sync")
         password_file.unlink()
 
     def start(self) -> None:
         """Start the server on 127.0.0.1:port (its unix socket in the cluster directory)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 {FAST_SETTINGS}"
-        self._run(
-            "pg_ctl",
-            "start",
-            "--wait",
-            "--timeout=60",
-            "--pgdata",
-            str(self.data),
-            "--log",
-            str(self.log),
-            "-o",
-            f"{options} -c unix_socket_directories={self.root}",
-        )
+        options += f" -c unix_socket_directories={self.root}"
+        where = [f"--pgdata={self.data}", f"--log={self.log}", f"--options={options}"]
+        self._run("pg_ctl", "start", "--wait", "--timeout=60", *where)
 
     def create_database(self, template: str, name: str = "") -> str:
         """A new database (a random name unless named), a file copy of ``template``; its URL."""
