@@ -1,4 +1,5 @@
-"""One live stack for the contract tests: `python -m serving_stack`, started once.
+"""The live stacks of the contract tests: `python -m serving_stack`, launched as the session
+starts (one the tests share, one the SIGTERM test stops), booting while the others run.
 
 Real nginx, a real unix socket and real gunicorn workers serving live_app.py (the app plus
 test routes). Needs the project installed and nginx on PATH or in /usr/sbin (else the
@@ -11,17 +12,24 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import Close
+from websockets.sync.client import ClientConnection, connect
+
+from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -31,6 +39,12 @@ DEADLINE_SECONDS = 1
 # one client address may hold open (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
 STREAM_IDLE_SECONDS = 1
 WEBSOCKETS_PER_CLIENT = 4
+# The event streams open through a SIGTERM: small events and 64 KiB ones (above nginx's
+# proxy_buffer_size and busy buffers), half the idle bound apart, the last one past twice the
+# deadline.
+STREAM_SIZES = (0, 65536)
+STREAM_INTERVAL = STREAM_IDLE_SECONDS / 2
+STREAM_EVENTS = int(2 * DEADLINE_SECONDS / STREAM_INTERVAL) + 2
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -154,38 +168,8 @@ def launch(run_dir: Path) -> LiveStack:
     return LiveStack(process, port, metrics_port, log_path)
 
 
-# Started once the tests are chosen, so it boots while the others run; the live ones run last.
-LAUNCHED: list[LiveStack] = []
-
-
-@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    live = [item for item in items if item.path.is_relative_to(HERE)]
-    items[:] = [item for item in items if item not in live] + live
-    installed = shutil.which("nginx", path=SYSTEM_PATH) is not None
-    if live and installed and not config.option.collectonly:
-        LAUNCHED.append(launch(Path(tempfile.mkdtemp(prefix="live-stack-"))))
-
-
-def pytest_sessionfinish() -> None:
-    """TERM the runner, KILL it if it hangs: its children die with it (PR_SET_PDEATHSIG)."""
-    for live in LAUNCHED:
-        live.process.terminate()
-        try:
-            live.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            live.process.kill()
-            live.process.wait(timeout=10)
-        shutil.rmtree(live.log_path.parent, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def stack() -> LiveStack:
-    """The stack every test here shares, once it serves; test_contract.py's last test stops it."""
-    if not LAUNCHED:
-        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
-    live = LAUNCHED[0]
-    # The metrics listener starts last: every process is up once it answers.
+def ready(live: LiveStack) -> LiveStack:
+    """``live`` once it serves: the metrics listener starts last, so every process is up."""
     wait_for(
         lambda: live.process.poll() is not None or answers(live.metrics_port, "/metrics"),
         60,
@@ -193,3 +177,143 @@ def stack() -> LiveStack:
     )
     assert answers(live.port, "/livez"), live.log_path.read_text(errors="replace")
     return live
+
+
+def websocket(port: int) -> ClientConnection:
+    """A WebSocket client session with the live app's echo route, through nginx."""
+    return connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10, close_timeout=5)
+
+
+@dataclass
+class Stream:
+    """A server-sent event stream as a client read it."""
+
+    headers: dict[str, str]
+    # Each event's number, when the app sent it and when it arrived (time.time(), one host).
+    events: list[tuple[int, float, float]]
+    complete: bool  # the chunked body ended with its terminator (False: cut)
+    request_id: str
+
+
+def read_stream(port: int, target: str) -> Stream:
+    """GET target, asking for gzip, and read its events as they arrive."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", target, headers={"Accept-Encoding": "gzip"})
+    response = connection.getresponse()
+    headers = {name.lower(): value for name, value in response.getheaders()}
+    events, complete, pending = [], True, b""
+    try:
+        # read1, not readline: readline takes a missing terminating chunk for a clean end.
+        while data := response.read1(262144):
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: "):
+                    number, sent = line.split()[1:3]
+                    events.append((int(number), float(sent), time.time()))
+    except (http.client.IncompleteRead, OSError):  # no terminating chunk: the stream was cut
+        complete = False
+    finally:
+        connection.close()
+    return Stream(headers, events, complete, headers.get("x-request-id", ""))
+
+
+@dataclass
+class Stopped:
+    """What the clients of a stack got when it was sent SIGTERM, and how its runner ended."""
+
+    statuses: list[int]  # of the requests in flight
+    streams: list[Stream]  # one of each STREAM_SIZES
+    close: Close | None  # the WebSocket's close frame; None: the connection was dropped
+    exit_code: int
+    log_path: Path
+
+
+def stop_under_load(live: LiveStack) -> Stopped:
+    """SIGTERM once requests, event streams and a WebSocket session are in flight."""
+    ready(live)
+    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
+    slow = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
+    streams = [
+        f"/events?tokens={STREAM_EVENTS}&interval={STREAM_INTERVAL}&size={size}"
+        for size in STREAM_SIZES
+    ]
+    with websocket(live.port) as session, ThreadPoolExecutor(max_workers=6) as pool:
+        session.send("hello")
+        assert session.recv(timeout=10) == "hello"
+        replies = [pool.submit(get, live.port, slow) for _ in range(4)]
+        read = [pool.submit(read_stream, live.port, target) for target in streams]
+        starts = ("slow request started", "stream started")
+        wait_for(
+            lambda: sum(line.get("message") in starts for line in live.log_lines()) >= 6,
+            20,
+            "the requests and streams to reach the app",
+        )
+        live.process.send_signal(signal.SIGTERM)
+        try:
+            session.recv(timeout=drain)
+            close = None  # a message instead of a close: the assertion on close says so
+        except ConnectionClosed as closed:
+            close = closed.rcvd
+        statuses = [reply.result(timeout=30)[0] for reply in replies]
+        stopped_streams = [each.result(timeout=30) for each in read]
+    return Stopped(statuses, stopped_streams, close, live.process.wait(30), live.log_path)
+
+
+# Launched once the tests are chosen, so they boot while the unit and stack tests run (the
+# live ones run last): the stack the tests share and, for the SIGTERM test, one stopped in
+# the background, its 5 s handover beside the other tests rather than after them.
+LAUNCHED: dict[str, LiveStack] = {}
+STOPPED: list[Future[Stopped]] = []
+BACKGROUND = ThreadPoolExecutor(max_workers=1)
+
+
+def start_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="live-stack-"))
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    live = [item for item in items if item.path.is_relative_to(HERE)]
+    items[:] = [item for item in items if item not in live] + live
+    if not live or shutil.which("nginx", path=SYSTEM_PATH) is None:
+        return
+    if config.option.collectonly:
+        return
+    if any("stack" in getattr(item, "fixturenames", ()) for item in live):
+        LAUNCHED["stack"] = launch(start_dir())
+    if any("stopped" in getattr(item, "fixturenames", ()) for item in live):
+        LAUNCHED["stopped"] = launch(start_dir())
+        STOPPED.append(BACKGROUND.submit(stop_under_load, LAUNCHED["stopped"]))
+
+
+def pytest_sessionfinish() -> None:
+    """TERM the runners, KILL one that hangs: its children die with it (PR_SET_PDEATHSIG)."""
+    for live in LAUNCHED.values():
+        live.process.terminate()
+        try:
+            live.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            live.process.kill()
+            live.process.wait(timeout=10)
+    BACKGROUND.shutdown(cancel_futures=True)
+    for live in LAUNCHED.values():
+        shutil.rmtree(live.log_path.parent, ignore_errors=True)
+
+
+def launched(name: str) -> LiveStack:
+    if name not in LAUNCHED:  # the hook launches each one a chosen test asks for
+        pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
+    return LAUNCHED[name]
+
+
+@pytest.fixture(scope="session")
+def stack() -> LiveStack:
+    """The stack the tests share, once it serves."""
+    return ready(launched("stack"))
+
+
+@pytest.fixture(scope="session")
+def stopped() -> Stopped:
+    """The stack sent SIGTERM under load since the session's start (stop_under_load)."""
+    launched("stopped")
+    return STOPPED[0].result(timeout=120)

@@ -5,35 +5,34 @@ reloads, faults, hostile and slow clients) run against this project from the tem
 `./scripts/battery <this directory>` (docs/security.md says which test proves what)."""
 
 import contextlib
-import http.client
 import itertools
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
-
-from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
+from websockets.exceptions import InvalidStatus
 
 from .conftest import (
     DEADLINE_SECONDS,
     HERE,
+    STREAM_EVENTS,
     STREAM_IDLE_SECONDS,
+    STREAM_SIZES,
     WEBSOCKETS_PER_CLIENT,
     LiveStack,
+    Stopped,
     assert_json_error,
     exchange,
     free_port,
     get,
+    read_stream,
     wait_for,
+    websocket,
 )
 
 pytestmark = pytest.mark.live
@@ -135,11 +134,6 @@ def test_the_health_check_command_asks_the_whole_chain(stack: LiveStack) -> None
         assert tuple(pool.map(check, [stack.port, free_port()])) == (0, 1)
 
 
-def websocket(port: int) -> ClientConnection:
-    """A WebSocket client session with the live app's echo route, through nginx."""
-    return connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10, close_timeout=5)
-
-
 def test_a_websocket_echoes_through_nginx_with_the_request_id(stack: LiveStack) -> None:
     """A WebSocket route as FastAPI's docs write it answers through nginx; the handshake
     carries nginx's request id, the app's log lines during the session carry it too, and
@@ -181,39 +175,6 @@ def test_websockets_per_client_are_capped_at_nginx(stack: LiveStack) -> None:
             assert again.recv(timeout=10) == "back"
 
 
-@dataclass
-class Stream:
-    """A server-sent event stream as a client read it."""
-
-    headers: dict[str, str]
-    # Each event's number, when the app sent it and when it arrived (time.time(), one host).
-    events: list[tuple[int, float, float]]
-    complete: bool  # the chunked body ended with its terminator (False: cut)
-    request_id: str
-
-
-def read_stream(port: int, target: str) -> Stream:
-    """GET target, asking for gzip, and read its events as they arrive."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request("GET", target, headers={"Accept-Encoding": "gzip"})
-    response = connection.getresponse()
-    headers = {name.lower(): value for name, value in response.getheaders()}
-    events, complete, pending = [], True, b""
-    try:
-        # read1, not readline: readline takes a missing terminating chunk for a clean end.
-        while data := response.read1(262144):
-            *lines, pending = (pending + data).split(b"\n")
-            for line in lines:
-                if line.startswith(b"data: "):
-                    number, sent = line.split()[1:3]
-                    events.append((int(number), float(sent), time.time()))
-    except (http.client.IncompleteRead, OSError):  # no terminating chunk: the stream was cut
-        complete = False
-    finally:
-        connection.close()
-    return Stream(headers, events, complete, headers.get("x-request-id", ""))
-
-
 def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveStack) -> None:
     """A stream that sends nothing for STREAM_IDLE_TIMEOUT_SECONDS is cut: the client gets the
     events sent before, then no clean end of the body; the app logs one warning, no error (nginx
@@ -249,50 +210,26 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
     assert app_errors() == errors_before
 
 
-# Last: it stops the stack every test here shares (the live tests run last, in file order).
 def test_sigterm_lets_requests_and_streams_finish_closes_websockets_and_exits_0(
-    stack: LiveStack,
+    stopped: Stopped,
 ) -> None:
-    """SIGTERM with requests in flight, event streams and a WebSocket open: each request
+    """SIGTERM with requests in flight, event streams and a WebSocket open (a stack of its
+    own, stopped in the background from the session's start: conftest.py): each request
     answers 200; each stream, longer than twice the request deadline (which bounds the time
     to the first byte only), arrives whole, event by event, each before the app sent the next
-    (never held back by nginx, small events or 64 KiB ones, past proxy_buffer_size and busy
-    buffers) and never gzipped though the client asked; the WebSocket gets a close frame
-    (1012, service restart) within nginx's drain, not a dropped connection; the runner exits
-    0, and every line is JSON."""
-    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
-    # Below the idle timeout that cuts silent streams; the last event comes past twice the deadline.
-    interval = STREAM_IDLE_SECONDS / 2
-    count, sizes = int(2 * DEADLINE_SECONDS / interval) + 2, [0, 65536]
-    streams = [f"/events?tokens={count}&interval={interval}&size={size}" for size in sizes]
-
-    def started() -> int:
-        starts = ("slow request started", "stream started")
-        return sum(line.get("message") in starts for line in stack.log_lines())
-
-    before = started()
-    with websocket(stack.port) as session, ThreadPoolExecutor(max_workers=6) as pool:
-        session.send("hello")
-        assert session.recv(timeout=10) == "hello"
-        target = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
-        replies = [pool.submit(get, stack.port, target) for _ in range(4)]
-        read = [pool.submit(read_stream, stack.port, target) for target in streams]
-        wait_for(lambda: started() >= before + 6, 20, "the requests and streams to reach the app")
-        stack.process.send_signal(signal.SIGTERM)
-        with pytest.raises(ConnectionClosed) as closed:
-            session.recv(timeout=drain)
-        statuses = [reply.result(timeout=30)[0] for reply in replies]
-
-    assert statuses == [200] * 4
-    for size, stream in zip(sizes, (each.result() for each in read), strict=True):
+    (never held back by nginx, small events or 64 KiB ones) and never gzipped though the
+    client asked; the WebSocket gets a close frame (1012, service restart) within nginx's
+    drain, not a dropped connection; the runner exits 0, and every line is JSON."""
+    assert stopped.statuses == [200] * 4
+    for size, stream in zip(STREAM_SIZES, stopped.streams, strict=True):
         assert stream.complete, f"the stream of {size}-byte events was cut"
-        assert [number for number, _, _ in stream.events] == list(range(count)), size
+        assert [number for number, _, _ in stream.events] == list(range(STREAM_EVENTS)), size
         assert "content-encoding" not in stream.headers, stream.headers
         assert stream.headers["content-type"].startswith("text/event-stream")
         for (_, _, arrived), (_, next_sent, _) in itertools.pairwise(stream.events):
             assert arrived < next_sent, (size, stream.events)
-    assert closed.value.rcvd is not None, "no close frame: the connection was dropped"
-    assert closed.value.rcvd.code in (1001, 1012)
-    assert stack.process.wait(timeout=30) == 0
-    for raw in stack.log_path.read_bytes().splitlines():
+    assert stopped.close is not None, "no close frame: the connection was dropped"
+    assert stopped.close.code in (1001, 1012)
+    assert stopped.exit_code == 0
+    for raw in stopped.log_path.read_bytes().splitlines():
         assert list(json.loads(raw))[:4] == ["time", "level", "logger", "message"], raw
