@@ -46,10 +46,13 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # the side doors, uv, make db): 4,925, 6,059 and 3,480, the bounds below with ~2 % headroom.
 # Moving nginx.conf's directives out of Python (serving-stack 0.3.0) grew the team's
 # deploy/nginx.conf by 36 lines (the renderer shrank by 22, its tests grew as much): 4,974,
-# 6,108 and 3,496 today.
+# 6,108 and 3,496. Then nginx.conf's long reasons moved to docs/serving.md, the stack was
+# refactored (0.3.1: one spawn helper, one error class, no pass-through parameter) and the
+# SIGTERM proof moved into the background of make test (+60 lines in tests/live/): 4,927,
+# 6,023 and 3,310, the bounds below with about 1 % headroom. Still above issue 29's.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 3_550
+STACK_MOST = 3_350
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:
@@ -65,7 +68,7 @@ def counted_lines(project: Path, *, stack: bool) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 5_000), ({"database": "postgresql"}, 6_150)],
+    [({}, 4_980), ({"database": "postgresql"}, 6_080)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(
