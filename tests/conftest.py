@@ -22,7 +22,6 @@ from harness import procfs
 
 from .full_suites import FullSuite, FullSuites, Step
 from .images import tag as images_tag
-from .option_bakes import generated_tests_for, non_default_answers
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 # Outside the checkout, which may sit in a private directory: as root, the generated project's
@@ -328,7 +327,6 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
 FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "default": {},
     "postgresql": {"database": "postgresql"},
-    "auth": {"auth": "oidc"},
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
     "image-postgresql": {"database": "postgresql"},
@@ -370,32 +368,10 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
     if name == "default":
         return [make("lint"), make("test"), Step("battery", battery)]
-    if name == "auth":  # its live proofs against a real provider: tests/test_auth.py
-        return [make("lint"), make("test")]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
     database = Step("battery", [*battery, "-k", "test_database or test_liveness or test_readiness"])
     changes = Step("documented changes", [*documented, "database"])
     return [changes, make("lint"), make("test"), database]
-
-
-def option_suite(root: Path, mypy_cache: Path) -> FullSuite:
-    """Each option bake's `make lint`, then its `make test` of the tests it can change
-    (tests/option_bakes.py), one bake after another, in the default bake's venv; each step
-    is named "<key>=<value> <target>"."""
-    default = bake(root / "default")
-    env = ProjectEnv(install_env(default.project), mypy_cache)
-    steps = []
-    for key, value in non_default_answers(DEFAULT_CONTEXT):
-        option = bake(root / f"{key}-{value}", **{key: value})
-        assert option.exit_code == 0, option.stderr
-        selected = generated_tests_for(option.project, default.project)
-        make = ["make", "--no-print-directory", "-C", str(option.project), f"VENV={env.venv}"]
-        environ = env.environ(option.project)
-        steps.append(Step(f"{key}={value} lint", [*make, "lint"], env=environ))
-        if selected:
-            tests = [*make, "test", f"PYTEST_ARGS={' '.join(selected)}"]
-            steps.append(Step(f"{key}={value} test", tests, env=environ))
-    return FullSuite(steps, env.environ(default.project))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -427,9 +403,6 @@ def full_suites(
         mark.args[0] for item in request.session.items for mark in item.iter_markers("full_suite")
     }
     suites = {}
-    if "options" in selected:
-        selected.remove("options")
-        suites["options"] = option_suite(shared_tmp / "options", tmp_path_factory.mktemp("mypy"))
     for name in sorted(selected):
         # A bake of its own: the tests that read default_bake's files run at the same time.
         result = bake(shared_tmp / f"full-suite-{name}", **FULL_SUITE_ANSWERS[name])

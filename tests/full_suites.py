@@ -32,7 +32,6 @@ class Step:
     name: str
     command: list[str]
     cwd: Path | None = None
-    env: Mapping[str, str] | None = None  # the suite's when None
 
 
 @dataclass
@@ -60,7 +59,7 @@ class FullSuite:
                 self._process = subprocess.Popen(
                     step.command,
                     cwd=step.cwd,
-                    env=dict(self.env if step.env is None else step.env),
+                    env=dict(self.env),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,

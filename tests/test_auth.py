@@ -41,11 +41,11 @@ from .conftest import (
     CACHE_DIR,
     Bake,
     ProjectEnv,
+    assert_lints_and_tests,
     assert_renders_cleanly,
     bake,
     install_env,
 )
-from .full_suites import FullSuites
 
 PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
 # The provider's major version is pinned: a new major is a change to review, not a surprise.
@@ -421,17 +421,12 @@ def test_the_provider_stopped_known_keys_verify_unknown_fail_closed(
 
 
 @pytest.mark.slow
-@pytest.mark.full_suite("auth")
 def test_the_auth_bake_lints_and_passes_its_own_tests(
-    auth_bake: Bake, full_suites: FullSuites
+    auth_bake: Bake, auth_env: ProjectEnv
 ) -> None:
-    """make lint and make test, green, on the auth=oidc bake (its unit tests: test_auth.py),
-    run in the background from the session's start (tests/full_suites.py)."""
+    """make lint and make test, green, on the auth=oidc bake (its unit tests: test_auth.py)."""
     assert_renders_cleanly(auth_bake)
-    results = full_suites.result("auth")
-    for result in results:
-        assert result.returncode == 0, f"make {result.args[-1]}\n{result.stdout}\n{result.stderr}"
-    assert [result.args[-1] for result in results] == ["lint", "test"]
+    assert_lints_and_tests(auth_env, auth_bake.project)
 
 
 def test_none_bakes_carry_no_trace_of_auth(default_bake: Bake) -> None:
