@@ -9,6 +9,7 @@ because SERVE_AS_ROOT=on says so (docs/settings.md)."""
 import contextlib
 import http.client
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,15 @@ DEADLINE_SECONDS = 1
 # one client address may hold open (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
 STREAM_IDLE_SECONDS = 1
 WEBSOCKETS_PER_CLIENT = 4
-# The event streams open through a SIGTERM: small events and 64 KiB ones (above nginx's
-# proxy_buffer_size and busy buffers), half the idle bound apart, the last one past twice the
-# deadline.
+# The stack the SIGTERM test stops has twice the deadline and idle bound: its requests in
+# flight (half a second) finish however busy the machine, while its event streams still end
+# within the stop's 5 s handover. The streams: small events and 64 KiB ones (above nginx's
+# proxy_buffer_size and busy buffers), a quarter of the idle bound apart, the last one past
+# twice the deadline.
+STOPPED_DEADLINE_SECONDS = 2
 STREAM_SIZES = (0, 65536)
-STREAM_INTERVAL = STREAM_IDLE_SECONDS / 2
-STREAM_EVENTS = int(2 * DEADLINE_SECONDS / STREAM_INTERVAL) + 2
+STREAM_INTERVAL = STOPPED_DEADLINE_SECONDS / 4
+STREAM_EVENTS = int(2 * STOPPED_DEADLINE_SECONDS / STREAM_INTERVAL) + 2
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -104,6 +108,14 @@ def assert_json_error(answer: Answer, expected: int) -> None:
     assert error["request_id"] == headers["x-request-id"], error
 
 
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    lines = []
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):  # a line being written
+            lines.append(json.loads(raw))
+    return lines
+
+
 @dataclass
 class LiveStack:
     """The runner's process, its ports and its log (every line of every process)."""
@@ -115,11 +127,7 @@ class LiveStack:
 
     def log_lines(self) -> list[dict[str, Any]]:
         """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
-        lines = []
-        for raw in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError):  # a line being written
-                lines.append(json.loads(raw))
-        return lines
+        return json_lines(self.log_path)
 
     def access_lines(self) -> dict[str, dict[str, Any]]:
         """The app's access lines by request id: the requests that reached the app."""
@@ -127,7 +135,9 @@ class LiveStack:
         return {line["request_id"]: line for line in self.log_lines() if line["logger"] == access}
 
 
-def launch(run_dir: Path) -> LiveStack:
+def launch(
+    run_dir: Path, deadline: float = DEADLINE_SECONDS, stream_idle: float = STREAM_IDLE_SECONDS
+) -> LiveStack:
     """The stack as the image starts it, serving live_app.py with a short deadline."""
     port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
@@ -146,9 +156,9 @@ def launch(run_dir: Path) -> LiveStack:
         "NGINX_WORKER_PROCESSES": "1",
         # The app's access line says which requests (and ids) reached it (off by default).
         f"{prefix}_ACCESS_LOG": "true",
-        "REQUEST_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+        "REQUEST_TIMEOUT_SECONDS": str(deadline),
         # A stream that sends nothing for this long is cut (the live app's /events?stall=).
-        f"{prefix}_STREAM_IDLE_TIMEOUT_SECONDS": str(STREAM_IDLE_SECONDS),
+        f"{prefix}_STREAM_IDLE_TIMEOUT_SECONDS": str(stream_idle),
         "WEBSOCKETS_PER_CLIENT": str(WEBSOCKETS_PER_CLIENT),
         # Nothing queues here: a stop's handover (supervisor.py) is 5 s after nginx's QUIT, not 9.
         "RATE_LIMIT_QUEUE_SECONDS": "0",
@@ -228,35 +238,46 @@ class Stopped:
     log_path: Path
 
 
-def stop_under_load(live: LiveStack) -> Stopped:
-    """SIGTERM once requests, event streams and a WebSocket session are in flight."""
-    ready(live)
-    drain = DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
-    slow = f"/slow?seconds={DEADLINE_SECONDS / 2:g}"
+def clients_through_sigterm(
+    port: int, log_path: Path, pid: int
+) -> tuple[list[int], list[Stream], Close | None]:
+    """SIGTERM the runner ``pid`` once requests, event streams and a WebSocket session are in
+    flight; what each client got (the requests' statuses, the streams, the close frame)."""
+    drain = STOPPED_DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
     streams = [
         f"/events?tokens={STREAM_EVENTS}&interval={STREAM_INTERVAL}&size={size}"
         for size in STREAM_SIZES
     ]
-    with websocket(live.port) as session, ThreadPoolExecutor(max_workers=6) as pool:
+    with websocket(port) as session, ThreadPoolExecutor(max_workers=6) as pool:
         session.send("hello")
         assert session.recv(timeout=10) == "hello"
-        replies = [pool.submit(get, live.port, slow) for _ in range(4)]
-        read = [pool.submit(read_stream, live.port, target) for target in streams]
+        replies = [pool.submit(get, port, "/slow?seconds=0.5") for _ in range(4)]
+        read = [pool.submit(read_stream, port, target) for target in streams]
         starts = ("slow request started", "stream started")
         wait_for(
-            lambda: sum(line.get("message") in starts for line in live.log_lines()) >= 6,
+            lambda: sum(line.get("message") in starts for line in json_lines(log_path)) >= 6,
             20,
             "the requests and streams to reach the app",
         )
-        live.process.send_signal(signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
         try:
             session.recv(timeout=drain)
             close = None  # a message instead of a close: the assertion on close says so
         except ConnectionClosed as closed:
             close = closed.rcvd
         statuses = [reply.result(timeout=30)[0] for reply in replies]
-        stopped_streams = [each.result(timeout=30) for each in read]
-    return Stopped(statuses, stopped_streams, close, live.process.wait(30), live.log_path)
+        return statuses, [each.result(timeout=30) for each in read], close
+
+
+def stop_under_load(live: LiveStack) -> Stopped:
+    """``live`` sent SIGTERM under load by clients in a process of their own: in this one,
+    a test running beside them (holding the GIL in a long C call) would delay their reads."""
+    ready(live)
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as clients:
+        seen = clients.submit(clients_through_sigterm, live.port, live.log_path, live.process.pid)
+        statuses, streams, close = seen.result(timeout=120)
+    return Stopped(statuses, streams, close, live.process.wait(30), live.log_path)
 
 
 # Launched once the tests are chosen, so they boot while the unit and stack tests run (the
@@ -282,8 +303,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if any("stack" in getattr(item, "fixturenames", ()) for item in live):
         LAUNCHED["stack"] = launch(start_dir())
     if any("stopped" in getattr(item, "fixturenames", ()) for item in live):
-        LAUNCHED["stopped"] = launch(start_dir())
-        STOPPED.append(BACKGROUND.submit(stop_under_load, LAUNCHED["stopped"]))
+        stopped_stack = launch(start_dir(), STOPPED_DEADLINE_SECONDS, STOPPED_DEADLINE_SECONDS)
+        LAUNCHED["stopped"] = stopped_stack
+        STOPPED.append(BACKGROUND.submit(stop_under_load, stopped_stack))
 
 
 def pytest_sessionfinish() -> None:

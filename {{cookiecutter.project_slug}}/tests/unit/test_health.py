@@ -37,11 +37,6 @@ async def broken() -> bool:
     raise ConnectionError("refused\nby the server")
 
 
-async def slow() -> bool:
-    await asyncio.sleep(5)
-    return True
-
-
 def test_readyz_names_the_failing_required_check_and_livez_stays_up(
     app: FastAPI, client: TestClient
 ) -> None:
@@ -95,11 +90,21 @@ def test_each_outcome_is_told_apart_within_one_timeout_and_sets_the_metric() -> 
     readiness_check_passing{check} is 1 after a pass and 0 after any failure."""
     metrics = RequestMetrics(deadline_seconds=30, registry=CollectorRegistry())
     checks = ReadinessChecks(timeout_seconds=0.2, on_outcome=metrics.readiness_outcome)
+    slow_steps: list[str] = []
+
+    async def slow() -> bool:
+        slow_steps.append("started")
+        try:
+            await asyncio.sleep(5)
+        finally:
+            slow_steps.append("cut")
+        return True
+
     for name, check in [("a", ready), ("b", not_ready), ("c", broken), ("d", slow), ("e", slow)]:
         checks.add(name, check)
-    started = time.monotonic()
     outcomes = asyncio.run(checks.run())
-    assert time.monotonic() - started < 0.4
+    # In one timeout, not one after the other (no clock: these machines are noisy).
+    assert slow_steps == ["started", "started", "cut", "cut"]
     assert outcomes == {"a": "ok", "b": "failed", "c": "error", "d": "timed out", "e": "timed out"}
     sample = metrics.registry.get_sample_value
     passing = [sample("readiness_check_passing", {"check": name}) for name in "abcde"]
