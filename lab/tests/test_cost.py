@@ -6,16 +6,20 @@ they are skipped where valgrind is not installed (`apt-get install valgrind`).
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from lab.cost import Cost, CostBudget, check, load_budget, table
+from lab.drive import REQUEST_SECONDS, SteppedClockLoop, serve
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -149,3 +153,28 @@ def test_a_cost_file_round_trips() -> None:
     """What `check` writes as cost.json, the report reads back unchanged."""
     original = cost(410_000.0)
     assert Cost.from_json(original.to_json()) == original
+
+
+def test_a_measured_loops_timers_fire_per_request_not_per_wall_second() -> None:
+    """In a measured child the loop's clock moves REQUEST_SECONDS per request whatever the wall
+    does, so a timer (the deadline's sweeper) fires as often on a loaded machine as on an idle
+    one. Each request here takes 10 ms of wall time, ten steps."""
+    clock: list[float] = []
+    fired_after: list[int] = []
+
+    async def app(_scope: Any, _receive: Any, send: Any) -> None:
+        loop = asyncio.get_running_loop()
+        clock.append(loop.time())
+        if len(clock) == 1:
+            loop.call_later(REQUEST_SECONDS * 2.5, lambda: fired_after.append(len(clock)))
+        time.sleep(0.01)  # noqa: ASYNC251 - the loop held up, as valgrind's slowness does
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    with asyncio.Runner(loop_factory=SteppedClockLoop) as runner:
+        assert runner.run(serve(app, 8, "/livez")) == 8
+    steps = [later - earlier for earlier, later in itertools.pairwise(clock)]
+    assert steps == pytest.approx([REQUEST_SECONDS] * 7)
+    # Due 2.5 steps after the first request: it fires in the fourth, the first whose clock is
+    # past it (by the wall clock, the first request's 10 ms would have fired it in the second).
+    assert fired_after == [4]
