@@ -1,6 +1,6 @@
 """Serve requests to the app in process, in forked children: what valgrind counts.
 
-    python -m lab.drive VARIANT... [--counts 50,300] [--warmup 100] [--factory M:F]
+    python -m lab.drive VARIANT... [--counts 100,600] [--warmup 200] [--factory M:F]
                                      [--path /livez] [--manifest FILE]
 
 Run by lab/cost.py under valgrind's cachegrind, in the measured project's Python. VARIANT is
@@ -186,8 +186,8 @@ def _child(app: App, requests: int, path: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.drive", description=__doc__)
     parser.add_argument("variants", nargs="+", help="default, bare, only:N, or each (every only:N)")
-    parser.add_argument("--counts", default="50,300", help="requests per child [50,300]")
-    parser.add_argument("--warmup", type=int, default=100, help="requests before forking [100]")
+    parser.add_argument("--counts", default="100,600", help="requests per child [100,600]")
+    parser.add_argument("--warmup", type=int, default=200, help="requests before forking [200]")
     parser.add_argument("--factory", required=True, help="the app factory, module:function")
     parser.add_argument("--path", default=DEFAULT_PATH)
     parser.add_argument("--manifest", type=Path, help="write child pid -> variant, count here")

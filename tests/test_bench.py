@@ -23,7 +23,7 @@ from .full_suites import FullSuites
 # measured on a quiet 2-CPU machine), with room for a slower CI runner.
 QUICK_BUDGET_S = 120.0
 # What the cost gate must reproduce between two runs of the same command. Measured within
-# 0.1 %, beside three CPU hogs too, since lab/drive.py steps its loop's clock per request (with
+# 0.03 %, beside three CPU hogs too, since lab/drive.py steps its loop's clock per request (with
 # the wall clock, the deadline's sweeper woke more often on a loaded machine: 0.52 % in a CI run).
 REPEAT_TOLERANCE = 0.005
 
