@@ -5,10 +5,11 @@
 
 Run by lab/cost.py under valgrind's cachegrind, in the measured project's Python. VARIANT is
 ``default`` (the app exactly as the factory builds it), ``bare`` (the same app with its
-middleware list emptied) or ``only:N`` (the bare app plus the factory's N-th middleware,
-outermost first). The factory is the project's own (lab/project.py finds it: ``create_app``
-beside the app gunicorn serves), so the stack measured is always the one the app ships,
-middleware added later included.
+middleware list emptied), ``only:N`` (the bare app plus the factory's N-th middleware,
+outermost first) or ``served`` (the default app inside the serving stack's ResponseGuard, as
+gunicorn's workers run every app). The factory is the project's own (lab/project.py finds it:
+``create_app`` beside the app gunicorn serves), so the stack measured is always the one the app
+ships, middleware added later included.
 
 Every variant is imported, built, started (lifespan) and warmed up first; then, for each
 variant and each count, a forked child serves that many requests and exits. A child's
@@ -76,8 +77,13 @@ def build(variant: str, factory: str) -> Any:
         application.user_middleware[:] = []
     elif variant.startswith("only:"):
         application.user_middleware[:] = [stack[int(variant.removeprefix("only:"))]]
+    elif variant == "served":
+        # What the stack's worker adds around every app (gunicorn_config.py).
+        from serving_stack.response_guard import ResponseGuard  # noqa: PLC0415 - only here needs it
+
+        return ResponseGuard(application)
     elif variant != "default":
-        raise ValueError(f"unknown variant {variant!r}: default, bare or only:N")
+        raise ValueError(f"unknown variant {variant!r}: default, bare, served or only:N")
     return application
 
 
@@ -185,7 +191,9 @@ def _child(app: App, requests: int, path: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.drive", description=__doc__)
-    parser.add_argument("variants", nargs="+", help="default, bare, only:N, or each (every only:N)")
+    parser.add_argument(
+        "variants", nargs="+", help="default, bare, served, only:N, or each (every only:N)"
+    )
     parser.add_argument("--counts", default="100,600", help="requests per child [100,600]")
     parser.add_argument("--warmup", type=int, default=200, help="requests before forking [200]")
     parser.add_argument("--factory", required=True, help="the app factory, module:function")
