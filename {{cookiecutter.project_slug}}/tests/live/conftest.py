@@ -9,7 +9,6 @@ because SERVE_AS_ROOT=on says so (docs/settings.md)."""
 import contextlib
 import http.client
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -20,14 +19,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Close
 from websockets.sync.client import ClientConnection, connect
 
 from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
@@ -233,16 +231,15 @@ class Stopped:
 
     statuses: list[int]  # of the requests in flight
     streams: list[Stream]  # one of each STREAM_SIZES
-    close: Close | None  # the WebSocket's close frame; None: the connection was dropped
+    close_code: int | None  # the WebSocket's close frame's; None: the connection was dropped
     exit_code: int
     log_path: Path
 
 
-def clients_through_sigterm(
-    port: int, log_path: Path, pid: int
-) -> tuple[list[int], list[Stream], Close | None]:
+def clients_through_sigterm(port: int, log_path: Path, pid: int) -> dict[str, Any]:
     """SIGTERM the runner ``pid`` once requests, event streams and a WebSocket session are in
-    flight; what each client got (the requests' statuses, the streams, the close frame)."""
+    flight; what each client got (the requests' statuses, the streams, the close frame's
+    code), as JSON can carry it."""
     drain = STOPPED_DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
     streams = [
         f"/events?tokens={STREAM_EVENTS}&interval={STREAM_INTERVAL}&size={size}"
@@ -265,19 +262,25 @@ def clients_through_sigterm(
             close = None  # a message instead of a close: the assertion on close says so
         except ConnectionClosed as closed:
             close = closed.rcvd
-        statuses = [reply.result(timeout=30)[0] for reply in replies]
-        return statuses, [each.result(timeout=30) for each in read], close
+        return {
+            "statuses": [reply.result(timeout=30)[0] for reply in replies],
+            "streams": [asdict(each.result(timeout=30)) for each in read],
+            "close_code": None if close is None else close.code,
+        }
 
 
 def stop_under_load(live: LiveStack) -> Stopped:
-    """``live`` sent SIGTERM under load by clients in a process of their own: in this one,
-    a test running beside them (holding the GIL in a long C call) would delay their reads."""
+    """``live`` sent SIGTERM under load by clients in a process of their own, this file run as
+    a script: in pytest's, a test holding the GIL in a long C call would delay their reads (a
+    subprocess, not multiprocessing: its resource tracker outlived the session)."""
     ready(live)
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as clients:
-        seen = clients.submit(clients_through_sigterm, live.port, live.log_path, live.process.pid)
-        statuses, streams, close = seen.result(timeout=120)
-    return Stopped(statuses, streams, close, live.process.wait(30), live.log_path)
+    argv = [sys.executable, __file__, str(live.port), str(live.log_path), str(live.process.pid)]
+    clients = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert clients.returncode == 0, clients.stderr[-3000:]
+    seen = json.loads(clients.stdout)
+    streams = [Stream(**stream) for stream in seen["streams"]]
+    exit_code = live.process.wait(30)
+    return Stopped(seen["statuses"], streams, seen["close_code"], exit_code, live.log_path)
 
 
 # Launched once the tests are chosen, so they boot while the unit and stack tests run (the
@@ -339,3 +342,8 @@ def stopped() -> Stopped:
     """The stack sent SIGTERM under load since the session's start (stop_under_load)."""
     launched("stopped")
     return STOPPED[0].result(timeout=120)
+
+
+if __name__ == "__main__":  # stop_under_load's clients
+    port, log_path, pid = sys.argv[1:]
+    sys.stdout.write(json.dumps(clients_through_sigterm(int(port), Path(log_path), int(pid))))
