@@ -171,9 +171,9 @@ def measure(
         # Relative too, for the same reason.
         (out / "metrics").mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = "metrics"
-        # Without address randomisation: objects hash by address, so a random layout moved
-        # which dict and set lookups collide (bare app, three quick runs: 0.15 % apart with
-        # it, 0.005 % without). setarch is util-linux's, on every Debian.
+        # Without address randomisation: objects hash by address, so a random layout can move
+        # which dict and set lookups collide (docs/performance.md has the runs). setarch is
+        # util-linux's, on every Debian.
         fixed_layout = ["setarch", os.uname().machine, "--addr-no-randomize"]
         command = [
             *(fixed_layout if shutil.which("setarch") else []),
