@@ -46,6 +46,7 @@ from .conftest import (
     bake,
     install_env,
 )
+from .selected_tests import generated_tests_for
 
 PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
 # The provider's major version is pinned: a new major is a change to review, not a surprise.
@@ -422,11 +423,16 @@ def test_the_provider_stopped_known_keys_verify_unknown_fail_closed(
 
 @pytest.mark.slow
 def test_the_auth_bake_lints_and_passes_its_own_tests(
-    auth_bake: Bake, auth_env: ProjectEnv
+    auth_bake: Bake, auth_env: ProjectEnv, default_bake: Bake
 ) -> None:
-    """make lint and make test, green, on the auth=oidc bake (its unit tests: test_auth.py)."""
+    """make lint, and make test of the tests auth=oidc can change: every unit test (its own
+    test_auth.py among them). The stack's tests and the live ones run the same bytes on the
+    same package versions in the default bake's full suite; this module serves the auth
+    bake's whole stack against a real provider."""
     assert_renders_cleanly(auth_bake)
-    assert_lints_and_tests(auth_env, auth_bake.project)
+    selected = generated_tests_for(auth_bake.project, default_bake.project)
+    assert "tests/unit" in selected, selected
+    assert_lints_and_tests(auth_env, auth_bake.project, *selected)
 
 
 def test_none_bakes_carry_no_trace_of_auth(default_bake: Bake) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,6 @@ import pytest
 from .conftest import BENCH_SCRIPT, TEMPLATE_DIR, Bake, ProjectEnv, bake, bench, leftover_processes
 from .full_suites import FullSuites
 
-# "About a minute": 12 one-second runs after as many warm-ups, and 4 stacks to start (43 s
-# measured on a quiet 2-CPU machine), with room for a slower CI runner.
-QUICK_BUDGET_S = 120.0
 # What the cost gate must reproduce between two runs of the same command. Measured within
 # 0.15 %, beside three CPU hogs too, since lab/drive.py steps its loop's clock per request (with
 # the wall clock, the deadline's sweeper woke more often on a loaded machine: 0.52 % in a CI
@@ -161,16 +157,14 @@ def test_a_directory_that_is_no_service_is_one_line(tmp_path: Path) -> None:
 def test_a_quick_run_measures_the_services_own_stack(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
-    """--quick measures the middleware and the nginx hop 3 times each in about a minute,
-    judges them against the floors (exit 0 means each passed), leaves no server running, and
-    writes the JSON and a report that names no path of this machine."""
+    """--quick measures the middleware and the nginx hop 3 times each (12 one-second runs
+    after as many warm-ups: about a minute, no bound asserted on a shared machine), judges them
+    against the floors (exit 0 means each passed), leaves no server running, and writes the
+    JSON and a report that names no path of this machine."""
     project = default_bake.project
-    started = time.monotonic()
     quick = bench(project, project_env, "--quick", "--only", "middleware", "hop", cwd=tmp_path)
-    elapsed = time.monotonic() - started
     output = quick.stdout + quick.stderr
     assert quick.returncode == 0, output[-4000:]
-    assert elapsed <= QUICK_BUDGET_S, f"the quick run took {elapsed:.0f} s:\n{output}"
     assert "left]" in output  # the progress lines with the estimated time left
     assert leftover_processes(project) == []
 
