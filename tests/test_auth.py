@@ -171,10 +171,12 @@ def auth_bake(shared_tmp: Path) -> Bake:
 
 
 @pytest.fixture(scope="module")
-def auth_env(auth_bake: Bake, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
-    """The auth bake's dependencies (PyJWT, httpx on top of the default's), cached."""
+def auth_env(auth_bake: Bake, project_env: ProjectEnv) -> ProjectEnv:
+    """The auth bake's dependencies (PyJWT, httpx on top of the default's), cached. mypy's
+    cache is the option bakes': mypy checks each cached module against its source file, so
+    bakes can share it (make lint's mypy: 11 s with a cache of its own, 3 s with this one)."""
     venv = install_env(auth_bake.project)
-    return ProjectEnv(venv=venv, mypy_cache=tmp_path_factory.mktemp("mypy-cache"))
+    return ProjectEnv(venv=venv, mypy_cache=project_env.mypy_cache)
 
 
 def call(
