@@ -330,55 +330,7 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
     "image-postgresql": {"database": "postgresql"},
-    # The lab's commands (tests/full_suites.py says why in the background); lab_output().
-    "lab": {},
 }
-# ./scripts/experiments, as a person runs it.
-EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
-
-
-def lab_output(shared_tmp: Path, step: str) -> Path:
-    """Where the lab suite's step writes its results (--out)."""
-    return shared_tmp / "full-suite-lab" / "out" / step
-
-
-def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
-    """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
-    lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
-    runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
-    out = project.parent / "out"
-    bench_env = dict(env.environ(project), BENCH_PYTHON=str(env.venv / "bin" / "python"))
-    bench_env.pop("DATABASE_URL", None)
-    gate = [str(BENCH_SCRIPT), str(project), "--only", "cost"]
-    layout = [TEMPLATE_DIR, project / "src", project / "stack"]
-    lab_env = dict(env.environ(project), LAB_PROJECT=str(project))
-    lab_env["PYTHONPATH"] = os.pathsep.join(map(str, layout))
-    lab_tests = [str(env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"]
-    experiments_env = dict(os.environ, EXPERIMENTS_VENV=str(env.venv))
-    experiments = {
-        "floors": ["--floors"],
-        "grid": ["--quick", "--only", "middleware"],
-        "cpu-share": ["--cpu-share", "--quick"],
-    }
-    return [
-        Step("cost", [*gate, "--out", str(out / "cost")], project.parent, bench_env),
-        Step(
-            "cost-again",
-            [*gate, "--quick", "--out", str(out / "cost-again")],
-            project.parent,
-            bench_env,
-        ),
-        Step("lab tests", lab_tests, TEMPLATE_DIR, lab_env),
-        *(
-            Step(
-                name,
-                [str(EXPERIMENTS_SCRIPT), *args, "--out", str(out / name)],
-                TEMPLATE_DIR,
-                experiments_env,
-            )
-            for name, args in experiments.items()
-        ),
-    ]
 
 
 def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
@@ -394,8 +346,6 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     the default one first gets a WebSocket and a stream route the documented way
     (tests/documented_changes.py), which tests/test_image.py reaches in the built image.
     """
-    if name == "lab":
-        return lab_steps(env, project)
     python = str(env.venv / "bin" / "python")
     documented = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
 

@@ -9,11 +9,6 @@ keeps one of the machine's two CPUs busy only part of the time (waits on servers
 sleeps): started together, one runs while the other waits, and each still runs whole, in its
 own bake, venv, ports and PostgreSQL server. The tests that measure speed or noise call
 wait_all() first, so nothing of these suites runs beside a measurement.
-
-The lab's commands that count instructions (the cost gate, the lab's own tests, the floors)
-or only prove a script runs (the experiment grid, the CPU share) are a suite too: each keeps
-one CPU busy for up to a minute, and in the foreground, after the bakes' suites have ended,
-the other CPU waited (a run's CPU use was 75 % on average, 30-60 % for minutes at a time).
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ class Step:
     name: str
     command: list[str]
     cwd: Path | None = None
-    env: Mapping[str, str] | None = None  # instead of the suite's environment
 
 
 @dataclass
@@ -65,7 +59,7 @@ class FullSuite:
                 self._process = subprocess.Popen(
                     step.command,
                     cwd=step.cwd,
-                    env=dict(self.env if step.env is None else step.env),
+                    env=dict(self.env),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -101,11 +95,6 @@ class FullSuites:
 
     def result(self, name: str) -> list[subprocess.CompletedProcess[str]]:
         return self._suites[name].wait()
-
-    def step(self, suite: str, name: str) -> subprocess.CompletedProcess[str]:
-        """One step's result, by its name, once the suite ended."""
-        (found,) = [step for step in self.result(suite) if step.args[0] == name]
-        return found
 
     def wait_all(self) -> None:
         for suite in self._suites.values():
