@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from .conftest import locked_packages
+from .conftest import locked_packages, tree
 
 # What each generated suite reads besides its own modules: tests/unit imports the app (src/)
 # and the stack and reads deploy/ (nginx.conf's body limits); the stack's own tests read
@@ -26,16 +26,10 @@ TEST_TABLES = ("pytest", "coverage")
 
 
 def changed_files(project: Path, default: Path) -> set[str]:
-    """Paths, relative to the project, that differ between two fresh bakes or exist in one."""
-
-    def files(root: Path) -> dict[str, bytes]:
-        return {
-            path.relative_to(root).as_posix(): path.read_bytes()
-            for path in root.rglob("*")
-            if path.is_file()
-        }
-
-    ours, theirs = files(project), files(default)
+    """Paths, relative to the project, that differ between two bakes or exist in one; what
+    running code there leaves (bytecode, pytest's cache) aside, as the default bake is the
+    session's, which other tests import from."""
+    ours, theirs = tree(project), tree(default)
     return {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
 
 
