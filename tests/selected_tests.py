@@ -41,7 +41,7 @@ def set_up_alike(project: Path, default: Path) -> bool:
 
     def tables(root: Path) -> list[object]:
         data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-        return [data["tool"].get(name) for name in TEST_TABLES]
+        return [data.get("tool", {}).get(name) for name in TEST_TABLES]
 
     def locked(root: Path) -> dict[str, str]:
         lock = root / "uv.lock"

@@ -111,6 +111,24 @@ def test_a_bake_stays_small_enough_to_own(
     assert rented <= STACK_MOST, f"stack/ holds {rented} lines; at most {STACK_MOST}"
 
 
+def test_a_bakes_selection_follows_what_each_suite_reads(tmp_path: Path) -> None:
+    """ci=none changes mypy's file list, not the tests' set-up: only the unit modules naming a
+    file it changes run. auth=oidc changes the app and adds packages at no shared package's
+    other version: the unit tests, not the stack's. Bytecode left in the default bake by
+    tests that import from it changes nothing."""
+    default = bake(tmp_path / "default").project
+    cache = default / "src" / "my_service" / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "left_by_another_test.cpython-311.pyc").write_bytes(b"\0")
+    no_ci = bake(tmp_path / "ci", ci="none").project
+    auth = bake(tmp_path / "auth", auth="oidc").project
+
+    no_ci_selected = generated_tests_for(no_ci, default)
+    assert no_ci_selected, "the unit modules that name the Makefile, README or Dockerfile"
+    assert all(name.startswith("tests/unit/test_") for name in no_ci_selected), no_ci_selected
+    assert generated_tests_for(auth, default) == ["tests/unit"]
+
+
 @pytest.mark.parametrize("answers", OPTION_BAKES)
 @pytest.mark.slow
 def test_option_bake_lints_and_tests(
