@@ -374,6 +374,10 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     return [changes, make("lint"), make("test"), database]
 
 
+# The session's full suites, for the summary of where their time went.
+STARTED_SUITES = pytest.StashKey[FullSuites]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "full_suite(bake): reads full_suites.result(bake), the bake's whole suite"
@@ -413,8 +417,20 @@ def full_suites(
         steps = full_suite_steps(name, env, result.project)
         suites[name] = FullSuite(steps, env.environ(result.project))
     started = FullSuites(suites)
+    request.config.stash[STARTED_SUITES] = started
     yield started
     started.stop()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """When each background step ran: what a run's wall time is made of."""
+    started = config.stash.get(STARTED_SUITES, None)
+    if started is not None:
+        terminalreporter.section("full suites, each step's minutes")
+        for line in started.timeline():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,8 @@ class FullSuite:
     steps: list[Step]
     env: Mapping[str, str]
     results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
+    # Each step's start and end, in seconds of time.monotonic(), in order: where the time went.
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
     _process: subprocess.Popen[str] | None = None
     _stopped: bool = False
     _thread: threading.Thread | None = None
@@ -65,7 +68,9 @@ class FullSuite:
                     text=True,
                     start_new_session=True,
                 )
+            started = time.monotonic()
             stdout, stderr = self._process.communicate()
+            self.spans.append((step.name, started, time.monotonic()))
             code = self._process.returncode
             # On, even after a failure: each step's own result says more than "not run".
             self.results.append(subprocess.CompletedProcess([step.name], code, stdout, stderr))
@@ -90,6 +95,7 @@ class FullSuites:
 
     def __init__(self, suites: dict[str, FullSuite]) -> None:
         self._suites = suites
+        self._started = time.monotonic()
         for suite in suites.values():
             suite.start()
 
@@ -103,3 +109,12 @@ class FullSuites:
     def stop(self) -> None:
         for suite in self._suites.values():
             suite.stop()
+
+    def timeline(self) -> list[str]:
+        """A line a step: its suite, name, and start and end in minutes since the suites began."""
+        return [
+            f"{name:<18} {step:<20} {(start - self._started) / 60:5.1f} -> "
+            f"{(end - self._started) / 60:5.1f} min"
+            for name, suite in self._suites.items()
+            for step, start, end in suite.spans
+        ]
