@@ -330,14 +330,67 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
     "image-postgresql": {"database": "postgresql"},
+    # The lab's commands (tests/full_suites.py says why in the background); lab_output().
+    "lab": {},
 }
+# A suite that starts when another has ended. The lab's steps keep one CPU busy each: started
+# with the others they slowed the battery from 5 to 11 minutes; the postgresql bake's suite is
+# the first to end.
+SUITE_AFTER = {"lab": "postgresql"}
+# ./scripts/experiments, as a person runs it.
+EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
+
+
+def lab_output(shared_tmp: Path, step: str) -> Path:
+    """Where the lab suite's step writes its results (--out)."""
+    return shared_tmp / "full-suite-lab" / "out" / step
+
+
+def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
+    """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
+    lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
+    runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
+    out = project.parent / "out"
+    bench_env = dict(env.environ(project), BENCH_PYTHON=str(env.venv / "bin" / "python"))
+    bench_env.pop("DATABASE_URL", None)
+    gate = [str(BENCH_SCRIPT), str(project), "--only", "cost"]
+    layout = [TEMPLATE_DIR, project / "src", project / "stack"]
+    lab_env = dict(env.environ(project), LAB_PROJECT=str(project))
+    lab_env["PYTHONPATH"] = os.pathsep.join(map(str, layout))
+    lab_tests = [str(env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"]
+    experiments_env = dict(os.environ, EXPERIMENTS_VENV=str(env.venv))
+    experiments = {
+        "floors": ["--floors"],
+        "grid": ["--quick", "--only", "middleware"],
+        "cpu-share": ["--cpu-share", "--quick"],
+    }
+    return [
+        Step("cost", [*gate, "--out", str(out / "cost")], project.parent, bench_env),
+        Step(
+            "cost-again",
+            [*gate, "--quick", "--out", str(out / "cost-again")],
+            project.parent,
+            bench_env,
+        ),
+        Step("lab tests", lab_tests, TEMPLATE_DIR, lab_env),
+        *(
+            Step(
+                name,
+                [str(EXPERIMENTS_SCRIPT), *args, "--out", str(out / name)],
+                TEMPLATE_DIR,
+                experiments_env,
+            )
+            for name, args in experiments.items()
+        ),
+    ]
 
 
 def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
     default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
-    shared venv's interpreter). postgresql: first a route and a
+    shared venv's interpreter), then the peers' short run (`./scripts/bench --peers --short`,
+    tests/test_peers.py). lab: lab_steps(). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test,
     then the battery's database and probe tests (the rest of the battery is the default
     bake's).
@@ -346,6 +399,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     the default one first gets a WebSocket and a stream route the documented way
     (tests/documented_changes.py), which tests/test_image.py reaches in the built image.
     """
+    if name == "lab":
+        return lab_steps(env, project)
     python = str(env.venv / "bin" / "python")
     documented = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
 
@@ -366,8 +421,16 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
 
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
-    if name == "default":
-        return [make("lint"), make("test"), Step("battery", battery)]
+    if name == "default":  # then the peers' short run: it judges no ratio, so needs no quiet
+        peers = [str(BENCH_SCRIPT), str(project), "--peers", "--short", "--out", "peers"]
+        bench_env = dict(env.environ(project), BENCH_PYTHON=python)
+        bench_env.pop("DATABASE_URL", None)
+        return [
+            make("lint"),
+            make("test"),
+            Step("battery", battery),
+            Step("peers", peers, project.parent, bench_env),
+        ]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
     database = Step("battery", [*battery, "-k", "test_database or test_liveness or test_readiness"])
     changes = Step("documented changes", [*documented, "database"])
@@ -416,6 +479,9 @@ def full_suites(
         env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
         steps = full_suite_steps(name, env, result.project)
         suites[name] = FullSuite(steps, env.environ(result.project))
+    for name, first in SUITE_AFTER.items():
+        if name in suites and first in suites:
+            suites[name].after = suites[first]
     started = FullSuites(suites)
     request.config.stash[STARTED_SUITES] = started
     yield started

@@ -1,7 +1,8 @@
-"""The generated projects' whole runs, side by side in the background: two threads of steps.
+"""The generated projects' whole runs, side by side in the background: threads of steps.
 
 The default bake's `make lint`, `make test` and then the battery (battery/, the heavy proofs of
-the service's promises, run against that bake as `./scripts/battery` would), and the postgresql
+the service's promises, run against that bake as `./scripts/battery` would) and the peers'
+short run (it judges no ratio), and the postgresql
 bake's documented changes (a route and a migration added as its README and docs/database.md
 say), `make lint`, `make test` and the battery's database and probe tests (restarts under load,
 readiness while the database is stopped), are the longest steps of the template's run. Each
@@ -9,6 +10,14 @@ keeps one of the machine's two CPUs busy only part of the time (waits on servers
 sleeps): started together, one runs while the other waits, and each still runs whole, in its
 own bake, venv, ports and PostgreSQL server. The tests that measure speed or noise call
 wait_all() first, so nothing of these suites runs beside a measurement.
+
+The lab's commands that count instructions (the cost gate, the lab's own tests, the floors)
+or only prove a script runs (the experiment grid, the CPU share) are a suite too: each keeps
+one CPU busy for up to a minute, and in the foreground, after the bakes' suites had ended,
+the other CPU waited (a cold run's CPU use was 73 % on average, about 50 % for its last
+five minutes). It starts when another suite has ended (``after``): started with the others,
+it slowed the battery from 5 to 11 minutes. Each step's start and end are kept (``spans``);
+the session's summary prints them.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ class Step:
     name: str
     command: list[str]
     cwd: Path | None = None
+    env: Mapping[str, str] | None = None  # instead of the suite's environment
 
 
 @dataclass
@@ -41,6 +51,9 @@ class FullSuite:
 
     steps: list[Step]
     env: Mapping[str, str]
+    # A suite that must end before this one starts: what keeps this one off the CPUs its
+    # neighbours are busiest on (the lab's suite waits for the postgresql bake's).
+    after: FullSuite | None = None
     results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
     # Each step's start and end, in seconds of time.monotonic(), in order: where the time went.
     spans: list[tuple[str, float, float]] = field(default_factory=list)
@@ -48,12 +61,21 @@ class FullSuite:
     _stopped: bool = False
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ended: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"suite {self.steps[0].name}")
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            if self.after is not None:
+                self.after._ended.wait()
+            self._run_steps()
+        finally:
+            self._ended.set()
+
+    def _run_steps(self) -> None:
         for step in self.steps:
             with self._lock:
                 if self._stopped:
@@ -62,7 +84,7 @@ class FullSuite:
                 self._process = subprocess.Popen(
                     step.command,
                     cwd=step.cwd,
-                    env=dict(self.env),
+                    env=dict(self.env if step.env is None else step.env),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -87,7 +109,6 @@ class FullSuite:
             self._stopped = True
             if self._process is not None and self._process.poll() is None:
                 os.killpg(self._process.pid, signal.SIGTERM)
-        self.wait()
 
 
 class FullSuites:
@@ -102,6 +123,11 @@ class FullSuites:
     def result(self, name: str) -> list[subprocess.CompletedProcess[str]]:
         return self._suites[name].wait()
 
+    def step(self, suite: str, name: str) -> subprocess.CompletedProcess[str]:
+        """One step's result, by its name, once the suite ended."""
+        (found,) = [step for step in self.result(suite) if step.args[0] == name]
+        return found
+
     def wait_all(self) -> None:
         for suite in self._suites.values():
             suite.wait()
@@ -109,6 +135,7 @@ class FullSuites:
     def stop(self) -> None:
         for suite in self._suites.values():
             suite.stop()
+        self.wait_all()
 
     def timeline(self) -> list[str]:
         """A line a step: its suite, name, and start and end in minutes since the suites began."""

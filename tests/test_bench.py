@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BENCH_SCRIPT, TEMPLATE_DIR, Bake, ProjectEnv, bake, bench, leftover_processes
+from .conftest import (
+    BENCH_SCRIPT,
+    TEMPLATE_DIR,
+    Bake,
+    ProjectEnv,
+    bake,
+    bench,
+    lab_output,
+    leftover_processes,
+)
 from .full_suites import FullSuites
 
 # What the cost gate must reproduce between two runs of the same command. Measured within
@@ -62,47 +71,32 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
 
 
 @pytest.mark.slow
-def test_the_labs_own_tests_pass_against_the_default_bake(
-    default_bake: Bake, project_env: ProjectEnv
-) -> None:
+@pytest.mark.full_suite("lab")
+def test_the_labs_own_tests_pass_against_the_default_bake(full_suites: FullSuites) -> None:
     """lab/tests (budgets, report, wrk parsing, nginx variants of the bake's own nginx.conf,
     process clean-up, and the gate failing on a slow middleware) pass in the bake's
-    environment."""
-    project = default_bake.project
-    env = dict(
-        project_env.environ(project),
-        LAB_PROJECT=str(project),
-        PYTHONPATH=os.pathsep.join(
-            [str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]
-        ),
-    )
-    done = subprocess.run(
-        [str(project_env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"],
-        cwd=TEMPLATE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    environment (the lab suite's step: tests/conftest.py, lab_steps)."""
+    done = full_suites.step("lab", "lab tests")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
     assert " skipped" not in done.stdout  # valgrind, nginx and wrk are there: nothing skipped
 
 
 @pytest.mark.slow
+@pytest.mark.full_suite("lab")
 def test_the_cost_gate_passes_on_the_default_bake(
-    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+    full_suites: FullSuites, shared_tmp: Path
 ) -> None:
     """The gate counts bare, each middleware of the app factory, the default stack and the
     default stack in the serving stack's ResponseGuard, passes on the default bake within
-    lab/budgets.toml, and a second run agrees to within half a percent."""
-    project = default_bake.project
-    done = bench(project, project_env, "--only", "cost", "--out", "first", cwd=tmp_path)
+    lab/budgets.toml, and a second run (--quick) agrees to within half a percent. Both run in
+    the lab suite (tests/conftest.py, lab_steps), beside the bakes' suites: the counts do
+    not depend on the machine's load."""
+    done = full_suites.step("lab", "cost")
     assert done.returncode == 0, done.stdout + done.stderr
     print(done.stdout)
     assert "pass  default stack: 1." in done.stdout
-    measured = json.loads((tmp_path / "first" / "cost.json").read_text(encoding="utf-8"))
+    measured = json.loads((lab_output(shared_tmp, "cost") / "cost.json").read_text())
     # The stack comes from create_app(): a middleware added there is counted with no list to
     # update (lab/tests/test_cost.py adds a slow one and sees a FAIL).
     assert measured["stack"][-1] == "ErrorGuardMiddleware"
@@ -113,9 +107,9 @@ def test_the_cost_gate_passes_on_the_default_bake(
     assert "| default stack in the stack's ResponseGuard |" in done.stdout
     assert measured["per_request"]["served"] > measured["per_request"]["default"]
 
-    again = bench(project, project_env, "--only", "cost", "--quick", "--out", "again", cwd=tmp_path)
+    again = full_suites.step("lab", "cost-again")
     assert again.returncode == 0, again.stdout + again.stderr
-    repeated = json.loads((tmp_path / "again" / "cost.json").read_text(encoding="utf-8"))
+    repeated = json.loads((lab_output(shared_tmp, "cost-again") / "cost.json").read_text())
     for variant in ("bare", "default"):
         first, second = measured["per_request"][variant], repeated["per_request"][variant]
         assert abs(second - first) / first < REPEAT_TOLERANCE, (variant, first, second)

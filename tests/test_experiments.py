@@ -1,7 +1,9 @@
 """The template's experiment grid (experiments/, scripts/experiments) runs against a bake.
 
 Real cookiecutter, gunicorn, nginx and wrk on 127.0.0.1; the middleware experiment only, in
-short runs, so the test stays near a minute. The full grid is `scripts/experiments`.
+short runs, so the test stays near a minute. The full grid is `scripts/experiments`. The
+grid, the CPU share and the floors run in the lab suite, in the background (tests/conftest.py,
+lab_steps); their tests read what each wrote.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, lab_output
+from .full_suites import FullSuites
 
-SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 # The default bake's app package (cookiecutter.json's default answers).
 PACKAGE = "my_service"
 
@@ -69,20 +71,13 @@ def test_every_template_variant_loads_under_gunicorn(
 
 
 @pytest.mark.slow
-def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: Path) -> None:
+@pytest.mark.full_suite("lab")
+def test_the_grid_runs_against_a_fresh_bake(full_suites: FullSuites, shared_tmp: Path) -> None:
     """scripts/experiments bakes the default project and measures the seeds' middleware
-    experiment, BaseHTTPMiddleware twin included, into a report with the findings table."""
-    out = tmp_path / "out"
-    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
-    done = subprocess.run(
-        [str(SCRIPT), "--quick", "--only", "middleware", "--out", str(out)],
-        cwd=TEMPLATE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    experiment, BaseHTTPMiddleware twin included, into a report with the findings table
+    (the lab suite's step: tests/conftest.py, lab_steps)."""
+    out = lab_output(shared_tmp, "grid")
+    done = full_suites.step("lab", "grid")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "experiments.json").read_text(encoding="utf-8"))
     # The report quotes the command that made it, as the caller typed it.
@@ -101,21 +96,14 @@ def test_the_grid_runs_against_a_fresh_bake(project_env: ProjectEnv, tmp_path: P
 
 
 @pytest.mark.slow
-def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Path) -> None:
+@pytest.mark.full_suite("lab")
+def test_cpu_share_explains_the_nginx_hop(full_suites: FullSuites, shared_tmp: Path) -> None:
     """--cpu-share measures CPU time per request of the app, nginx and wrk for both
     endpoints, direct and through nginx, and the ratio a CPU-bound machine allows."""
-    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
-    done = subprocess.run(
-        [str(SCRIPT), "--cpu-share", "--quick", "--out", str(tmp_path)],
-        cwd=TEMPLATE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = full_suites.step("lab", "cpu-share")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = (tmp_path / "cpu-share.md").read_text(encoding="utf-8").splitlines()[2:]
+    out = lab_output(shared_tmp, "cpu-share")
+    rows = (out / "cpu-share.md").read_text(encoding="utf-8").splitlines()[2:]
     assert [row.split(" | ")[:2] for row in rows] == [
         ["| small JSON", "gunicorn direct"],
         ["| small JSON", "nginx -> socket -> gunicorn"],
@@ -131,26 +119,19 @@ def test_cpu_share_explains_the_nginx_hop(project_env: ProjectEnv, tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.full_suite("lab")
 def test_floors_put_the_shipped_middleware_beside_the_least_each_job_costs(
-    project_env: ProjectEnv, tmp_path: Path
+    full_suites: FullSuites, shared_tmp: Path
 ) -> None:
     """--floors counts, with the lab's cachegrind gate, one cheapest layer per job and
     all three jobs in one layer, beside the shipped middleware; the table is what the
     README's performance section quotes."""
-    env = dict(os.environ, EXPERIMENTS_VENV=str(project_env.venv))
-    done = subprocess.run(
-        [str(SCRIPT), "--floors", "--out", str(tmp_path)],
-        cwd=TEMPLATE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
+    done = full_suites.step("lab", "floors")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    floors = lab_output(shared_tmp, "floors") / "floors.md"
     rows = {
         cells[0]: float(cells[2].removesuffix(" x"))
-        for line in (tmp_path / "floors.md").read_text(encoding="utf-8").splitlines()[3:]
+        for line in floors.read_text(encoding="utf-8").splitlines()[3:]
         for cells in [line.strip("| ").split(" | ")]
     }
     nothing = rows["+ one pure-ASGI layer doing nothing"]
