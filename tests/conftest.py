@@ -348,12 +348,14 @@ def lab_output(shared_tmp: Path, step: str) -> Path:
 
 def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
     """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
-    lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
-    runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
+    lab's own tests, the experiments' floors, grid and CPU share, then the peers' short run
+    (it judges no ratio, so needs no quiet machine), each run as a person runs it
+    (./scripts/bench, ./scripts/experiments) and read by its test."""
     out = project.parent / "out"
     bench_env = dict(env.environ(project), BENCH_PYTHON=str(env.venv / "bin" / "python"))
     bench_env.pop("DATABASE_URL", None)
     gate = [str(BENCH_SCRIPT), str(project), "--only", "cost"]
+    peers = [str(BENCH_SCRIPT), str(project), "--peers", "--short"]
     layout = [TEMPLATE_DIR, project / "src", project / "stack"]
     lab_env = dict(env.environ(project), LAB_PROJECT=str(project))
     lab_env["PYTHONPATH"] = os.pathsep.join(map(str, layout))
@@ -382,6 +384,7 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
             )
             for name, args in experiments.items()
         ),
+        Step("peers", [*peers, "--out", str(out / "peers")], project.parent, bench_env),
     ]
 
 
@@ -389,8 +392,7 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
     default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
-    shared venv's interpreter), then the peers' short run (`./scripts/bench --peers --short`,
-    tests/test_peers.py). lab: lab_steps(). postgresql: first a route and a
+    shared venv's interpreter). lab: lab_steps(). postgresql: first a route and a
     migration added the documented way (tests/documented_changes.py), then lint and test,
     then the battery's database and probe tests (the rest of the battery is the default
     bake's).
@@ -421,16 +423,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
 
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
-    if name == "default":  # then the peers' short run: it judges no ratio, so needs no quiet
-        peers = [str(BENCH_SCRIPT), str(project), "--peers", "--short", "--out", "peers"]
-        bench_env = dict(env.environ(project), BENCH_PYTHON=python)
-        bench_env.pop("DATABASE_URL", None)
-        return [
-            make("lint"),
-            make("test"),
-            Step("battery", battery),
-            Step("peers", peers, project.parent, bench_env),
-        ]
+    if name == "default":
+        return [make("lint"), make("test"), Step("battery", battery)]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
     database = Step("battery", [*battery, "-k", "test_database or test_liveness or test_readiness"])
     changes = Step("documented changes", [*documented, "database"])

@@ -1,8 +1,7 @@
 """The generated projects' whole runs, side by side in the background: threads of steps.
 
 The default bake's `make lint`, `make test` and then the battery (battery/, the heavy proofs of
-the service's promises, run against that bake as `./scripts/battery` would) and the peers'
-short run (it judges no ratio), and the postgresql
+the service's promises, run against that bake as `./scripts/battery` would), and the postgresql
 bake's documented changes (a route and a migration added as its README and docs/database.md
 say), `make lint`, `make test` and the battery's database and probe tests (restarts under load,
 readiness while the database is stopped), are the longest steps of the template's run. Each
@@ -11,14 +10,13 @@ sleeps): started together, one runs while the other waits, and each still runs w
 own bake, venv, ports and PostgreSQL server. The tests that measure speed or noise call
 wait_all() first, so nothing of these suites runs beside a measurement.
 
-The lab's commands that count instructions (the cost gate, the lab's own tests, the floors)
-or only prove a script runs (the experiment grid, the CPU share) are a suite too: each keeps
-one CPU busy for up to a minute, and in the foreground, after the bakes' suites had ended,
-the other CPU waited (a cold run's CPU use was 73 % on average, about 50 % for its last
-five minutes). It starts when another suite has ended (``after``): started with the others,
-it slowed the battery from 5 to 11 minutes. Each step's start and end are kept (``spans``);
-the session's summary prints them.
-"""
+The lab's commands that count instructions (the cost gate, the lab's own tests, the floors) or
+judge no ratio (the experiment grid, the CPU share, the peers' short run) are a suite too: each
+keeps one CPU busy for up to a minute, and in the foreground, after the bakes' suites had
+ended, the other CPU waited (a cold run's CPU use was 73 % on average, about 50 % for its last
+five minutes). It starts when another suite has ended (``after``): started with the others, it
+slowed the battery from 5 to 11 minutes. Each step's start and end are kept (``spans``); the
+session's summary prints them."""
 
 from __future__ import annotations
 

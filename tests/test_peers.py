@@ -3,15 +3,13 @@ default bake in its short mode: the stack, uvicorn, granian and gunicorn's two w
 the same app, raw, under attack and beside held event streams and idle WebSockets, on
 127.0.0.1.
 
-One run of under two minutes, a step of the default bake's full suite after its battery
-(tests/conftest.py): a second of load per server and condition (five under the flood,
-lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine measures the
-neighbours, so it needs no quiet machine); what is asserted is what
-the full run's figures rest on: every server answered every normal client, each attacker
-really attacked, the stack's edge limits held the flood to its rate, and nothing was left
-running; each server held every stream and WebSocket open, its tokens came, and its memory
-was read.
-"""
+One run of under two minutes, the last step of the lab's suite (tests/conftest.py, lab_steps):
+a second of load per server and condition (five under the flood, lab/peers.py's FLOOD_MIN_S),
+no ratios asserted (a second on a shared machine measures the neighbours, so it needs no quiet
+machine); what is asserted is what the full run's figures rest on: every server answered every
+normal client, each attacker really attacked, the stack's edge limits held the flood to its
+rate, and nothing was left running; each server held every stream and WebSocket open, its
+tokens came, and its memory was read."""
 
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ import pytest
 
 from lab.peers import EDGE_LIMITS, SHORT
 
-from .conftest import leftover_processes
+from .conftest import lab_output, leftover_processes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,7 +33,7 @@ SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
 
 @pytest.mark.slow
-@pytest.mark.full_suite("default")
+@pytest.mark.full_suite("lab")
 def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     full_suites: FullSuites, shared_tmp: Path
 ) -> None:
@@ -43,12 +41,12 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     endpoints, under the three attacks and beside held streams and WebSockets, writes
     peers.json and a report that names no path of this machine, and leaves no server
     running."""
-    done = full_suites.step("default", "peers")
-    project = shared_tmp / "full-suite-default" / "my-service"
+    done = full_suites.step("lab", "peers")
+    project = shared_tmp / "full-suite-lab" / "my-service"
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert leftover_processes(project) == []
-    out = project.parent / "peers"
+    out = lab_output(shared_tmp, "peers")
     results = json.loads((out / "peers.json").read_text(encoding="utf-8"))
     assert results["skipped"] == {}, results["skipped"]
     runs = {(run["server"], run["condition"]): run for run in results["runs"]}
