@@ -348,23 +348,22 @@ def lab_output(shared_tmp: Path, step: str) -> Path:
 
 def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
     """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
-    lab's own tests, the experiments' floors, grid and CPU share, then the peers' short run
-    (it judges no ratio, so needs no quiet machine), each run as a person runs it
-    (./scripts/bench, ./scripts/experiments) and read by its test."""
+    lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
+    runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
     out = project.parent / "out"
     bench_env = dict(env.environ(project), BENCH_PYTHON=str(env.venv / "bin" / "python"))
     bench_env.pop("DATABASE_URL", None)
     gate = [str(BENCH_SCRIPT), str(project), "--only", "cost"]
-    peers = [str(BENCH_SCRIPT), str(project), "--peers", "--short"]
     layout = [TEMPLATE_DIR, project / "src", project / "stack"]
     lab_env = dict(env.environ(project), LAB_PROJECT=str(project))
     lab_env["PYTHONPATH"] = os.pathsep.join(map(str, layout))
     lab_tests = [str(env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"]
     experiments_env = dict(os.environ, EXPERIMENTS_VENV=str(env.venv))
+    script = str(EXPERIMENTS_SCRIPT)
     experiments = {
-        "floors": ["--floors"],
-        "grid": ["--quick", "--only", "middleware"],
-        "cpu-share": ["--cpu-share", "--quick"],
+        "floors": [script, "--floors"],
+        "grid": [script, "--quick", "--only", "middleware"],
+        "cpu-share": [script, "--cpu-share", "--quick"],
     }
     return [
         Step("cost", [*gate, "--out", str(out / "cost")], project.parent, bench_env),
@@ -378,13 +377,12 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
         *(
             Step(
                 name,
-                [str(EXPERIMENTS_SCRIPT), *args, "--out", str(out / name)],
+                [*command, "--out", str(out / name)],
                 TEMPLATE_DIR,
                 experiments_env,
             )
-            for name, args in experiments.items()
+            for name, command in experiments.items()
         ),
-        Step("peers", [*peers, "--out", str(out / "peers")], project.parent, bench_env),
     ]
 
 

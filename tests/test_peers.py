@@ -3,13 +3,14 @@ default bake in its short mode: the stack, uvicorn, granian and gunicorn's two w
 the same app, raw, under attack and beside held event streams and idle WebSockets, on
 127.0.0.1.
 
-One run of under two minutes, the last step of the lab's suite (tests/conftest.py, lab_steps):
-a second of load per server and condition (five under the flood, lab/peers.py's FLOOD_MIN_S),
-no ratios asserted (a second on a shared machine measures the neighbours, so it needs no quiet
-machine); what is asserted is what the full run's figures rest on: every server answered every
-normal client, each attacker really attacked, the stack's edge limits held the flood to its
-rate, and nothing was left running; each server held every stream and WebSocket open, its
-tokens came, and its memory was read."""
+One run of under two minutes: a second of load per server and condition (five under the
+flood, lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine
+measures the neighbours); what is asserted is what
+the full run's figures rest on: every server answered every normal client, each attacker
+really attacked, the stack's edge limits held the flood to its rate, and nothing was left
+running; each server held every stream and WebSocket open, its tokens came, and its memory
+was read.
+"""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ import pytest
 
 from lab.peers import EDGE_LIMITS, SHORT
 
-from .conftest import lab_output, leftover_processes
+from .conftest import bench, leftover_processes
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .conftest import Bake, ProjectEnv
     from .full_suites import FullSuites
 
 SERVERS = {"stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"}
@@ -32,21 +34,27 @@ CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized", "held"}
 SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
 
+@pytest.fixture
+def quiet_machine(full_suites: FullSuites) -> None:
+    """Nothing of the generated projects' full suites runs beside the measurement."""
+    full_suites.wait_all()
+
+
 @pytest.mark.slow
-@pytest.mark.full_suite("lab")
+@pytest.mark.usefixtures("quiet_machine")
 def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
-    full_suites: FullSuites, shared_tmp: Path
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
     """`./scripts/bench BAKE --peers --short` measures the five servers on the three
     endpoints, under the three attacks and beside held streams and WebSockets, writes
     peers.json and a report that names no path of this machine, and leaves no server
     running."""
-    done = full_suites.step("lab", "peers")
-    project = shared_tmp / "full-suite-lab" / "my-service"
+    project = default_bake.project
+    done = bench(project, project_env, "--peers", "--short", cwd=tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert leftover_processes(project) == []
-    out = lab_output(shared_tmp, "peers")
+    out = tmp_path / "build" / "bench"
     results = json.loads((out / "peers.json").read_text(encoding="utf-8"))
     assert results["skipped"] == {}, results["skipped"]
     runs = {(run["server"], run["condition"]): run for run in results["runs"]}
@@ -94,4 +102,4 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     assert "## Under attack: the normal clients' goodput" in report
     assert "## Held: event streams and idle WebSockets beside the normal clients" in report
     assert str(project.parent) not in report
-    assert str(shared_tmp) not in report
+    assert str(tmp_path) not in report
