@@ -11,12 +11,12 @@ own bake, venv, ports and PostgreSQL server. The tests that measure speed or noi
 wait_all() first, so nothing of these suites runs beside a measurement.
 
 The lab's commands that count instructions (the cost gate, the lab's own tests, the floors) or
-judge no ratio (the experiment grid, the CPU share) are a suite too: each
-keeps one CPU busy for up to a minute, and in the foreground, after the bakes' suites had
-ended, the other CPU waited (a cold run's CPU use was 73 % on average, about 50 % for its last
-five minutes). It starts when another suite has ended (``after``): started with the others, it
-slowed the battery from 5 to 11 minutes. Each step's start and end are kept (``spans``); the
-session's summary prints them."""
+judge no ratio (the experiment grid, the CPU share) are a suite too: each keeps one CPU busy
+for up to a minute, and in the foreground, after the bakes' suites had ended, the other CPU
+waited (a cold run's CPU use was 73 % on average, about 50 % for its last five minutes). It
+starts when another suite has ended (``after``): started with the others, it slowed the battery
+from 5 to 11 minutes. Each step's start and end are kept (``spans``); the session's summary
+prints them."""
 
 from __future__ import annotations
 
