@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def bake(output_dir: Path, **answers: str) -> Bake:
         str(TEMPLATE_DIR),
         *(f"{key}={value}" for key, value in answers.items()),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = run_captured(command)
     return Bake(result.returncode, result.stderr, output_dir)
 
 
@@ -84,7 +84,7 @@ def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
         str(TEMPLATE_DIR),
         *changes,
     ]
-    done = subprocess.run(command, cwd=output_dir.parent, capture_output=True, text=True)
+    done = run_captured(command, cwd=output_dir.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     (rendered,) = [p for p in output_dir.iterdir() if p.is_dir()]
     return rendered
@@ -147,21 +147,33 @@ def assert_renders_cleanly(result: Bake) -> None:
             compile(text, str(path), "exec")
 
 
+def run_captured(
+    argv: Sequence[str | Path],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """A command's result with its output as text, never raising on a non-zero exit: each
+    test asserts on returncode itself and shows the output it needs."""
+    return subprocess.run(
+        [str(arg) for arg in argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
 def bench(
     project: Path, project_env: ProjectEnv, *args: str, cwd: Path
 ) -> subprocess.CompletedProcess[str]:
     """./scripts/bench as a person runs it, with the bakes' shared environment's Python."""
     env = dict(project_env.environ(project), BENCH_PYTHON=str(project_env.venv / "bin" / "python"))
     env.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [str(BENCH_SCRIPT), str(project), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    return run_captured([str(BENCH_SCRIPT), str(project), *args], cwd=cwd, env=env)
 
 
 def leftover_processes(project: Path) -> list[str]:
@@ -235,12 +247,9 @@ class ProjectEnv:
 
     def make(self, project: Path, *targets: str) -> subprocess.CompletedProcess[str]:
         """Run the project's own Makefile targets against this environment."""
-        return subprocess.run(
+        return run_captured(
             ["make", "--no-print-directory", "-C", str(project), *targets, f"VENV={self.venv}"],
             env=self.environ(project),
-            capture_output=True,
-            text=True,
-            check=False,
         )
 
 

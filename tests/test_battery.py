@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, bake
+from .conftest import TEMPLATE_DIR, Bake, bake, run_captured
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -102,9 +101,7 @@ def test_the_contract_suite_is_named_in_the_docs(default_bake: Bake) -> None:
 
 def test_the_battery_refuses_to_run_without_a_project() -> None:
     """./scripts/battery without a directory prints its usage and exits 2."""
-    result = subprocess.run(
-        [str(TEMPLATE_DIR / "scripts" / "battery")], capture_output=True, text=True, check=False
-    )
+    result = run_captured([str(TEMPLATE_DIR / "scripts" / "battery")])
     assert (result.returncode, result.stderr.startswith("usage:")) == (2, True), result.stderr
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from .conftest import (
     bench,
     lab_output,
     leftover_processes,
+    run_captured,
 )
 from .full_suites import FullSuites
 
@@ -48,7 +48,7 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
     ruff = TEMPLATE_DIR / ".venv" / "bin" / "ruff"
     for command in (("check",), ("format", "--check")):
         argv = [str(ruff), *command, "lab", "experiments", "harness"]
-        done = subprocess.run(argv, cwd=TEMPLATE_DIR, capture_output=True, text=True, check=False)
+        done = run_captured(argv, cwd=TEMPLATE_DIR)
         assert done.returncode == 0, done.stdout + done.stderr
     project = default_bake.project
     env = dict(
@@ -58,15 +58,7 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
         ),
     )
     mypy = [str(project_env.venv / "bin" / "mypy"), "--config-file", "lab/mypy.ini"]
-    done = subprocess.run(
-        [*mypy, "lab", "experiments", "harness"],
-        cwd=TEMPLATE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = run_captured([*mypy, "lab", "experiments", "harness"], cwd=TEMPLATE_DIR, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -133,12 +125,9 @@ def test_the_lab_assumes_none_of_the_default_names(
 def test_a_directory_that_is_no_service_is_one_line(tmp_path: Path) -> None:
     """./scripts/bench on a directory without a service says so in one line and exits 1."""
     (tmp_path / "src").mkdir()
-    done = subprocess.run(
+    done = run_captured(
         [str(BENCH_SCRIPT), str(tmp_path), "--only", "cost"],
         env=dict(os.environ, BENCH_PYTHON=str(TEMPLATE_DIR / ".venv" / "bin" / "python")),
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=60,
     )
     assert done.returncode == 1, done.stdout + done.stderr
@@ -180,9 +169,9 @@ def test_a_quick_run_measures_the_services_own_stack(
     }
     for key, runs in measured.items():
         assert len(runs) >= 3, key
-        for run in runs:
-            assert run["requests"] > 0, key
-            assert run["non_2xx"] + run["socket_errors"] == 0, (key, run)
+        for sample in runs:
+            assert sample["requests"] > 0, key
+            assert sample["non_2xx"] + sample["socket_errors"] == 0, (key, sample)
     report = (out / "benchmark.md").read_text(encoding="utf-8")
     assert "| configuration | requests/s (median) | min - max | p50 ms | p99 ms |" in report
     for budget in ("default middleware stack", "nginx hop, small JSON", "nginx hop, 1 MiB"):

@@ -6,7 +6,6 @@ import json
 import re
 import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from .conftest import (
     assert_renders_cleanly,
     bake,
     install_env,
+    run_captured,
 )
 from .full_suites import FullSuites
 
@@ -110,12 +110,9 @@ def test_kubernetes_reads_the_url_from_a_secret_and_migrates_first(database_bake
     tools = Path(sys.executable).parent
     names = yaml.safe_load((base / "kustomization.yaml").read_text(encoding="utf-8"))["resources"]
     oldest = KUBERNETES_VERSIONS[0]
-    result = subprocess.run(
+    result = run_captured(
         [str(tools / "kubernetes-validate"), "--strict", "--kubernetes-version", oldest, *names],
         cwd=base,
-        capture_output=True,
-        text=True,
-        check=False,
     )
     assert result.stdout.count("passed") == len(names), result.stdout + result.stderr
 
@@ -173,9 +170,7 @@ def test_make_db_runs_the_documented_migration_steps(
     shown = ['"$VENV/bin/alembic" current', 'echo "url=$DATABASE_URL"', "cat .run/database.json"]
     script = "\n".join(["set -e", *lines[:-1], *shown])
     try:
-        done = subprocess.run(
-            ["bash", "-c", script], cwd=project, env=environment, capture_output=True, text=True
-        )
+        done = run_captured(["bash", "-c", script], cwd=project, env=environment)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "0001 (head)" in done.stdout, done.stdout + done.stderr
         url_line = r"^url=(postgresql\+asyncpg://tester:\S+@127\.0\.0\.1:\d+/development)$"
@@ -184,9 +179,7 @@ def test_make_db_runs_the_documented_migration_steps(
         assert f":{server['port']}/" in url
         assert Path(server["root"], "data", "postmaster.pid").is_file()
     finally:
-        stopped = subprocess.run(
-            ["bash", "-c", lines[-1]], cwd=project, env=environment, capture_output=True, text=True
-        )
+        stopped = run_captured(["bash", "-c", lines[-1]], cwd=project, env=environment)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert stopped.stdout == "the development database is stopped, its data deleted\n"
     assert not Path(server["root"]).exists()

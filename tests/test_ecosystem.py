@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, tree
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, run_captured, tree
 
 TOOLS = Path(sys.executable).parent
 WORKFLOW = Path(".github/workflows/ci.yml")
@@ -39,14 +39,7 @@ def tool(name: str) -> str:
 
 def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
     """Run a command; fail the test with its whole output unless it exits 0."""
-    result = subprocess.run(
-        [str(part) for part in command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_captured(command, cwd=cwd, env=env)
     output = f"{result.stdout}\n{result.stderr}"
     assert result.returncode == 0, (
         f"{' '.join(map(str, command))} exited {result.returncode}\n{output}"
@@ -139,12 +132,8 @@ def test_workflow_pedantic_zizmor_findings_are_only_the_known_one(default_bake: 
     both pick up Debian's security updates; a digest pin would freeze them.
     """
     command = [tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic"]
-    output = subprocess.run(
-        [*command, "--format", "json", ".github"],
-        cwd=default_bake.project,
-        capture_output=True,
-        text=True,
-        check=False,
+    output = run_captured(
+        [*command, "--format", "json", ".github"], cwd=default_bake.project
     ).stdout
     findings = json.loads(output)
     assert [finding["ident"] for finding in findings] == ["unpinned-images"], findings

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, lab_output
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, lab_output, run_captured
 from .full_suites import FullSuites
 
 # The default bake's app package (cookiecutter.json's default answers).
@@ -58,13 +58,10 @@ def test_every_template_variant_loads_under_gunicorn(
     assert variants == list(GRID_VARIANTS)
     config = str(project / "deploy" / "gunicorn.conf.py")
     for app in (*GRID_VARIANTS, "experiments.apps:no_such_variant()"):
-        done = subprocess.run(
+        done = run_captured(
             [python, "-m", "gunicorn", "--config", config, "--check-config"],
             cwd=project,
             env=dict(env, APP_MODULE=app),
-            capture_output=True,
-            text=True,
-            check=False,
             timeout=120,
         )
         assert (done.returncode == 0) == ("no_such" not in app), (app, done.stderr[-2000:])
@@ -87,9 +84,9 @@ def test_the_grid_runs_against_a_fresh_bake(full_suites: FullSuites, shared_tmp:
     assert set(runs) == {"bare", "default", "basehttp-1"}
     for config_id, config_runs in runs.items():
         assert len(config_runs) == 3, config_id
-        for run in config_runs:
-            assert run["requests"] > 0, config_id
-            assert run["non_2xx"] + run["socket_errors"] == 0, (config_id, run)
+        for sample in config_runs:
+            assert sample["requests"] > 0, config_id
+            assert sample["non_2xx"] + sample["socket_errors"] == 0, (config_id, sample)
     report = (out / "experiments.md").read_text(encoding="utf-8")
     assert "# The template's experiment grid" in report
     assert "| BaseHTTPMiddleware costs about half the throughput |" in report

@@ -30,7 +30,7 @@ from packaging.markers import Marker
 from websockets.sync.client import connect
 
 from . import images
-from .conftest import Bake, ProjectEnv, install_env
+from .conftest import Bake, ProjectEnv, install_env, run_captured
 
 if TYPE_CHECKING:
     from .full_suites import FullSuites
@@ -261,11 +261,8 @@ def test_the_sbom_lists_the_locks_runtime_packages_and_the_images_debian_package
         "lib/python*/site-packages/cyclonedx/schema/*/bom-1.6.SNAPSHOT.schema.json"
     )
     check_jsonschema = Path(sys.executable).parent / "check-jsonschema"
-    validated = subprocess.run(
-        [check_jsonschema, "--schemafile", schema, project / "build" / "sbom.cdx.json"],
-        capture_output=True,
-        text=True,
-        check=False,
+    validated = run_captured(
+        [check_jsonschema, "--schemafile", schema, project / "build" / "sbom.cdx.json"]
     )
     assert validated.returncode == 0, validated.stdout + validated.stderr
 
@@ -283,13 +280,7 @@ def audited(default_bake: Bake, tmp_path: Path) -> Path:
 
 def audit(project: Path, env: ProjectEnv) -> subprocess.CompletedProcess[str]:
     python = env.venv / "bin" / "python"
-    return subprocess.run(
-        [python, ".github/supply_chain.py", "audit"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_captured([python, ".github/supply_chain.py", "audit"], cwd=project)
 
 
 def test_make_audit_stops_in_one_line_where_no_vulnerability_database_answers(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, bake
+from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, bake, run_captured
 
 TOOLS = Path(sys.executable).parent
 OVERLAYS = ("base", "overlays/dev", "overlays/prod")
@@ -48,9 +48,7 @@ def project(request: pytest.FixtureRequest) -> Path:
 
 @cache
 def render(k8s: Path, overlay: str) -> str:
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(k8s / overlay)], capture_output=True, text=True, check=False
-    )
+    built = run_captured(["kubectl", "kustomize", str(k8s / overlay)])
     assert built.returncode == 0, f"kubectl kustomize {overlay}: {built.stderr}"
     return built.stdout
 
@@ -79,7 +77,7 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 
 
 def run(*command: str | Path, cwd: Path) -> str:
-    result = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True)
+    result = run_captured(command, cwd=cwd)
     output = f"{result.stdout}\n{result.stderr}"
     assert result.returncode == 0, f"{command} exited {result.returncode}\n{output}"
     return output
@@ -196,7 +194,7 @@ def test_checkov_finds_only_the_accepted(default_bake: Bake, database_bake: Bake
             path = result.project.parent / f"rendered-{name}-{overlay.replace('/', '-')}.yaml"
             path.write_text(render(result.project / "k8s", overlay), encoding="utf-8")
             rendered += ["-f", str(path)]
-    done = subprocess.run(
+    done = run_captured(
         [
             TOOLS / "uv",
             "tool",
@@ -212,11 +210,7 @@ def test_checkov_finds_only_the_accepted(default_bake: Bake, database_bake: Bake
             "--compact",
             "-o",
             "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
+        ]
     )
     assert done.stdout.strip(), done.stderr
     reports = yaml.safe_load(done.stdout)  # JSON is YAML

@@ -31,7 +31,7 @@ from harness.ports import free_port
 from harness.processes import Processes
 from harness.stack import PATH, started
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, tree
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, run_captured, tree
 
 APP_MODULE = "main:app"
 # FastAPI's tutorial, as its documentation prints it (tutorial001 of "First Steps" and of
@@ -206,7 +206,7 @@ def test_dockerfile_installs_the_stack_with_the_app_in_one_pass(serving_bake: Ba
     runs = re.findall(r"^RUN (.*?[^\\])$", dockerfile.replace("\\\n", " "), re.MULTILINE)
     assert any(command.startswith("if [ -f requirements.txt ]") for command in runs), runs
     for command in runs:
-        result = subprocess.run(["sh", "-n", "-c", command], capture_output=True, text=True)
+        result = run_captured(["sh", "-n", "-c", command])
         assert result.returncode == 0, f"{command}\n{result.stderr}"
 
 
@@ -232,12 +232,9 @@ def test_serving_only_lints_and_passes_all_its_tests(
     # install` would.
     env = project_env.environ(project)
     for target in ("lint", "test"):
-        result = subprocess.run(
+        result = run_captured(
             ["make", "--no-print-directory", "-C", project, target, f"VENV={project_env.venv}"],
             env=env,
-            capture_output=True,
-            text=True,
-            check=False,
         )
         assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"
 
@@ -328,14 +325,7 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
             **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
         }
         environment.pop("VIRTUAL_ENV", None)
-        installed = subprocess.run(
-            ["sh", "-c", install],
-            cwd=repo,
-            env=environment,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        installed = run_captured(["sh", "-c", install], cwd=repo, env=environment)
         assert installed.returncode == 0, installed.stdout + installed.stderr
         process = processes.start("serve", ["sh", "-c", serve], environment, repo, log_path).popen
         base = f"http://127.0.0.1:{port}"
@@ -401,13 +391,10 @@ def test_middleware_snippet_works_on_the_tutorial_app(
     # formatter, serving_stack.jsonlog.
     stack = serving_bake.project / "stack"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(stack)])}
-    result = subprocess.run(
+    result = run_captured(
         [str(project_env.venv / "bin" / "python"), "-W", "error", "-c", script],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=60,
     )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from packaging.markers import Marker
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, locked_packages
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, locked_packages, run_captured
 
 UV = Path(sys.executable).parent / "uv"
 LOCKS = TEMPLATE_DIR / "templates" / "uv-locks"
@@ -36,9 +36,7 @@ STALE = "uv.lock does not match pyproject.toml: run make lock, then commit uv.lo
 
 def uv(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
-    return subprocess.run(
-        [UV, *args], cwd=project, env=environment, capture_output=True, text=True, check=False
-    )
+    return run_captured([UV, *args], cwd=project, env=environment)
 
 
 def test_the_template_has_a_lock_for_each_dependency_answer() -> None:
@@ -106,14 +104,7 @@ def test_make_install_gives_exactly_the_locked_versions(default_bake: Bake, tmp_
     )
     environment = {**os.environ, "PATH": path}
     environment.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(
-        ["make", "--no-print-directory", "install"],
-        cwd=project,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_captured(["make", "--no-print-directory", "install"], cwd=project, env=environment)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "uv is not on PATH: installing it from PyPI into .uv/" in done.stdout
 

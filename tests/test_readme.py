@@ -16,7 +16,7 @@ import pytest
 
 from harness.ports import free_port
 
-from .conftest import TEMPLATE_DIR
+from .conftest import TEMPLATE_DIR, run_captured
 
 README = TEMPLATE_DIR / "README.md"
 CI_RUN = TEMPLATE_DIR / ".ci" / "run"
@@ -48,12 +48,7 @@ def test_ci_usage_example_bakes(tmp_path: Path) -> None:
     text = README.read_text(encoding="utf-8")
     (line,) = [line for line in text.splitlines() if line.startswith("cookiecutter --no-input")]
     arguments = shlex.split(line.replace("<path-or-git-url-of-this-template>", str(TEMPLATE_DIR)))
-    result = subprocess.run(
-        [sys.executable, "-m", *arguments, "--output-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_captured([sys.executable, "-m", *arguments, "--output-dir", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "billing-api" / "src" / "billing_api" / "main.py").is_file()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Bake, ProjectEnv
+from .conftest import Bake, ProjectEnv, run_captured
 
 BEHIND_A_LOAD_BALANCER = {"TRUSTED_PROXIES": "10.0.0.0/8 2001:db8::/32", "NGINX_ACCESS_LOG": "off"}
 
@@ -44,12 +44,7 @@ def test_gixy_finds_nothing_in_the_rendered_config(
         text=True,
         check=True,
     )
-    gixy = subprocess.run(
-        [str(project_env.venv / "bin" / "gixy"), rendered.stdout.strip()],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    gixy = run_captured([str(project_env.venv / "bin" / "gixy"), rendered.stdout.strip()])
 
     assert gixy.returncode == 0, gixy.stdout + gixy.stderr
 
@@ -62,13 +57,10 @@ def test_gunicorn_accepts_its_config_and_the_app(
     env["APP_MODULE"] = f"{default_bake.package_name}.main:app"  # as the Makefile sets it
     python = str(project_env.venv / "bin" / "python")
 
-    result = subprocess.run(
+    result = run_captured(
         [python, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "--check-config"],
         cwd=default_bake.project,
         env=env,
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=60,
     )
 
@@ -121,12 +113,7 @@ def test_the_stack_built_alone_installs_and_passes_its_live_test(
     uv = str(Path(sys.executable).parent / "uv")
     dist, venv, copy = tmp_path / "dist", tmp_path / "venv", tmp_path / "project"
     stack = default_bake.project / "stack"
-    built = subprocess.run(
-        [uv, "build", "--quiet", "--out-dir", str(dist), str(stack)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    built = run_captured([uv, "build", "--quiet", "--out-dir", str(dist), str(stack)])
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("serving_stack-*.whl")
     assert len(list(dist.glob("serving_stack-*.tar.gz"))) == 1
@@ -137,12 +124,9 @@ def test_the_stack_built_alone_installs_and_passes_its_live_test(
     shutil.copytree(default_bake.project / "deploy", copy / "deploy")
     shutil.copytree(stack / "tests", copy / "stack" / "tests")
 
-    tested = subprocess.run(
+    tested = run_captured(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "stack/tests/test_live.py"],
         cwd=copy,
-        capture_output=True,
-        text=True,
-        check=False,
     )
 
     assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import TEMPLATE_DIR, packed
+from .conftest import TEMPLATE_DIR, packed, run_captured
 
 BIN = Path(sys.executable).parent
 # Named explicitly: ruff would otherwise also read the generated project's pyproject.toml,
@@ -22,13 +22,7 @@ SHELL_SCRIPTS = [TEMPLATE_DIR / ".ci" / "run", *sorted((TEMPLATE_DIR / "scripts"
 
 
 def run(*command: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(part) for part in command],
-        cwd=TEMPLATE_DIR,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_captured(command, cwd=TEMPLATE_DIR)
 
 
 def test_template_python_passes_ruff() -> None:
