@@ -167,13 +167,26 @@ def run_captured(
     )
 
 
+def bench_environ(project_env: ProjectEnv, project: Path) -> dict[str, str]:
+    """./scripts/bench's environment: the bakes' shared environment's Python, no database."""
+    env = dict(project_env.environ(project), BENCH_PYTHON=str(project_env.venv / "bin" / "python"))
+    env.pop("DATABASE_URL", None)
+    return env
+
+
+def lab_environ(project_env: ProjectEnv, project: Path) -> dict[str, str]:
+    """The lab's and the experiments' environment, as scripts/bench and scripts/experiments
+    set it: the template's checkout beside the bake's app and stack on PYTHONPATH."""
+    layout = [TEMPLATE_DIR, project / "src", project / "stack"]
+    return dict(project_env.environ(project), PYTHONPATH=os.pathsep.join(map(str, layout)))
+
+
 def bench(
     project: Path, project_env: ProjectEnv, *args: str, cwd: Path
 ) -> subprocess.CompletedProcess[str]:
     """./scripts/bench as a person runs it, with the bakes' shared environment's Python."""
-    env = dict(project_env.environ(project), BENCH_PYTHON=str(project_env.venv / "bin" / "python"))
-    env.pop("DATABASE_URL", None)
-    return run_captured([str(BENCH_SCRIPT), str(project), *args], cwd=cwd, env=env)
+    command = [str(BENCH_SCRIPT), str(project), *args]
+    return run_captured(command, cwd=cwd, env=bench_environ(project_env, project))
 
 
 def leftover_processes(project: Path) -> list[str]:
@@ -343,29 +356,31 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "lab": {},
 }
 # A suite that starts when another has ended. The lab's steps keep one CPU busy each: started
-# with the others they slowed the battery from 5 to 11 minutes; the postgresql bake's suite is
-# the first to end.
+# with the others they slowed the battery from 5 to 11 minutes. The postgresql bake's suite ends
+# at about minute 4 (cold runs; the images end sooner only when their layers are cached).
 SUITE_AFTER = {"lab": "postgresql"}
 # ./scripts/experiments, as a person runs it.
 EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 
 
+def full_suite_dir(shared_tmp: Path, name: str) -> Path:
+    """Where full suite ``name`` bakes its project (and the lab's steps write)."""
+    return shared_tmp / f"full-suite-{name}"
+
+
 def lab_output(shared_tmp: Path, step: str) -> Path:
     """Where the lab suite's step writes its results (--out)."""
-    return shared_tmp / "full-suite-lab" / "out" / step
+    return full_suite_dir(shared_tmp, "lab") / "out" / step
 
 
 def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
     """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
     lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
     runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
-    out = project.parent / "out"
-    bench_env = dict(env.environ(project), BENCH_PYTHON=str(env.venv / "bin" / "python"))
-    bench_env.pop("DATABASE_URL", None)
+    shared_tmp = project.parent.parent  # the bake is in full_suite_dir(shared_tmp, "lab")
+    bench_env = bench_environ(env, project)
     gate = [str(BENCH_SCRIPT), str(project), "--only", "cost"]
-    layout = [TEMPLATE_DIR, project / "src", project / "stack"]
-    lab_env = dict(env.environ(project), LAB_PROJECT=str(project))
-    lab_env["PYTHONPATH"] = os.pathsep.join(map(str, layout))
+    lab_env = dict(lab_environ(env, project), LAB_PROJECT=str(project))
     lab_tests = [str(env.venv / "bin" / "python"), "-m", "pytest", "-q", "lab/tests"]
     experiments_env = dict(os.environ, EXPERIMENTS_VENV=str(env.venv))
     script = str(EXPERIMENTS_SCRIPT)
@@ -375,10 +390,12 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
         "cpu-share": [script, "--cpu-share", "--quick"],
     }
     return [
-        Step("cost", [*gate, "--out", str(out / "cost")], project.parent, bench_env),
+        Step(
+            "cost", [*gate, "--out", str(lab_output(shared_tmp, "cost"))], project.parent, bench_env
+        ),
         Step(
             "cost-again",
-            [*gate, "--quick", "--out", str(out / "cost-again")],
+            [*gate, "--quick", "--out", str(lab_output(shared_tmp, "cost-again"))],
             project.parent,
             bench_env,
         ),
@@ -386,7 +403,7 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
         *(
             Step(
                 name,
-                [*command, "--out", str(out / name)],
+                [*command, "--out", str(lab_output(shared_tmp, name))],
                 TEMPLATE_DIR,
                 experiments_env,
             )
@@ -473,9 +490,9 @@ def full_suites(
     suites = {}
     for name in sorted(selected):
         # A bake of its own: the tests that read default_bake's files run at the same time.
-        result = bake(shared_tmp / f"full-suite-{name}", **FULL_SUITE_ANSWERS[name])
+        result = bake(full_suite_dir(shared_tmp, name), **FULL_SUITE_ANSWERS[name])
         assert result.exit_code == 0, result.stderr
-        (shared_tmp / f"full-suite-{name}").chmod(0o755)
+        full_suite_dir(shared_tmp, name).chmod(0o755)
         # A mypy cache of its own too: the option bakes' lint runs at the same time.
         env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
         steps = full_suite_steps(name, env, result.project)

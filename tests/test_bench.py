@@ -21,6 +21,7 @@ from .conftest import (
     ProjectEnv,
     bake,
     bench,
+    lab_environ,
     lab_output,
     leftover_processes,
     run_captured,
@@ -51,12 +52,7 @@ def test_the_lab_passes_ruff_and_mypy_strict(default_bake: Bake, project_env: Pr
         done = run_captured(argv, cwd=TEMPLATE_DIR)
         assert done.returncode == 0, done.stdout + done.stderr
     project = default_bake.project
-    env = dict(
-        project_env.environ(project),
-        PYTHONPATH=os.pathsep.join(
-            [str(TEMPLATE_DIR), str(project / "src"), str(project / "stack")]
-        ),
-    )
+    env = lab_environ(project_env, project)
     mypy = [str(project_env.venv / "bin" / "mypy"), "--config-file", "lab/mypy.ini"]
     done = run_captured([*mypy, "lab", "experiments", "harness"], cwd=TEMPLATE_DIR, env=env)
     assert done.returncode == 0, done.stdout + done.stderr

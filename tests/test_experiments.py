@@ -9,13 +9,12 @@ lab_steps); their tests read what each wrote.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, lab_output, run_captured
+from .conftest import Bake, ProjectEnv, lab_environ, lab_output, run_captured
 from .full_suites import FullSuites
 
 # The default bake's app package (cookiecutter.json's default answers).
@@ -43,10 +42,8 @@ def test_every_template_variant_loads_under_gunicorn(
     renamed variant fails here rather than minutes into a run."""
     project = default_bake.project
     python = str(project_env.venv / "bin" / "python")
-    layout = [TEMPLATE_DIR, project / "src", project / "stack"]  # as scripts/experiments
     env = dict(
-        project_env.environ(project),
-        PYTHONPATH=os.pathsep.join(map(str, layout)),
+        lab_environ(project_env, project),
         EXPERIMENTS_PACKAGE=PACKAGE,
         LAB_FACTORY=f"{PACKAGE}.main:create_app",
         RUN_DIR=str(tmp_path),

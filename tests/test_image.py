@@ -30,7 +30,7 @@ from packaging.markers import Marker
 from websockets.sync.client import connect
 
 from . import images
-from .conftest import Bake, ProjectEnv, install_env, run_captured
+from .conftest import Bake, ProjectEnv, full_suite_dir, install_env, run_captured
 
 if TYPE_CHECKING:
     from .full_suites import FullSuites
@@ -58,7 +58,7 @@ def steps(full_suites: FullSuites, suite: str) -> dict[str, subprocess.Completed
 
 def suite_project(shared_tmp: Path, suite: str) -> Path:
     """The bake the suite built its image from (tests/conftest.py's full_suites)."""
-    (project,) = [path for path in (shared_tmp / f"full-suite-{suite}").iterdir() if path.is_dir()]
+    (project,) = [path for path in full_suite_dir(shared_tmp, suite).iterdir() if path.is_dir()]
     return project
 
 
