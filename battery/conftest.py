@@ -95,13 +95,31 @@ def pytest_configure(config: pytest.Config) -> None:
     DEADLINE_VARIABLE = "REQUEST_TIMEOUT_SECONDS"
     config.addinivalue_line("markers", "live: starts the service's stack")
     # Before collection: modules build the service's app (its OpenAPI document) at import,
-    # which reads DATABASE_URL: every stack of the session serves from a migrated copy.
-    if (PROJECT / "alembic.ini").is_file():
+    # which reads DATABASE_URL: every stack of the session serves from a migrated copy. Each
+    # pytest-xdist worker has its own server; the process that hands them tests needs none.
+    if (PROJECT / "alembic.ini").is_file() and not hands_tests_out(config):
         try:
             DATABASE = postgres.migrated(PROJECT, PYTHON)
         except postgres.PostgresError as error:
             raise pytest.UsageError(f"the service has a database: {error}") from None
         os.environ["DATABASE_URL"] = DATABASE.copy()
+
+
+def hands_tests_out(config: pytest.Config) -> bool:
+    """This process is pytest-xdist's controller (scripts/battery starts two workers): it
+    collects and runs no test itself."""
+    distributed = getattr(config.option, "dist", "no") != "no"
+    return distributed and not config.option.collectonly and not hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test its own node id, as its name. schemathesis 4 builds each API operation's
+    fuzz test with the function's bare name as pytest 9.2 forms ids (from ``originalname``),
+    and pytest-xdist hands tests out by id: two workers fuzzed one operation of five
+    (tests/test_battery.py now checks that every collected test reports)."""
+    for item in items:
+        if not item.nodeid.endswith(item.name) and item.parent is not None:
+            item._id = item.parent.id.child(item.name)  # what pytest gives a test it collects
 
 
 def pytest_unconfigure() -> None:

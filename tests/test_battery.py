@@ -111,9 +111,14 @@ def test_the_battery_passes_against_the_default_bake(full_suites: FullSuites) ->
     """Load, fuzzing, faults, reloads, hostile and slow clients, observability, the docs page
     in a browser: every battery test passes against the default bake, none skipped but the
     root-only ones and the database's (scripts/test installs every tool the battery uses;
-    the postgresql full suite runs test_database.py)."""
+    the postgresql full suite runs test_database.py), and every test collected reports:
+    pytest-xdist's workers run a test whose node id another shares once, silently."""
     (battery,) = [step for step in full_suites.result("default") if step.args[0] == "battery"]
     assert battery.returncode == 0, f"{battery.stdout[-20000:]}\n{battery.stderr[-5000:]}"
+    (collected,) = re.findall(r"^\d+ workers \[(\d+) items?\]$", battery.stdout, re.MULTILINE)
+    summary = battery.stdout.strip().splitlines()[-1]
+    reported = sum(int(count) for count in re.findall(r"(\d+) (?:passed|skipped)", summary))
+    assert reported == int(collected), summary
     skipped = [line for line in battery.stdout.splitlines() if line.startswith("SKIPPED")]
     unexpected = [line for line in skipped if "root" not in line and "no database" not in line]
     assert unexpected == [], skipped
