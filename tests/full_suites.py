@@ -33,6 +33,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+# Linux gives each session an equal share of the CPUs (autogroup), whatever it runs: each step
+# (a session, above) took as much as the foreground's whole chain of tests, which ran on a
+# fraction of a CPU while the suites ran, then alone on one CPU of two at the end. At autogroup
+# nice 5 a step weighs a third of the foreground; the servers a step starts in sessions of
+# their own (harness/processes.py) keep the default weight.
+BEHIND_THE_FOREGROUND = ("sh", "-c", 'echo 5 > /proc/self/autogroup 2>/dev/null; exec "$@"', "sh")
+
+
 @dataclass(frozen=True)
 class Step:
     """One command of a suite; ``name`` is what results are looked up and reported by."""
@@ -80,7 +88,7 @@ class FullSuite:
                     return
                 # A session of its own: stop() ends the step and every server it started.
                 self._process = subprocess.Popen(
-                    step.command,
+                    [*BEHIND_THE_FOREGROUND, *step.command],
                     cwd=step.cwd,
                     env=dict(self.env if step.env is None else step.env),
                     stdout=subprocess.PIPE,
