@@ -448,11 +448,11 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
     if name == "default":
-        return [make("lint"), make("test"), Step("battery", battery, behind=False)]
+        return [make("lint"), make("test"), Step("battery", battery)]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
-    database = [*battery, "-k", "test_database or test_liveness or test_readiness"]
+    database = Step("battery", [*battery, "-k", "test_database or test_liveness or test_readiness"])
     changes = Step("documented changes", [*documented, "database"])
-    return [changes, make("lint"), make("test"), Step("battery", database, behind=False)]
+    return [changes, make("lint"), make("test"), database]
 
 
 # The session's full suites, for the summary of where their time went.

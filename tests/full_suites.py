@@ -15,9 +15,8 @@ judge no ratio (the experiment grid, the CPU share) are a suite too: each keeps 
 for up to a minute, and in the foreground, after the bakes' suites had ended, the other CPU
 waited (a cold run's CPU use was 73 % on average, about 50 % for its last five minutes). It
 starts when another suite has ended (``after``): started with the others, it slowed the battery
-from 5 to 11 minutes. Each step but the battery's runs behind the foreground's chain of tests
-(``BEHIND_THE_FOREGROUND``), which would otherwise end alone on one CPU. Each step's start and
-end are kept (``spans``); the session's summary prints them."""
+from 5 to 11 minutes. Each step's start and end are kept (``spans``); the session's summary
+prints them."""
 
 from __future__ import annotations
 
@@ -34,14 +33,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-# Linux gives each session an equal share of the CPUs (autogroup), whatever it runs: each step
-# (a session, below) took as much as the foreground's whole chain of tests, which ran on a
-# fraction of a CPU while the suites ran, then alone on one CPU of two at the end. At autogroup
-# nice 5 a step weighs a third of the foreground; the servers a step starts in sessions of
-# their own (harness/processes.py) keep the default weight.
-BEHIND_THE_FOREGROUND = ("sh", "-c", 'echo 5 > /proc/self/autogroup 2>/dev/null; exec "$@"', "sh")
-
-
 @dataclass(frozen=True)
 class Step:
     """One command of a suite; ``name`` is what results are looked up and reported by."""
@@ -50,9 +41,6 @@ class Step:
     command: list[str]
     cwd: Path | None = None
     env: Mapping[str, str] | None = None  # instead of the suite's environment
-    # The battery times its servers from its own clients: behind the foreground while the
-    # servers were not, its clients saw timeouts fire early and victims' throughput fall.
-    behind: bool = True
 
 
 @dataclass
@@ -92,7 +80,7 @@ class FullSuite:
                     return
                 # A session of its own: stop() ends the step and every server it started.
                 self._process = subprocess.Popen(
-                    [*(BEHIND_THE_FOREGROUND if step.behind else ()), *step.command],
+                    step.command,
                     cwd=step.cwd,
                     env=dict(self.env if step.env is None else step.env),
                     stdout=subprocess.PIPE,
