@@ -95,9 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
     DEADLINE_VARIABLE = "REQUEST_TIMEOUT_SECONDS"
     config.addinivalue_line("markers", "live: starts the service's stack")
     # Before collection: modules build the service's app (its OpenAPI document) at import,
-    # which reads DATABASE_URL: every stack of the session serves from a migrated copy. Each
-    # pytest-xdist worker has its own server; the process that hands them tests needs none.
-    if (PROJECT / "alembic.ini").is_file() and not hands_tests_out(config):
+    # which reads DATABASE_URL: every stack of the session serves from a migrated copy.
+    if (PROJECT / "alembic.ini").is_file():
         try:
             DATABASE = postgres.migrated(PROJECT, PYTHON)
         except postgres.PostgresError as error:
@@ -105,18 +104,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["DATABASE_URL"] = DATABASE.copy()
 
 
-def hands_tests_out(config: pytest.Config) -> bool:
-    """This process is pytest-xdist's controller (scripts/battery starts two workers): it
-    collects and runs no test itself."""
-    distributed = getattr(config.option, "dist", "no") != "no"
-    return distributed and not config.option.collectonly and not hasattr(config, "workerinput")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test its own node id, as its name. schemathesis 4 builds each API operation's
     fuzz test with the function's bare name as pytest 9.2 forms ids (from ``originalname``),
     and pytest-xdist hands tests out by id: two workers fuzzed one operation of five
-    (tests/test_battery.py now checks that every collected test reports)."""
+    (tests/test_battery.py checks that every collected test reports)."""
     for item in items:
         if not item.nodeid.endswith(item.name) and item.parent is not None:
             item._id = item.parent.id.child(item.name)  # what pytest gives a test it collects

@@ -181,6 +181,12 @@ def lab_environ(project_env: ProjectEnv, project: Path) -> dict[str, str]:
     return dict(project_env.environ(project), PYTHONPATH=os.pathsep.join(map(str, layout)))
 
 
+def battery_command(env: ProjectEnv, project: Path, *args: str) -> list[str]:
+    """./scripts/battery against a bake, run by the bakes' shared environment's Python."""
+    python = f"--python={env.venv / 'bin' / 'python'}"
+    return [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), python, *args]
+
+
 def bench(
     project: Path, project_env: ProjectEnv, *args: str, cwd: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -446,11 +452,11 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         return [make("lock"), *commands]
 
     # The script a person runs (it checks nginx and the template's venv, then pytest).
-    battery = [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), f"--python={python}"]
     if name == "default":
-        return [make("lint"), make("test"), Step("battery", battery)]
+        return [make("lint"), make("test"), Step("battery", battery_command(env, project))]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
-    database = Step("battery", [*battery, "-k", "test_database or test_liveness or test_readiness"])
+    selected = "test_database or test_liveness or test_readiness"
+    database = Step("battery", battery_command(env, project, "-k", selected))
     changes = Step("documented changes", [*documented, "database"])
     return [changes, make("lint"), make("test"), database]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, run_captured
+from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, battery_command, run_captured
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -113,12 +113,9 @@ def test_the_battery_in_two_workers_runs_every_operation_it_fuzzes(
     it collects: pytest-xdist hands tests out by node id, and schemathesis gave the five fuzzed
     operations one (two workers fuzzed one, exit 0; battery/conftest.py gives each its own)."""
     project = default_bake.project
-    python = f"--python={project_env.venv / 'bin' / 'python'}"
     workers = ["-n", "2", "--dist", "loadfile", "-k", "test_fuzz", "-p", "no:cacheprovider"]
-    done = run_captured(
-        [str(TEMPLATE_DIR / "scripts" / "battery"), str(project), python, *workers],
-        env=project_env.environ(project),
-    )
+    command = battery_command(project_env, project, *workers)
+    done = run_captured(command, env=project_env.environ(project))
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     (collected,) = re.findall(r"^2 workers \[(\d+) items?\]$", done.stdout, re.MULTILINE)
     summary = done.stdout.strip().splitlines()[-1]
