@@ -18,8 +18,9 @@ require_commands() {
     fi
     missing+=("${pair#*=}")
   done
-  # python3 -m venv needs ensurepip, which Debian ships separately in python3-venv.
-  if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' 2>/dev/null; then
+  # python3 -m venv needs ensurepip, which Debian ships separately in python3-venv (a fresh
+  # minimal Debian has no python3 at all: then both).
+  if ! python3 -c 'import ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
   fi
   [ ${#missing[@]} -eq 0 ] && return 0
