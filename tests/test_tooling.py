@@ -47,6 +47,30 @@ def test_shell_scripts_pass_shellcheck() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_set_up_names_each_missing_package_in_one_command(tmp_path: Path) -> None:
+    """As anyone but root, scripts/_setup.sh stops with one apt-get command naming each missing
+    package once: a command not on PATH, a path that does not exist (what a command needs only
+    by recommendation: apt installs without Recommends), and python3-venv beside a missing
+    python3 (a fresh minimal Debian has neither). What is there is not named."""
+    (tmp_path / "present").symlink_to("/bin/true")
+    user = tmp_path / "id"  # `id -u` of someone who is not root
+    user.write_text("#!/bin/sh\necho 1000\n", encoding="utf-8")
+    user.chmod(0o755)
+    wanted = "python3=python3 present=pkg-present absent=pkg-absent"
+    wanted += " /bin/sh=pkg-sh /no/such/header.h=pkg-header"
+    setup = TEMPLATE_DIR / "scripts" / "_setup.sh"
+    command = ["/bin/bash", "-c", f". {setup} && require_commands {wanted}"]
+
+    done = subprocess.run(
+        command, env={"PATH": str(tmp_path)}, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    missing = "python3 pkg-absent pkg-header python3-venv"
+    expected = f"error: missing Debian packages; run: sudo apt-get install -y {missing}\n"
+    assert done.stderr == expected
+
+
 # --- the template's own CI workflow ------------------------------------------------------
 
 WORKFLOW = TEMPLATE_DIR / ".github" / "workflows" / "ci.yml"
