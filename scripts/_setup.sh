@@ -4,9 +4,8 @@
 # stops and prints the one command to run.
 
 # require_commands NAME=PACKAGE ...: each command NAME must be on PATH (or in /usr/sbin), each
-# /ABSOLUTE/PATH NAME must exist. What is missing is installed without Recommends (a fresh
-# bookworm: 755 packages in 130 s, not 1,045 in 206 s), so what a command needs only by
-# recommendation is required by a path of its own (gcc's libc6-dev: /usr/include/stdio.h).
+# /ABSOLUTE/PATH NAME must exist: what a command needs only by recommendation is required by a
+# path of its own (gcc's libc6-dev: /usr/include/stdio.h), so no machine lacks it silently.
 require_commands() {
   local missing=() pair name
   for pair in "$@"; do
@@ -27,8 +26,7 @@ require_commands() {
   if [ "$(id -u)" -eq 0 ]; then
     echo "==> installing Debian packages: ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-      >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "error: missing Debian packages; run: sudo apt-get install -y ${missing[*]}" >&2
     exit 1

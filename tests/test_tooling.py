@@ -50,8 +50,8 @@ def test_shell_scripts_pass_shellcheck() -> None:
 def test_the_set_up_names_each_missing_package_in_one_command(tmp_path: Path) -> None:
     """As anyone but root, scripts/_setup.sh stops with one apt-get command naming each missing
     package once: a command not on PATH, a path that does not exist (what a command needs only
-    by recommendation: apt installs without Recommends), and python3-venv beside a missing
-    python3 (a fresh minimal Debian has neither). What is there is not named."""
+    by recommendation), and python3-venv beside a missing python3 (a fresh minimal Debian has
+    neither). What is there is not named."""
     (tmp_path / "present").symlink_to("/bin/true")
     user = tmp_path / "id"  # `id -u` of someone who is not root
     user.write_text("#!/bin/sh\necho 1000\n", encoding="utf-8")
