@@ -49,7 +49,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
 
 def test_the_set_up_names_each_missing_package_in_one_command(tmp_path: Path) -> None:
     """As anyone but root, scripts/_setup.sh stops with one apt-get command naming each missing
-    package once: a command not on PATH, a path that does not exist (what a command needs only
+    package: a command not on PATH, a path that does not exist (what a command needs only
     by recommendation), and python3-venv beside a missing python3 (a fresh minimal Debian has
     neither). What is there is not named."""
     (tmp_path / "present").symlink_to("/bin/true")
