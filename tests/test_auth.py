@@ -1,11 +1,13 @@
 """auth=oidc: the service as an OAuth 2.0 resource server, against a real OpenID provider.
 
-The provider is the certified `oidc-provider` from npm on the machine's Node.js (installed
-once into the bakes' cache), run by tests/oidc/provider.mjs: JWT access tokens by client
-credentials for one resource, keys rotated on request, each path's requests counted. The
-service is the auth=oidc bake's whole stack (nginx -> unix socket -> gunicorn), one worker,
-so the keys it caches are one worker's. auth=none bakes carry no trace of the option.
-The bake's own tests/unit/test_auth.py covers the same refusals in process.
+The provider is the certified `oidc-provider`, exactly as tests/oidc/package-lock.json locks
+it (`npm ci` by harness/npm.py, once into the bakes' cache), on the machine's Node.js, run by
+tests/oidc/provider.mjs. Its major is 8, not 9: 9 asks for Node.js 22 and calls URL.parse,
+which Debian bookworm's nodejs (18.20, all a fresh machine's set-up gets) lacks. It issues JWT
+access tokens by client credentials for one resource, rotates keys on request and counts each
+path's requests. The service is the auth=oidc bake's whole stack (nginx -> unix socket ->
+gunicorn), one worker, so the keys it caches are one worker's. auth=none bakes carry no trace
+of the option. The bake's own tests/unit/test_auth.py covers the same refusals in process.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import time
 import urllib.parse
 import uuid
@@ -33,6 +34,7 @@ import pytest
 import harness.stack
 from harness import procfs
 from harness.clients import request
+from harness.npm import install_locked
 from harness.ports import free_port, wait_for
 from harness.processes import Processes, wait_ready
 from harness.stack import PATH, Stack
@@ -49,10 +51,6 @@ from .conftest import (
 from .selected_tests import generated_tests_for
 
 PROVIDER_SCRIPT = Path(__file__).resolve().parent / "oidc" / "provider.mjs"
-# The provider's major version is pinned: a new major is a change to review, not a surprise.
-# 8, not 9: 9 asks for Node.js 22 and calls URL.parse, which Debian bookworm's nodejs (18.20,
-# all a fresh machine's set-up gets) lacks: 9 exited at start there.
-NPM_PACKAGE = "oidc-provider@8"
 # provider.mjs mints tokens for this audience unless a client asks for another resource.
 API = "https://api.test"
 # Short, so rotation and the outage take seconds; the flood's bound is counted in it.
@@ -130,17 +128,11 @@ class Provider:
 
 @pytest.fixture(scope="module")
 def provider_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """provider.mjs beside the npm package's node_modules (installed once, then cached)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("Node.js is not installed (sudo apt-get install -y nodejs npm)")
-    prefix = CACHE_DIR / f"npm-{NPM_PACKAGE.replace('@', '-')}"
-    if not (prefix / "ok").exists():
-        command = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", NPM_PACKAGE]
-        subprocess.run(command, check=True, capture_output=True, timeout=600)
-        (prefix / "ok").write_text(NPM_PACKAGE, encoding="utf-8")
+    """provider.mjs beside tests/oidc's locked node_modules (installed once, then cached)."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not installed (sudo apt-get install -y nodejs)")
     here = tmp_path_factory.mktemp("oidc")
-    (here / "node_modules").symlink_to(prefix / "node_modules")
+    (here / "node_modules").symlink_to(install_locked(PROVIDER_SCRIPT.parent, CACHE_DIR))
     shutil.copy(PROVIDER_SCRIPT, here / "provider.mjs")
     return here / "provider.mjs"
 

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+from harness import npm
 
 from .conftest import TEMPLATE_DIR, packed, run_captured
 
@@ -77,6 +80,17 @@ WORKFLOW = TEMPLATE_DIR / ".github" / "workflows" / "ci.yml"
 GENERATED_WORKFLOW = (
     TEMPLATE_DIR / "{{cookiecutter.project_slug}}" / ".github" / "workflows" / "ci.yml"
 )
+
+
+def test_npm_from_the_registry_with_another_digest_is_refused_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """harness/npm.py installs the auth tests' provider with npm's registry tarball, not
+    Debian's npm: a tarball whose SHA-256 is not the recorded one is refused, nothing kept."""
+    monkeypatch.setattr(npm, "NPM_SHA256", "0" * 64)
+    with pytest.raises(npm.NpmError, match=r"npm-10\.9\.9\.tgz does not match its recorded"):
+        npm.fetch_npm(tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_template_ci_runs_the_readme_test_command_on_push_and_pull_request() -> None:
