@@ -360,11 +360,16 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "image-postgresql": {"database": "postgresql"},
     # The lab's commands (tests/full_suites.py says why in the background); lab_output().
     "lab": {},
+    # The peers experiment's short run (test_peers.py), which judges no ratio; peers_output().
+    "peers": {},
 }
 # A suite that starts when another has ended. The lab's steps keep one CPU busy each: started
 # with the others they slowed the battery from 5 to 11 minutes. The postgresql bake's suite ends
-# at about minute 4 (cold runs; the images end sooner only when their layers are cached).
-SUITE_AFTER = {"lab": "postgresql"}
+# at about minute 4 (cold runs; the images end sooner only when their layers are cached). The
+# peers' run loads both CPUs, so it waits for the battery, whose clients time the servers; in
+# the foreground, after the battery, it left one CPU idle while the other finished the
+# foreground's last single-threaded tests (CPU at 50 % for about two minutes of a run).
+SUITE_AFTER = {"lab": "postgresql", "peers": "default"}
 # ./scripts/experiments, as a person runs it.
 EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 
@@ -377,6 +382,18 @@ def full_suite_dir(shared_tmp: Path, name: str) -> Path:
 def lab_output(shared_tmp: Path, step: str) -> Path:
     """Where the lab suite's step writes its results (--out)."""
     return full_suite_dir(shared_tmp, "lab") / "out" / step
+
+
+def peers_output(shared_tmp: Path) -> Path:
+    """Where the peers suite's short run writes peers.json and its report: the default out,
+    build/bench, below where it ran (the report quotes its command, which names no path)."""
+    return full_suite_dir(shared_tmp, "peers") / "build" / "bench"
+
+
+def peers_steps(env: ProjectEnv, project: Path) -> list[Step]:
+    """The peers suite: `./scripts/bench BAKE --peers --short`, as a person runs it."""
+    command = [str(BENCH_SCRIPT), str(project), "--peers", "--short"]
+    return [Step("peers short", command, project.parent, bench_environ(env, project))]
 
 
 def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
@@ -422,10 +439,10 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
     default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
-    shared venv's interpreter). lab: lab_steps(). postgresql: first a route and a
-    migration added the documented way (tests/documented_changes.py), then lint and test,
-    then the battery's database and probe tests (the rest of the battery is the default
-    bake's).
+    shared venv's interpreter). lab: lab_steps(). peers: peers_steps(). postgresql: first a
+    route and a migration added the documented way (tests/documented_changes.py), then lint
+    and test, then the battery's database and probe tests (the rest of the battery is the
+    default bake's).
     image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
     one also through compose.yaml) and described by an SBOM with podman (tests/images.py);
     the default one first gets a WebSocket and a stream route the documented way
@@ -433,6 +450,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """
     if name == "lab":
         return lab_steps(env, project)
+    if name == "peers":
+        return peers_steps(env, project)
     python = str(env.venv / "bin" / "python")
     documented = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
 

@@ -43,8 +43,23 @@ def non_default_answers() -> list[tuple[str, str]]:
     return answers
 
 
+def python_versions_between_the_ends() -> list[str]:
+    """python_version's choices strictly between the oldest and the newest, but the default.
+
+    mypy runs at the supported range's two ends (3.11 and 3.14, as their option bakes) and at
+    the default (the default bake's lint); a version between them changes only mypy's target
+    and the image CI and the Dockerfile use: its bake is rendered and checked, not linted again
+    (a cold mypy, about 30 s of a run, over code the two ends already bracket).
+    """
+    default, *others = DEFAULT_CONTEXT["python_version"]
+    ends = sorted([default, *others], key=Version)
+    return [version for version in ends[1:-1] if version != default]
+
+
 OPTION_BAKES = [
-    pytest.param({key: value}, id=f"{key}={value}") for key, value in non_default_answers()
+    pytest.param({key: value}, id=f"{key}={value}")
+    for key, value in non_default_answers()
+    if not (key == "python_version" and value in python_versions_between_the_ends())
 ]
 
 
@@ -151,6 +166,23 @@ def test_option_bake_lints_and_tests(
         assert_lints_and_tests(project_env, result.project, *selected)
     else:  # license: LICENSE and one pyproject key, read by test_license_file_matches_the_choice
         assert_make(project_env, result.project, "lint")
+
+
+@pytest.mark.parametrize("version", python_versions_between_the_ends())
+def test_a_python_version_between_the_ends_renders_its_targets(
+    tmp_path: Path, version: str
+) -> None:
+    """A version between the linted ends renders cleanly and is where the answer goes:
+    mypy's target, both of the Dockerfile's images and CI's container."""
+    result = bake(tmp_path, python_version=version)
+
+    assert_renders_cleanly(result)
+    pyproject = tomllib.loads((result.project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["tool"]["mypy"]["python_version"] == version
+    dockerfile = (result.project / "Dockerfile").read_text(encoding="utf-8")
+    assert dockerfile.count(f"FROM python:{version}-slim-trixie") == 2, dockerfile
+    workflow = (result.project / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    assert f"container: python:{version}-slim-trixie" in workflow
 
 
 @pytest.mark.parametrize("license_name", DEFAULT_CONTEXT["license"])

@@ -1,6 +1,7 @@
-"""The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against the
-default bake in its short mode: the stack, uvicorn, granian and gunicorn's two workers serve
-the same app, raw, under attack and beside held event streams and idle WebSockets, on
+"""The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against a
+default bake in its short mode, as the peers suite in the background once the battery has
+ended (tests/conftest.py, SUITE_AFTER): the stack, uvicorn, granian and gunicorn's two workers
+serve the same app, raw, under attack and beside held event streams and idle WebSockets, on
 127.0.0.1.
 
 One run of under two minutes: a second of load per server and condition (five under the
@@ -21,12 +22,11 @@ import pytest
 
 from lab.peers import EDGE_LIMITS, SHORT
 
-from .conftest import bench, leftover_processes
+from .conftest import full_suite_dir, leftover_processes, peers_output
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .conftest import Bake, ProjectEnv
     from .full_suites import FullSuites
 
 SERVERS = {"stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"}
@@ -34,27 +34,21 @@ CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized", "held"}
 SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
 
-@pytest.fixture
-def quiet_machine(full_suites: FullSuites) -> None:
-    """Nothing of the generated projects' full suites runs beside the measurement."""
-    full_suites.wait_all()
-
-
 @pytest.mark.slow
-@pytest.mark.usefixtures("quiet_machine")
+@pytest.mark.full_suite("peers")
 def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
-    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
+    full_suites: FullSuites, shared_tmp: Path
 ) -> None:
-    """`./scripts/bench BAKE --peers --short` measures the five servers on the three
-    endpoints, under the three attacks and beside held streams and WebSockets, writes
-    peers.json and a report that names no path of this machine, and leaves no server
-    running."""
-    project = default_bake.project
-    done = bench(project, project_env, "--peers", "--short", cwd=tmp_path)
+    """`./scripts/bench BAKE --peers --short` (the peers suite, in the background once the
+    battery has ended) measures the five servers on the three endpoints, under the three
+    attacks and beside held streams and WebSockets, writes peers.json and a report that names
+    no path of this machine, and leaves no server running."""
+    done = full_suites.step("peers", "peers short")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert leftover_processes(project) == []
-    out = tmp_path / "build" / "bench"
+    suite = full_suite_dir(shared_tmp, "peers")
+    assert leftover_processes(suite / "my-service") == []
+    out = peers_output(shared_tmp)
     results = json.loads((out / "peers.json").read_text(encoding="utf-8"))
     assert results["skipped"] == {}, results["skipped"]
     runs = {(run["server"], run["condition"]): run for run in results["runs"]}
@@ -101,5 +95,4 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     assert "## Raw: requests/s, latency, errors" in report
     assert "## Under attack: the normal clients' goodput" in report
     assert "## Held: event streams and idle WebSockets beside the normal clients" in report
-    assert str(project.parent) not in report
-    assert str(tmp_path) not in report
+    assert str(suite) not in report
