@@ -22,6 +22,9 @@ require_commands() {
   if ! python3 -c 'import ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
   fi
+  # .venv's packages (and the auth tests' npm) come over HTTPS, checked against Debian's CA
+  # bundle, which python3 only recommends.
+  [ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
     echo "==> installing Debian packages: ${missing[*]}"
