@@ -354,6 +354,10 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
 # The answers of each bake a test names in @pytest.mark.full_suite.
 FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "default": {},
+    # The battery against a default bake of its own, from the session's start: behind the
+    # default bake's lint and tests, in one thread, it began a minute later and was the run's
+    # longest chain.
+    "battery": {},
     "postgresql": {"database": "postgresql"},
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
@@ -369,7 +373,9 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
 # peers' run loads both CPUs, so it waits for the battery, whose clients time the servers; in
 # the foreground, after the battery, it left one CPU idle while the other finished the
 # foreground's last single-threaded tests (CPU at 50 % for about two minutes of a run).
-SUITE_AFTER = {"lab": "postgresql", "peers": "default"}
+# The two images one after the other: their runtime stages' apt layer is the same, built once,
+# and the second build's uv finds the first's wheels in the shared cache.
+SUITE_AFTER = {"lab": "postgresql", "peers": "battery", "image-postgresql": "image"}
 # ./scripts/experiments, as a person runs it.
 EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 
@@ -438,11 +444,11 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
 def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
-    default: `make lint`, `make test`, then `./scripts/battery` against the bake (with the
-    shared venv's interpreter). lab: lab_steps(). peers: peers_steps(). postgresql: first a
-    route and a migration added the documented way (tests/documented_changes.py), then lint
-    and test, then the battery's database and probe tests (the rest of the battery is the
-    default bake's).
+    default: `make lint`, `make test`. battery: `./scripts/battery` against a default bake of
+    its own (with the shared venv's interpreter). lab: lab_steps(). peers: peers_steps().
+    postgresql: first a route and a migration added the documented way
+    (tests/documented_changes.py), then lint and test, then the battery's database and probe
+    tests (the rest of the battery is the battery suite's).
     image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
     one also through compose.yaml) and described by an SBOM with podman (tests/images.py);
     the default one first gets a WebSocket and a stream route the documented way
@@ -470,9 +476,11 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
             return [Step("documented changes", [*documented, "streams"]), make("lock"), *commands]
         return [make("lock"), *commands]
 
-    # The script a person runs (it checks nginx and the template's venv, then pytest).
     if name == "default":
-        return [make("lint"), make("test"), Step("battery", battery_command(env, project))]
+        return [make("lint"), make("test")]
+    # The script a person runs (it checks nginx and the template's venv, then pytest).
+    if name == "battery":
+        return [Step("battery", battery_command(env, project))]
     # The battery's tests that need a database: restarts under load, readiness while it is down.
     selected = "test_database or test_liveness or test_readiness"
     database = Step("battery", battery_command(env, project, "-k", selected))
@@ -508,7 +516,7 @@ def full_suites(
     request: pytest.FixtureRequest, shared_tmp: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FullSuites]:
     """Start, all at once, the full suite of each bake that a selected test marks full_suite
-    ("default" or "postgresql"; see tests/full_suites.py for why side by side)."""
+    (FULL_SUITE_ANSWERS names them; see tests/full_suites.py for why side by side)."""
     selected = {
         mark.args[0] for item in request.session.items for mark in item.iter_markers("full_suite")
     }

@@ -123,13 +123,13 @@ def test_the_battery_in_two_workers_runs_every_operation_it_fuzzes(
 
 
 @pytest.mark.slow
-@pytest.mark.full_suite("default")
+@pytest.mark.full_suite("battery")
 def test_the_battery_passes_against_the_default_bake(full_suites: FullSuites) -> None:
     """Load, fuzzing, faults, reloads, hostile and slow clients, observability, the docs page
     in a browser: every battery test passes against the default bake, none skipped but the
     root-only ones and the database's (scripts/test installs every tool the battery uses;
     the postgresql full suite runs test_database.py)."""
-    (battery,) = [step for step in full_suites.result("default") if step.args[0] == "battery"]
+    battery = full_suites.step("battery", "battery")
     assert battery.returncode == 0, f"{battery.stdout[-20000:]}\n{battery.stderr[-5000:]}"
     skipped = [line for line in battery.stdout.splitlines() if line.startswith("SKIPPED")]
     unexpected = [line for line in skipped if "root" not in line and "no database" not in line]
