@@ -396,9 +396,16 @@ def peers_output(shared_tmp: Path) -> Path:
     return full_suite_dir(shared_tmp, "peers") / "build" / "bench"
 
 
+# What each commit's peers run measures the stack against: the server `fastapi run` starts and
+# the one the lab installs for itself; the full run (`--peers`, before a release) takes all five.
+PEERS_SHORT_SERVERS = ("stack", "uvicorn", "granian")
+
+
 def peers_steps(env: ProjectEnv, project: Path) -> list[Step]:
-    """The peers suite: `./scripts/bench BAKE --peers --short`, as a person runs it."""
+    """The peers suite: `./scripts/bench BAKE --peers --short --servers ...`, as a person runs
+    it."""
     command = [str(BENCH_SCRIPT), str(project), "--peers", "--short"]
+    command += ["--servers", *PEERS_SHORT_SERVERS]
     return [Step("peers short", command, project.parent, bench_environ(env, project))]
 
 

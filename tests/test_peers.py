@@ -1,16 +1,16 @@
-"""The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against a
-default bake in its short mode, as the peers suite in the background once the battery has
-ended (tests/conftest.py, SUITE_AFTER): the stack, uvicorn, granian and gunicorn's two workers
-serve the same app, raw, under attack and beside held event streams and idle WebSockets, on
-127.0.0.1.
+"""The peers experiment (lab/peers.py, `./scripts/bench BAKE --peers`) runs against a default bake
+in its short mode, as the peers suite in the background once the battery has ended
+(tests/conftest.py, SUITE_AFTER): the stack, uvicorn and granian (the lab installs it for
+itself) serve the same app, raw, under attack and beside held event streams and idle
+WebSockets, on 127.0.0.1. gunicorn's two direct workers are left to the full run (before a
+release, CONTRIBUTING.md): each added about 18 s here.
 
-One run of under two minutes: a second of load per server and condition (five under the
-flood, lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine
-measures the neighbours); what is asserted is what
-the full run's figures rest on: every server answered every normal client, each attacker
-really attacked, the stack's edge limits held the flood to its rate, and nothing was left
-running; each server held every stream and WebSocket open, its tokens came, and its memory
-was read.
+One run of about a minute: a second of load per server and condition (five under the flood,
+lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine measures the
+neighbours); what is asserted is what the full run's figures rest on: every server answered
+every normal client, each attacker really attacked, the stack's edge limits held the flood to
+its rate, and nothing was left running; each server held every stream and WebSocket open, its
+tokens came, and its memory was read.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import pytest
 
 from lab.peers import EDGE_LIMITS, SHORT
 
-from .conftest import full_suite_dir, leftover_processes, peers_output
+from .conftest import PEERS_SHORT_SERVERS, full_suite_dir, leftover_processes, peers_output
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from .full_suites import FullSuites
 
-SERVERS = {"stack", "uvicorn", "granian", "gunicorn-uvicorn", "gunicorn-asgi"}
+SERVERS = set(PEERS_SHORT_SERVERS)
 CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized", "held"}
 SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
@@ -39,10 +39,10 @@ SHORT_SLOW_CLIENTS = SHORT.slow_clients
 def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
     full_suites: FullSuites, shared_tmp: Path
 ) -> None:
-    """`./scripts/bench BAKE --peers --short` (the peers suite, in the background once the
-    battery has ended) measures the five servers on the three endpoints, under the three
-    attacks and beside held streams and WebSockets, writes peers.json and a report that names
-    no path of this machine, and leaves no server running."""
+    """`./scripts/bench BAKE --peers --short --servers stack uvicorn granian` (the peers suite)
+    measures the three servers on the three endpoints, under the three attacks and beside held
+    streams and WebSockets, writes peers.json and a report that names no path of this machine,
+    and leaves no server running."""
     done = full_suites.step("peers", "peers short")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
