@@ -3,7 +3,7 @@ in its short mode, as the peers suite in the background once the battery has end
 (tests/conftest.py, SUITE_AFTER): the stack, uvicorn and granian (the lab installs it for
 itself) serve the same app, raw, under attack and beside held event streams and idle
 WebSockets, on 127.0.0.1. gunicorn's two direct workers are left to the full run (before a
-release, CONTRIBUTING.md): each added about 18 s here.
+release, CONTRIBUTING.md): each added about 15 s here.
 
 One run of about a minute: a second of load per server and condition (five under the flood,
 lab/peers.py's FLOOD_MIN_S), no ratios asserted (a second on a shared machine measures the
