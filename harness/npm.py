@@ -3,7 +3,7 @@
 Debian's `npm` package brings about 400 more Debian packages (node-gyp's build chain among
 them) into a fresh machine's set-up, for one `npm ci`; npm's own tarball on the registry is
 self-contained, so the set-up installs `nodejs` alone and the tests fetch npm once, checked
-against the integrity recorded here, the same version on every machine.
+against the SHA-256 recorded here, the same version on every machine.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ NPM_VERSION = "10.9.9"
 NPM_TARBALL = f"https://registry.npmjs.org/npm/-/npm-{NPM_VERSION}.tgz"
 # Its SHA-256, taken when it was pinned (the registry also publishes its sha512 integrity).
 NPM_SHA256 = "c80bd097147cce32e31010b791bab8c71a26a5e10668210ec9d2e7f4c7cea2a1"
+# What is read of the answer at most: the tarball is about 2.5 MB.
+TARBALL_MOST = 64 * 1024 * 1024
 
 
 class NpmError(RuntimeError):
@@ -36,7 +38,7 @@ def fetch_npm(cache: Path) -> Path:
     if cli.is_file():
         return cli
     with urllib.request.urlopen(NPM_TARBALL, timeout=120) as answer:
-        data = answer.read()
+        data = answer.read(TARBALL_MOST)  # more is refused by the digest below, unread
     if hashlib.sha256(data).hexdigest() != NPM_SHA256:
         raise NpmError(f"{NPM_TARBALL} does not match its recorded SHA-256; not installed")
     unpacked = cli.parents[2].with_suffix(".partial")

@@ -8,6 +8,9 @@
 # path of its own (gcc's libc6-dev: /usr/include/stdio.h), so no machine lacks it silently.
 require_commands() {
   local missing=() pair name
+  # Every caller's .venv (and the auth tests' npm) comes over HTTPS, checked against Debian's CA
+  # bundle, which python3 only recommends: required by its path, as any other.
+  set -- "$@" /etc/ssl/certs/ca-certificates.crt=ca-certificates
   for pair in "$@"; do
     name=${pair%%=*}
     if [[ $name == /* ]]; then
@@ -22,9 +25,6 @@ require_commands() {
   if ! python3 -c 'import ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
   fi
-  # .venv's packages (and the auth tests' npm) come over HTTPS, checked against Debian's CA
-  # bundle, which python3 only recommends.
-  [ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -eq 0 ]; then
     echo "==> installing Debian packages: ${missing[*]}"

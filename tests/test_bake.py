@@ -56,10 +56,11 @@ def python_versions_between_the_ends() -> list[str]:
     return [version for version in ends[1:-1] if version != default]
 
 
+BETWEEN_THE_ENDS = python_versions_between_the_ends()
 OPTION_BAKES = [
     pytest.param({key: value}, id=f"{key}={value}")
     for key, value in non_default_answers()
-    if not (key == "python_version" and value in python_versions_between_the_ends())
+    if not (key == "python_version" and value in BETWEEN_THE_ENDS)
 ]
 
 
@@ -168,7 +169,7 @@ def test_option_bake_lints_and_tests(
         assert_make(project_env, result.project, "lint")
 
 
-@pytest.mark.parametrize("version", python_versions_between_the_ends())
+@pytest.mark.parametrize("version", BETWEEN_THE_ENDS)
 def test_a_python_version_between_the_ends_renders_its_targets(
     tmp_path: Path, version: str
 ) -> None:
