@@ -19,6 +19,7 @@ from .conftest import (
     assert_renders_cleanly,
     bake,
     packed,
+    run_captured,
 )
 from .full_suites import FullSuites
 from .selected_tests import generated_tests_for
@@ -89,10 +90,15 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # SIGTERM proof moved into the background of make test (+95 lines in tests/live/): 4,954,
 # 6,050 and 3,310, the bounds below with under 1 % headroom. Still above issue 29's. The
 # SIGTERM clients then left multiprocessing for a subprocess (its resource tracker outlived
-# make test) and three tests lost their wall-clock bounds: 4,971 and 6,067.
+# make test) and three tests lost their wall-clock bounds: 4,971 and 6,067. A review of every
+# file for excess (tests folded, dead code and docstrings that restated code cut; rules as
+# below) found 90, 100 and 70 lines: 4,881, 5,967 and 3,240; the imports a 40-character
+# package name would push past ruff's line length, wrapped: 4,888 and 5,983. What stays above
+# issue 29's bounds is features, not repetition: meeting them means a default bake carrying
+# fewer of them.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 3_350
+STACK_MOST = 3_260
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:
@@ -108,7 +114,7 @@ def counted_lines(project: Path, *, stack: bool) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 4_980), ({"database": "postgresql"}, 6_080)],
+    [({}, 4_900), ({"database": "postgresql"}, 6_000)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(
@@ -184,6 +190,36 @@ def test_a_python_version_between_the_ends_renders_its_targets(
     assert dockerfile.count(f"FROM python:{version}-slim-trixie") == 2, dockerfile
     workflow = (result.project / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
     assert f"container: python:{version}-slim-trixie" in workflow
+
+
+# Answers at their longest (project_name and description 200 characters, East Asian wide
+# characters two columns each, as ruff counts them), and a package name of the longest the
+# hook allows that sorts after serving_stack and token_issuer (slugify cuts it to 40).
+LONGEST_NAME = ("Zulu Billing And Invoicing For Customers Of The Northern Region 日本語 " * 3)[:200]
+LONGEST_DESCRIPTION = ('Bills "customers", sends invoices \\ reconciles payments: ' * 4)[:200]
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [{}, {"database": "postgresql", "auth": "oidc"}, {"layout": "serving-only"}],
+    ids=["service", "postgresql-oidc", "serving-only"],
+)
+def test_the_longest_answers_lint_as_ruff_writes_them(
+    tmp_path: Path, answers: dict[str, str], project_env: ProjectEnv
+) -> None:
+    """ruff's line length and its import order hold whatever the answers: the stack is a
+    third-party import to the app (a package sorting after serving_stack, as "Web API" does,
+    failed make lint), long imports are written wrapped, the texts are wrapped as ruff wraps
+    them (local_extensions.python_string), and longer package names are refused."""
+    answers = {"project_name": LONGEST_NAME, "description": LONGEST_DESCRIPTION, **answers}
+    result = bake(tmp_path, **answers)
+    assert result.exit_code == 0, result.stderr
+    assert (result.project / "src" / "zulu_billing_and_invoicing_for_customers").is_dir()
+    ruff = project_env.venv / "bin" / "ruff"
+
+    for command in (["check"], ["format", "--check"]):
+        done = run_captured([ruff, *command, "--no-cache", "."], cwd=result.project)
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("license_name", DEFAULT_CONTEXT["license"])

@@ -1,9 +1,4 @@
-"""The app's error answers, JSON with the request id; main.py registers both handlers.
-
-``validation_error_handler``: a bounded 400 for a body that is not JSON, else 422. FastAPI's own
-handler echoes every error's input (seconds of CPU, megabytes, even a 500): this answer is
-bounded whatever the input and never holds it (docs/app.md, Validation errors).
-``http_error_handler``: 404, 405 and an endpoint's ``HTTPException``."""
+"""The app's error answers, JSON with the request id; main.py registers both handlers."""
 
 import json
 from typing import Any
@@ -49,7 +44,9 @@ def _error(error: dict[str, Any]) -> dict[str, object]:
 
 
 async def validation_error_handler(request: Request, exc: RequestValidationError) -> Response:  # noqa: ARG001 - Starlette's handler signature
-    """FastAPI exception handler for ``RequestValidationError``: the bounded 400/422."""
+    """A bounded 400 for a body that is not JSON, else 422. FastAPI's own handler echoes every
+    error's input (seconds of CPU, megabytes, even a 500): this answer is bounded whatever the
+    input and never holds it (docs/app.md, Validation errors)."""
     errors = exc.errors()
     status = 400 if any(e.get("type") == "json_invalid" for e in errors[:1]) else 422
     payload = {
@@ -63,7 +60,8 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
 
 
 async def http_error_handler(request: Request, exc: HTTPException) -> Response:  # noqa: ARG001 - Starlette's handler signature
-    """``{"detail": ..., "request_id": ...}`` with the exception's status and headers (Allow)."""
+    """404, 405 and an endpoint's ``HTTPException``: ``{"detail": ..., "request_id": ...}``
+    with the exception's status and headers (Allow)."""
     if exc.status_code < 200 or exc.status_code in _NO_BODY:
         return Response(status_code=exc.status_code, headers=exc.headers)
     body = {"detail": exc.detail, "request_id": REQUEST_ID.get()}

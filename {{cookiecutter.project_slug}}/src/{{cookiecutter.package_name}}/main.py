@@ -35,7 +35,7 @@ from .middleware.request_id import RequestIdMiddleware
 from .settings import Settings
 from .tracing import telemetry_config
 
-TITLE = {{ cookiecutter.project_name | string_literal }}
+TITLE = {{ cookiecutter.project_name | python_string(before="TITLE = ") }}
 ACCESS_LOGGER = {{ (cookiecutter.package_name ~ ".access") | string_literal }}
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def create_app(
 
     application = FastAPI(
         title=TITLE,
-        description={{ cookiecutter.description | string_literal }},
+        description={{ cookiecutter.description | python_string(8, "description=", ",") }},
         debug=settings.debug,
         lifespan=lifespan,
         middleware=middleware_stack(settings, metrics),

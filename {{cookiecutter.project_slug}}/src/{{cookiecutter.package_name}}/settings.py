@@ -30,7 +30,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 {%- else %}
 from pydantic_settings import BaseSettings, SettingsConfigDict
 {%- endif %}
-
 from serving_stack.settings import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
@@ -192,10 +191,12 @@ class Settings(BaseSettings):
             message = f"DATABASE_URL has a port that is not a number from 0 to 65535: {example}"
             raise ValueError(message) from None
         return SecretStr(urlunsplit(parts._replace(scheme="postgresql+asyncpg")))
+{%- endif %}
 
     @model_validator(mode="after")
-    def _database_fits(self) -> Self:
-        deadline = f"{self.env_var('request_timeout_seconds')}={self.request_timeout_seconds:g}"
+    def _limits_fit(self) -> Self:
+        deadline = f"{APP_DEADLINE_NAME}={self.request_timeout_seconds:g}"
+{%- if cookiecutter.database == "postgresql" %}
         for name in ("database_statement_timeout_seconds", "database_connect_timeout_seconds"):
             value = getattr(self, name)
             if value >= self.request_timeout_seconds:
@@ -205,13 +206,8 @@ class Settings(BaseSettings):
             budget = f"{self.env_var('database_max_connections')}={self.database_max_connections}"
             need = f"below the worker count ({self.workers}): every worker needs a connection"
             raise ValueError(f"{budget} is {need}")
-        return self
 {%- endif %}
-
-    @model_validator(mode="after")
-    def _stream_bounds_around_the_deadline(self) -> Self:
         idle, longest = self.stream_idle_timeout_seconds, self.stream_max_seconds
-        deadline = f"{APP_DEADLINE_NAME}={self.request_timeout_seconds:g}"
         if idle is not None and idle > self.request_timeout_seconds:
             raise ValueError(
                 f"{self.env_var('stream_idle_timeout_seconds')}={idle:g} is above {deadline}:"

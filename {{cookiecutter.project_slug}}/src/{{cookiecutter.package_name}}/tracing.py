@@ -19,7 +19,6 @@ ENDPOINT_VARIABLES = (
 
 
 def telemetry_config(environ: Mapping[str, str] = os.environ) -> TelemetryConfig:
-    """FastAPI's telemetry options for this service, from the OTEL_* variables."""
     disabled = environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
     on = not disabled and any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
     return {

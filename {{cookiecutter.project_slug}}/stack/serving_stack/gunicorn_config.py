@@ -36,7 +36,6 @@ def settings() -> StackSettings:
 
 
 def app_module() -> str:
-    """APP_MODULE, which gunicorn cannot serve without: refused in one line when unset."""
     if (name := settings().app_module) is None:
         raise SystemExit(NO_APP_MODULE)
     return name
@@ -79,7 +78,6 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
         self.config.ws_ping_timeout = stack.websocket_idle_timeout / 3
 
     def load_wsgi(self) -> None:
-        """The app, inside ResponseGuard (response_guard.py)."""
         super().load_wsgi()
         self.wsgi = ResponseGuard(self.wsgi)
 

@@ -11,7 +11,7 @@ import re
 import sys
 import time
 from itertools import islice
-from json.encoder import encode_basestring_ascii
+from json.encoder import encode_basestring_ascii as _quote
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,13 +32,8 @@ LEVELS = {getattr(logging, n.upper()): n for n in ("debug", "info", "warning", "
 # ".000Z" to ".999Z": an index instead of formatting milliseconds on every record.
 _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 # NaN and Infinity refused (the fallback quotes them: json would write invalid JSON), any
-# other object as its str(). Strings take the C escaper, as _quote.
+# other object as its str(). Strings, as _quote: printable ASCII (DEL escaped too).
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
-
-
-def _quote(text: str) -> str:
-    """A JSON string, printable ASCII: the C escaper leaves DEL (0x7f), escaped here."""
-    return encode_basestring_ascii(text).replace("\x7f", "\\u007f")
 
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
@@ -55,8 +50,7 @@ def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
 def render_value(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold becomes a string, never invalid JSON."""
     try:
-        # DEL can only be inside a string there: escaped as _quote does.
-        return _encode(value).replace("\x7f", "\\u007f")
+        return _encode(value)
     except Exception:  # noqa: BLE001 - NaN, a cycle, a key JSON refuses, a broken __str__
         try:
             return _quote(repr(value))
@@ -101,7 +95,6 @@ class JsonFormatter(logging.Formatter):
         for key, value in _tail(record):
             if key in _STANDARD or key == "request_id":
                 continue
-            # Extras named like a contract key would repeat it: prefix them instead.
             name = "extra_" + key if key in CONTRACT_KEYS else str(key)
             parts += (",", _quote(name), ":", render_value(value))
         if record.exc_info:
@@ -113,7 +106,6 @@ class JsonFormatter(logging.Formatter):
 
 
 def _message(record: logging.LogRecord) -> str:
-    """The record's message; arguments that do not fit its format are shown, not raised."""
     try:
         return record.getMessage()
     except Exception:  # noqa: BLE001 - a bad %-format must not lose the line
@@ -240,11 +232,8 @@ def _without_surrogates(value: object) -> object:
         escaped = value.translate(_BYTE_ESCAPES)
         if _SURROGATE.search(escaped) is None:
             return escaped
-        try:
-            raw = value.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:  # a surrogate escaped in the line itself ("\\ud800")
-            raw = value.encode("utf-8", "backslashreplace")
-        return raw.decode("utf-8", "backslashreplace")
+        # A surrogate escaped in the line itself ("\\ud800"), which translate leaves.
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
         return {key: _without_surrogates(item) for key, item in value.items()}
     if isinstance(value, list):

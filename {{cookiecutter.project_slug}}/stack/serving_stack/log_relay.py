@@ -108,10 +108,8 @@ class LimitCounter:
         if match is not None and (zone := match[3].decode("ascii")) in ZONES:
             dry_run = "true" if match[2] else "false"
             self._count(self.counter, zone=zone, dry_run=dry_run)
-        summary = self._over_budget()
-        if summary is None:
-            return ""
-        return summary + nginx_error_line(raw)
+        said = self._over_budget()
+        return "" if said is None else said + nginx_error_line(raw)
 
     def _over_budget(self) -> str | None:
         """None to drop this line; else what to write first: "", or last second's drops said."""

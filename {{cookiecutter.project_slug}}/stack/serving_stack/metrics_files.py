@@ -45,13 +45,15 @@ def file_pid(path: Path) -> int | None:
     return int(pid) if kind and pid.isdigit() else None
 
 
+def file_kind(path: Path) -> str:
+    return path.stem.rpartition("_")[0]  # histogram_123.db: histogram
+
+
 def kinds(directory: Path) -> set[str]:
     """The file kinds a worker will write: the template's, and those earlier workers left (in
     files or the archive), so code that adds a counter gets its file allocated too."""
     found = set(KINDS)
-    for path in directory.glob("*.db"):
-        if file_pid(path) is not None:
-            found.add(path.stem.rpartition("_")[0])
+    found.update(file_kind(path) for path in directory.glob("*.db") if file_pid(path) is not None)
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
         archived = json.loads((directory / ARCHIVE).read_text(encoding="utf-8"))
         found.update(str(kind) for kind in archived.get("kinds", ()))

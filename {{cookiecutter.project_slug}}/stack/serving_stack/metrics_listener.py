@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from .jsonlog import write_line
-from .metrics_files import ARCHIVE, file_pid, reserve_growth
+from .metrics_files import ARCHIVE, file_kind, file_pid, reserve_growth
 from .settings import SettingError, load
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class Archive:
         dead = {pid for pid in map(file_pid, self.files()) if pid and not _alive(pid)}
         for pid in dead:
             mark_process_dead(pid, str(self.directory))  # type: ignore[no-untyped-call]  # unannotated upstream
-        merged = [p for p in self.files() if file_pid(p) in dead and _kind(p) in ADDITIVE]
+        merged = [p for p in self.files() if file_pid(p) in dead and file_kind(p) in ADDITIVE]
         if not merged:
             return
         archive = self.load()
@@ -167,7 +167,7 @@ class Archive:
             samples = [[sample, dict(labels), v] for (sample, labels), v in values.items()]
             metrics[name] = {"type": typ, "help": documentation, "samples": samples}
         archive["metrics"] = metrics
-        archive["kinds"] = sorted({*archive.get("kinds", []), *map(_kind, merged)})
+        archive["kinds"] = sorted({*archive.get("kinds", []), *map(file_kind, merged)})
         partial = self.path.with_suffix(".json.tmp")
         try:
             partial.write_text(json.dumps(archive, separators=(",", ":")), encoding="utf-8")
@@ -192,10 +192,6 @@ class Archive:
             samples = _accumulated(name, values) if typ == "histogram" else values
             metric.samples = [Sample(n, dict(labels), v) for (n, labels), v in samples.items()]
             yield metric
-
-
-def _kind(path: Path) -> str:
-    return path.stem.rpartition("_")[0]  # histogram_123.db: histogram
 
 
 def _families(archived: Mapping[str, Any], files: list[Path]) -> dict[str, Family]:
@@ -244,7 +240,6 @@ def _accumulated(name: str, values: Values) -> Values:
 
 
 def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:
-    """GET /metrics renders ``registry``; any other path is a 404."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET  # an IP address (settings)
 
     class Handler(BaseHTTPRequestHandler):

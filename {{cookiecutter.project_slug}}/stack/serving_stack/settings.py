@@ -355,13 +355,13 @@ def variable_names() -> dict[str, str]:
     return {str(field.validation_alias or field.alias): name for name, field in fields}
 
 
-def load(environ: Mapping[str, str], env_file: Path | None = Path(".env")) -> StackSettings:
-    """Every variable from environ, else from env_file; ``SettingError`` (one line) when refused."""
-    given = {name: environ[name].strip() for name in variable_names() if name in environ}
+def load(environ: Mapping[str, str]) -> StackSettings:
+    """Every variable from environ, else from .env; ``SettingError`` (one line) when refused."""
+    given = {name: value for name in variable_names() if (value := environ.get(name, "").strip())}
     # pydantic validates the environment's strings; mypy would want each field's own type.
     build: Callable[..., StackSettings] = StackSettings
     try:
-        settings = build(_env_file=env_file, **{k: v for k, v in given.items() if v})
+        settings = build(**given)
     except ValidationError as exc:  # the first refusal: the variable, its value, what is allowed
         error = exc.errors(include_url=False)[0]
         if not error["loc"]:  # a check across variables: its message names them

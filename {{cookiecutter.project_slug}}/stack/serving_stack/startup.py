@@ -92,8 +92,9 @@ def check(settings: StackSettings) -> int:
         return 1
 
 
-def main(argv: list[str]) -> int:
-    command = argv[1] if len(argv) > 1 else "serve"
+def console() -> int:
+    """``python -m serving_stack`` and the distribution's `serving-stack` script."""
+    command = sys.argv[1] if len(sys.argv) > 1 else "serve"
     try:
         settings = load(os.environ)
         if command == "serve":
@@ -106,10 +107,5 @@ def main(argv: list[str]) -> int:
     except ServeError as exc:  # SettingError too
         log("error", str(exc))
         return 1
-    print(f"usage: {argv[0]} [serve|render|check]", file=sys.stderr)
+    print(f"usage: {sys.argv[0]} [serve|render|check]", file=sys.stderr)
     return 2
-
-
-def console() -> int:
-    """The `serving-stack` command (the distribution's script)."""
-    return main(sys.argv)

@@ -186,7 +186,7 @@ class Stack:
 
     def wait_accepting(self, child: Child, address: tuple[str, int], timeout: float) -> bool:
         """Pump until child accepts connections; False if it exited, timed out or stopped."""
-        accepting = self.wait_until(lambda: not child.running or _accepts(address), timeout)
+        accepting = self.wait_until(lambda: not child.running or _answers(address, 1.0), timeout)
         return accepting and child.running
 
     def start_gunicorn(self) -> Child:
@@ -195,7 +195,8 @@ class Stack:
         sock.unlink(missing_ok=True)
         child = self.spawn_python("gunicorn", "gunicorn", "-c", str(self.settings.gunicorn_conf))
         timeout = self.settings.startup_timeout
-        answered = self.wait_until(lambda: not child.running or _app_answers(sock), timeout)
+        health = functools.partial(_answers, str(sock), 0.2, _HEALTH_REQUEST)
+        answered = self.wait_until(lambda: not child.running or health(), timeout)
         if not child.running:
             raise ServeError(
                 f"gunicorn exited ({child.status}) before serving the app: see its log"
@@ -380,25 +381,20 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _accepts(address: tuple[str, int]) -> bool:
-    """Whether something accepts TCP connections at this address (nginx, the listener)."""
-    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+def _answers(address: str | tuple[str, int], timeout: float, request: str = "") -> bool:
+    """Whether something accepts a connection at address (TCP: nginx, the listener; a path:
+    gunicorn's unix socket) within the timeout and, given a request, answers it in HTTP/1.1."""
+    if isinstance(address, str):
+        family = socket.AF_UNIX
+    else:
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
     with socket.socket(family) as probe:
-        probe.settimeout(1.0)
+        probe.settimeout(timeout)
         try:
             probe.connect(address)
+            if request:
+                probe.sendall(request.encode("ascii"))
+                return probe.recv(16).startswith(b"HTTP/1.1 ")
         except OSError:
             return False
         return True
-
-
-def _app_answers(sock: Path) -> bool:
-    """Whether a gunicorn worker answers an HTTP request on its socket within 0.2 s."""
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.settimeout(0.2)
-        try:
-            probe.connect(str(sock))
-            probe.sendall(_HEALTH_REQUEST.encode("ascii"))
-            return probe.recv(16).startswith(b"HTTP/1.1 ")
-        except OSError:
-            return False

@@ -2,12 +2,9 @@
 app, it serves through nginx, refuses what nginx refuses (JSON with the request id, never
 reaching the app), writes only JSON lines, and stops cleanly on SIGTERM. Needs nginx."""
 
-import http.client
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
+from .conftest import DEPLOY, NGINX, SYSTEM_PATH, ask, free_port
+
 # Any ASGI app: the stack never imports one of its own.
 PLAIN_APP = """\
 async def app(scope, receive, send):
@@ -27,24 +24,7 @@ async def app(scope, receive, send):
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def ask(port: int, path: str, host: str = "localhost") -> tuple[int, str, bytes]:
-    """Status, request id and body of a GET with this Host."""
-    client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        client.request("GET", path, headers={"Host": host})
-        answer = client.getresponse()
-        return answer.status, answer.getheader("X-Request-ID", ""), answer.read()
-    finally:
-        client.close()
-
-
-@pytest.mark.skipif(shutil.which("nginx", path=SYSTEM_PATH) is None, reason="no nginx")
+@pytest.mark.skipif(NGINX is None, reason="no nginx")
 def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     (tmp_path / "plain.py").write_text(PLAIN_APP, encoding="utf-8")
     port = free_port()
@@ -78,7 +58,6 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
         status, request_id, body = ask(port, "/hello", host="elsewhere.example")
         assert status == 400
         assert json.loads(body) == {"detail": "Bad Request", "request_id": request_id}
-        refused_id = request_id
     finally:
         stack.send_signal(signal.SIGTERM)
         code = stack.wait(timeout=60)
@@ -86,6 +65,6 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert code == 0
     assert lines[-1]["message"] == "stopped cleanly"
-    refused = [line for line in lines if line.get("request_id") == refused_id]
+    refused = [line for line in lines if line.get("request_id") == request_id]
     assert [line["status"] for line in refused] == [400]
     assert refused[0]["upstream_response_time"] in {"", "-"}, "it never reached the app"

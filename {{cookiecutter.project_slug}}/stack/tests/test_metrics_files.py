@@ -8,7 +8,6 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
-
 from serving_stack.metrics_files import INITIAL_SIZE, prepare_worker
 from serving_stack.metrics_listener import Archive
 
@@ -33,7 +32,6 @@ if sys.argv[1] == "wait":
 
 
 def worker(directory: Path, wait: str = "exit") -> subprocess.Popen[str]:
-    """A worker that allocates its files, writes, and exits (or waits for its stdin to close)."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
     pipe = subprocess.PIPE if wait == "wait" else subprocess.DEVNULL
     command = [sys.executable, "-c", WORKER, wait]

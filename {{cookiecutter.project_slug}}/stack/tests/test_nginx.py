@@ -1,23 +1,18 @@
 """deploy/nginx.conf as the runner renders it: values and lists follow the settings, `nginx -t`
 accepts each, nginx follows the limits' switches (skipped without nginx); `auto` from cgroups."""
 
-import http.client
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-
 from serving_stack import ServeError, cpus, nginx_conf
 from serving_stack.settings import load
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+from .conftest import DEPLOY, NGINX, ask, free_port
 
 
 def rendered(run_dir: Path, environ: str) -> tuple[dict[str, str], str]:
@@ -106,24 +101,18 @@ def test_the_real_nginx_follows_the_switches(
 ) -> None:
     """No app behind it (502): at 1 r/s, burst=1 delay=1 answers one more at once then 429, as
     nodelay did; with both switches 0 (an empty key, if=0) it refuses and logs nothing."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     limit = "RATE_LIMIT=1 RATE_LIMIT_BURST=1 RATE_LIMIT_QUEUE_SECONDS=0"
     values, _ = rendered(tmp_path, f"{limit} PORT={port} LISTEN_ADDRESS=127.0.0.1")
     conf = nginx_conf.render((DEPLOY / "nginx.conf").read_text("utf-8"), values | switches)
     (tmp_path / "nginx.conf").write_text(conf, encoding="utf-8")
-    command, got = nginx_in(tmp_path, "-g", "daemon off;"), []
+    command = nginx_in(tmp_path, "-g", "daemon off;")
     nginx = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         while not (tmp_path / "nginx.pid").exists():  # written once nginx listens
             assert nginx.poll() is None, "nginx stopped"
             time.sleep(0.01)
-        for _ in statuses:
-            client = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            client.request("GET", "/")
-            got.append(client.getresponse().status)
-            client.close()
+        got = [ask(port, "/")[0] for _ in statuses]
     finally:
         nginx.send_signal(signal.SIGQUIT)  # graceful: nginx flushes its access log's buffer
         lines = nginx.communicate(timeout=30)[0].splitlines()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from gunicorn.config import Config
-
 from serving_stack import ServeError, gunicorn_config, log_relay, startup
 from serving_stack.settings import load
 

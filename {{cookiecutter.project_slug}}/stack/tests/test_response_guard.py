@@ -7,32 +7,28 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
-
 from serving_stack.response_guard import ResponseGuard
 
 Message = MutableMapping[str, Any]
 
 
-def run(app: Any, scope_type: str = "http") -> list[Message]:
+def run(*messages: Message, scope_type: str = "http") -> list[Message]:
+    """What reaches the server from an app that sends these messages, then raises."""
     sent: list[Message] = []
 
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    asyncio.run(ResponseGuard(app)({"type": scope_type}, receive, send))
-    return sent
-
-
-def failing_app(*messages: Message) -> Any:
     async def app(_scope: Any, _receive: Any, send: Any) -> None:
         for message in messages:
             await send(message)
         raise RuntimeError("boom")
 
-    return app
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def server_send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(ResponseGuard(app)({"type": scope_type}, receive, server_send))
+    return sent
 
 
 START = {"type": "http.response.start", "status": 500, "headers": []}
@@ -44,7 +40,7 @@ def test_an_error_after_the_whole_response_is_logged_not_raised(
 ) -> None:
     """Starlette's way: its 500 sent whole, then the exception re-raised."""
     with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
-        sent = run(failing_app(START, BODY))
+        sent = run(START, BODY)
 
     assert sent == [START, BODY]
     (record,) = caplog.records
@@ -69,4 +65,4 @@ def test_an_error_before_the_response_ends_goes_on_to_the_server(
     """uvicorn must see it: it answers 500 and closes, or cuts the started response; other
     scopes than HTTP pass through untouched."""
     with pytest.raises(RuntimeError, match="boom"):
-        run(failing_app(*messages), scope_type)
+        run(*messages, scope_type=scope_type)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from serving_stack.settings import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
@@ -22,9 +21,9 @@ from serving_stack.settings import (
     variable_names,
 )
 
+from .conftest import DEPLOY
+
 STACK = Path(__file__).resolve().parents[1]
-# The project's own nginx.conf and gunicorn.conf.py, beside this directory.
-DEPLOY = STACK.parent / "deploy"
 
 # variable, a non-default value and what it reads as, a boundary, a wrong value.
 CASES: list[tuple[str, str, Any, str, str]] = [
@@ -145,21 +144,16 @@ def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named:
         load(environ)
 
 
-def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(tmp_path: Path) -> None:
     """With the deadline in .env only, the runner's render writes nginx's timeouts from it and
     gunicorn drains for it; the environment wins over .env (PORT). gunicorn.conf.py keeps a
     0660 socket, the watchdog at least the deadline, no control socket."""
     dotenv = f"{APP_DEADLINE_NAME}=90\nPORT=9000\n"
     (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
-    monkeypatch.delenv(APP_DEADLINE_NAME, raising=False)
-    environ = {k: v for k, v in os.environ.items() if k not in variable_names()}
-    environ |= {
+    environ = os.environ | {  # the stack's variables: conftest's APP_MODULE only
         "PORT": "8000",
         "RUN_DIR": str(tmp_path),
         "NGINX_CONF": str(DEPLOY / "nginx.conf"),
-        "APP_MODULE": "any.module:app",
     }
     render = [sys.executable, "-m", "serving_stack", "render"]
     names = ["bind", "graceful_timeout", "timeout", "keepalive", "umask", "control_socket_disable"]

@@ -3,9 +3,9 @@
 
 import pytest
 from pydantic import SecretStr, ValidationError
+from serving_stack import gunicorn_config
 
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
-from serving_stack import gunicorn_config
 
 REAL = "postgresql+asyncpg://svc:Zt8-kq2V93xLm0@db.internal:5432/items"
 DEADLINE = "REQUEST_TIMEOUT_SECONDS=30"  # the stack's variable, which the app reads

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
-
-from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -54,12 +53,10 @@ Answer = tuple[int, dict[str, str], bytes]
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+        return int(probe.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll condition until it holds; fail naming what did not happen in time."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -70,7 +67,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 def exchange(port: int, wire: bytes, timeout: float = 10) -> Answer:
     """Send raw bytes (what an HTTP client would refuse to send); status, headers (lower case),
     body. Reads the answer to its own end, not to the close: after refusing a body it has not
-    read, nginx lingers up to 5 s before closing (lingering_timeout)."""
+    read, nginx lingers up to 2 s before closing (lingering_time)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
         with contextlib.suppress(OSError):  # nginx may answer and close before reading all
             client.sendall(wire)
@@ -81,13 +78,11 @@ def exchange(port: int, wire: bytes, timeout: float = 10) -> Answer:
 
 
 def get(port: int, target: str, *headers: str, host: str = "localhost") -> Answer:
-    """GET target on a fresh connection (Connection: close), with any more header lines."""
     head = "".join(f"{line}\r\n" for line in [f"Host: {host}", "Connection: close", *headers])
     return exchange(port, f"GET {target} HTTP/1.1\r\n{head}\r\n".encode("latin-1"))
 
 
 def answers(port: int, target: str) -> bool:
-    """Whether GET target answers 200 (False while nothing listens yet)."""
     try:
         return get(port, target)[0] == 200
     except (OSError, http.client.HTTPException):  # refused, or closed before a status line
@@ -124,7 +119,6 @@ class LiveStack:
     log_path: Path
 
     def log_lines(self) -> list[dict[str, Any]]:
-        """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
         return json_lines(self.log_path)
 
     def access_lines(self) -> dict[str, dict[str, Any]]:
@@ -134,9 +128,10 @@ class LiveStack:
 
 
 def launch(
-    run_dir: Path, deadline: float = DEADLINE_SECONDS, stream_idle: float = STREAM_IDLE_SECONDS
+    deadline: float = DEADLINE_SECONDS, stream_idle: float = STREAM_IDLE_SECONDS
 ) -> LiveStack:
     """The stack as the image starts it, serving live_app.py with a short deadline."""
+    run_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
     port, metrics_port, prefix = free_port(), free_port(), PACKAGE.upper()
     environment = {
         **os.environ,
@@ -155,7 +150,6 @@ def launch(
         # The app's access line says which requests (and ids) reached it (off by default).
         f"{prefix}_ACCESS_LOG": "true",
         "REQUEST_TIMEOUT_SECONDS": str(deadline),
-        # A stream that sends nothing for this long is cut (the live app's /events?stall=).
         f"{prefix}_STREAM_IDLE_TIMEOUT_SECONDS": str(stream_idle),
         "WEBSOCKETS_PER_CLIENT": str(WEBSOCKETS_PER_CLIENT),
         # Nothing queues here: a stop's handover (supervisor.py) is 5 s after nginx's QUIT, not 9.
@@ -188,7 +182,6 @@ def ready(live: LiveStack) -> LiveStack:
 
 
 def websocket(port: int) -> ClientConnection:
-    """A WebSocket client session with the live app's echo route, through nginx."""
     return connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10, close_timeout=5)
 
 
@@ -291,10 +284,6 @@ STOPPED: list[Future[Stopped]] = []
 BACKGROUND = ThreadPoolExecutor(max_workers=1)
 
 
-def start_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="live-stack-"))
-
-
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     live = [item for item in items if item.path.is_relative_to(HERE)]
@@ -304,11 +293,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.option.collectonly:
         return
     if any("stack" in getattr(item, "fixturenames", ()) for item in live):
-        LAUNCHED["stack"] = launch(start_dir())
+        LAUNCHED["stack"] = launch()
     if any("stopped" in getattr(item, "fixturenames", ()) for item in live):
-        stopped_stack = launch(start_dir(), STOPPED_DEADLINE_SECONDS, STOPPED_DEADLINE_SECONDS)
-        LAUNCHED["stopped"] = stopped_stack
-        STOPPED.append(BACKGROUND.submit(stop_under_load, stopped_stack))
+        LAUNCHED["stopped"] = launch(STOPPED_DEADLINE_SECONDS, STOPPED_DEADLINE_SECONDS)
+        STOPPED.append(BACKGROUND.submit(stop_under_load, LAUNCHED["stopped"]))
 
 
 def pytest_sessionfinish() -> None:

@@ -20,7 +20,6 @@ logger = logging.getLogger("live_app")
 
 @app.get("/slow", include_in_schema=False)
 async def slow(seconds: float) -> dict[str, str]:
-    """Hold the request for ``seconds``."""
     logger.info("slow request started")
     await asyncio.sleep(seconds)
     return {"status": "done"}

@@ -148,10 +148,9 @@ def test_a_websocket_echoes_through_nginx_with_the_request_id(stack: LiveStack) 
     assert re.fullmatch(r"[0-9a-f]{32}", request_id), request_id
 
     def lines(logger: str) -> list[dict[str, object]]:
-        logged = stack.log_lines()
         return [
             line
-            for line in logged
+            for line in stack.log_lines()
             if (line["logger"], line.get("request_id")) == (logger, request_id)
         ]
 

@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 {%- endif %}
 {%- if cookiecutter.auth == "oidc" %}
+
 from token_issuer import AUDIENCE, ISSUER, SHARED, bearer, trusting
 {%- endif %}
 

@@ -1,6 +1,5 @@
-"""Every body limit a route declares (api/body_limits.py) is enforced by nginx: a location in
-deploy/nginx.conf for that path, with the same client_max_body_size. Reads the config as text
-(no nginx needed) and the app's OpenAPI document (no server)."""
+"""Body limits (api/body_limits.py) against deploy/nginx.conf, read as text (no nginx needed),
+and the app's OpenAPI document (no server)."""
 
 import re
 from pathlib import Path

@@ -1,6 +1,5 @@
-"""GET / and the API docs (api/docs.py): local assets under a CSP, on in development only
-unless set. Needs the app (conftest.py's clients). In a real browser, offline: the template's
-battery (test_docs_browser.py)."""
+"""GET / and the API docs (api/docs.py); needs the app (conftest.py's clients). In a real
+browser, offline: the template's battery (test_docs_browser.py)."""
 
 import re
 

@@ -1,6 +1,5 @@
-"""errors.py's 422 handler: thousands of errors give a small reply without the input.
-Needs the app (conftest.py). Hostile bodies and parameters for every operation are probed
-live by the template's battery (test_payloads.py, test_fuzz.py, docs/security.md)."""
+"""errors.py's 400/422 handler; needs the app (conftest.py). Hostile bodies and parameters for
+every operation: the template's battery, live (test_payloads.py, test_fuzz.py)."""
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient

@@ -1,6 +1,5 @@
-"""Health: /livez touches nothing; /readyz runs the registered checks (ReadinessChecks)
-concurrently, in a time limit, 503 naming the failing required ones, the others reported;
-one log line per change of outcome, a metric per check. Needs the app (conftest.py)."""
+"""Health (api/health.py): /livez, /readyz and ReadinessChecks' outcomes, time limit, cache,
+log lines and metric. Needs the app (conftest.py)."""
 
 import asyncio
 import time

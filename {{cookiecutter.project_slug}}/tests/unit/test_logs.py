@@ -6,6 +6,7 @@ import re
 import sys
 
 import pytest
+from serving_stack.jsonlog import CONTRACT_KEYS
 
 from {{ cookiecutter.package_name }}.context import REQUEST_ID
 from {{ cookiecutter.package_name }}.logs import (
@@ -15,7 +16,6 @@ from {{ cookiecutter.package_name }}.logs import (
     configure_logging,
 )
 from {{ cookiecutter.package_name }}.middleware.deadline import DeadlineExceeded
-from serving_stack.jsonlog import CONTRACT_KEYS
 
 
 def record(message: str = "hello", **extra: object) -> logging.LogRecord:
@@ -30,7 +30,8 @@ def test_a_json_line_follows_the_contract_and_a_human_line_reads_as_text() -> No
     try:
         raise ValueError("boom")  # noqa: TRY301
     except ValueError:
-        spoofed = dict.fromkeys(CONTRACT_KEYS - {"message", "request_id"}, "spoof")
+        protected = CONTRACT_KEYS - {"message", "request_id"}
+        spoofed = dict.fromkeys(protected, "spoof")
         line = JsonFormatter().format(record('naïve "x"\n', zeta=1, nan=float("nan"), **spoofed))
         human = HumanFormatter().format(record("started", port=8000)).splitlines()
     finally:
@@ -51,36 +52,31 @@ def test_a_json_line_follows_the_contract_and_a_human_line_reads_as_text() -> No
 
 
 @pytest.mark.parametrize("human", [False, True])
-def test_configure_writes_each_record_once_at_the_level(
+def test_configure_writes_each_record_once_at_the_level_but_a_cut_streams_traceback(
     capsys: pytest.CaptureFixture[str], *, human: bool
 ) -> None:
-    """Configured twice, one line per record at the level; the server's handlers are kept."""
+    """Configured twice, one line per record at the level and one filter: uvicorn's traceback of
+    a stream the deadline cut is not written, any other is; the server's handlers are kept."""
+    server = logging.getLogger("uvicorn.error")
     server_handler = logging.NullHandler()
-    logging.getLogger("uvicorn.error").addHandler(server_handler)
+    server.addHandler(server_handler)
     configure_logging("info", human=human)
     configure_logging("warning", human=human)
-    assert server_handler in logging.getLogger("uvicorn.error").handlers
-    logging.getLogger("uvicorn.error").removeHandler(server_handler)
+    assert server_handler in server.handlers
+    server.removeHandler(server_handler)
+    assert sum(isinstance(each, CutStreamFilter) for each in server.filters) == 1
     logging.getLogger("tests.out").info("hidden")
     logging.getLogger("tests.out").warning("shown")
-    [line] = capsys.readouterr().out.splitlines()
-    if human:
-        assert line.endswith(" WARNING tests.out: shown")
-    else:
-        assert json.loads(line)["message"] == "shown"
-
-
-def test_the_servers_traceback_of_a_cut_stream_is_dropped_and_no_other(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """uvicorn's traceback of a stream the deadline cut is not written, any other is; configuring
-    twice adds one filter."""
-    configure_logging("info")
-    configure_logging("info")
-    server = logging.getLogger("uvicorn.error")
-    assert sum(isinstance(each, CutStreamFilter) for each in server.filters) == 1
     for error in (DeadlineExceeded("GET /events: response stream cut"), RuntimeError("boom")):
         server.error("Exception in ASGI application\n", exc_info=(type(error), error, None))
 
-    [line] = capsys.readouterr().out.splitlines()
-    assert "RuntimeError: boom" in json.loads(line)["exception"]
+    lines = capsys.readouterr().out.splitlines()
+    if human:
+        [shown, failed, _, exception] = lines
+        assert shown.endswith(" WARNING tests.out: shown")
+        assert failed.endswith(" ERROR uvicorn.error: Exception in ASGI application")
+        assert exception == "RuntimeError: boom"
+    else:
+        [shown, failed] = [json.loads(line) for line in lines]
+        assert shown["message"] == "shown"
+        assert "RuntimeError: boom" in failed["exception"]

@@ -10,7 +10,11 @@ from prometheus_client import CollectorRegistry
 from starlette.types import Message, Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.main import create_app
-from {{ cookiecutter.package_name }}.middleware.metrics import MetricsMiddleware, RequestMetrics, buckets_for
+from {{ cookiecutter.package_name }}.middleware.metrics import (
+    MetricsMiddleware,
+    RequestMetrics,
+    buckets_for,
+)
 from {{ cookiecutter.package_name }}.settings import Settings
 
 from .conftest import call, http_scope, ok_app
@@ -117,24 +121,18 @@ def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
         else:
             await send({"type": "websocket.close", "code": code})
 
-    async def client(path: str) -> None:
-        messages: list[Message] = [
-            {"type": "websocket.connect"},
-            {"type": "websocket.disconnect", "code": 1001},
-        ]
+    inbox: list[Message] = []  # what the app receives next
 
-        async def receive() -> Message:
-            return messages.pop(0)
+    async def receive() -> Message:
+        return inbox.pop(0)
 
-        async def send(message: Message) -> None:
-            del message
+    async def discard(message: Message) -> None:
+        del message
 
-        await MetricsMiddleware(session, metrics=metrics)(
-            {"type": "websocket", "path": path}, receive, send
-        )
-
+    app = MetricsMiddleware(session, metrics=metrics)
     for path in ("/1000", "/4001", "/0", "/403"):
-        asyncio.run(client(path))
+        inbox[:] = [{"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1001}]
+        asyncio.run(app({"type": "websocket", "path": path}, receive, discard))
 
     assert open_inside == [1.0, 1.0, 1.0]
     assert value("websocket_sessions_open") == 0.0

@@ -4,7 +4,7 @@ import asyncio
 import re
 
 import pytest
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from {{ cookiecutter.package_name }}.context import REQUEST_ID
 from {{ cookiecutter.package_name }}.middleware.request_id import RequestIdMiddleware
@@ -69,25 +69,17 @@ def test_a_websocket_session_gets_the_id_in_its_logs_and_on_its_accept(
     """A handshake's id (or a fresh one) is the session's and comes back on the accept;
     lifespan passes through untouched."""
     seen: list[str | None] = []
-    sent: list[Message] = []
 
-    async def session(scope: Scope, receive: Receive, send: Send) -> None:
-        del receive
+    async def session(scope: Scope, _receive: Receive, send: Send) -> None:
         seen.append(REQUEST_ID.get())
         if scope["type"] == "websocket":
             await send({"type": "websocket.accept", "headers": [(b"x-other", b"1")]})
             await send({"type": "websocket.close", "code": 1000})
 
-    async def record(message: Message) -> None:
-        sent.append(message)
-
-    async def nothing() -> Message:
-        return {"type": "websocket.connect"}
-
     headers = [] if incoming is None else [(b"x-request-id", incoming)]
     scope = {"type": "websocket", "path": "/ws", "headers": headers}
-    asyncio.run(RequestIdMiddleware(session)(scope, nothing, record))
-    asyncio.run(RequestIdMiddleware(session)({"type": "lifespan"}, nothing, record))
+    sent = asyncio.run(call(RequestIdMiddleware(session), scope))
+    assert asyncio.run(call(RequestIdMiddleware(session), {"type": "lifespan"})) == []
 
     accept_headers = dict(sent[0]["headers"])
     assert accept_headers[b"x-other"] == b"1"
@@ -95,4 +87,3 @@ def test_a_websocket_session_gets_the_id_in_its_logs_and_on_its_accept(
     assert echoed == incoming if kept else re.fullmatch(rb"[0-9a-f]{32}", echoed)
     assert seen == [echoed.decode(), None]
     assert sent[1] == {"type": "websocket.close", "code": 1000}
-    assert REQUEST_ID.get() is None

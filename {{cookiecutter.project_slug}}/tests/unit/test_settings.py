@@ -52,6 +52,20 @@ ACCEPTED = [
     ("stream_idle_timeout_seconds", "30", 30.0),
     ("stream_max_seconds", "3600", 3600.0),
     ("stream_max_seconds", "30", 30.0),
+{%- if cookiecutter.auth == "oidc" %}
+    (
+        "auth_issuer",
+        "https://login.example.com/tenant/v2.0",
+        "https://login.example.com/tenant/v2.0",
+    ),
+    ("auth_leeway_seconds", "0", 0.0),
+    ("auth_leeway_seconds", "60", 60.0),
+    ("auth_algorithms", "ES256, EdDSA", ("ES256", "EdDSA")),
+    ("auth_algorithms", "PS512", ("PS512",)),
+    ("auth_scope_claim", "scp", "scp"),
+    ("auth_jwks_cooldown_seconds", "1", 1.0),
+    ("auth_jwks_cooldown_seconds", "3600", 3600.0),
+{%- endif %}
 ]
 REFUSED = [
     ("environment", "staging"),
@@ -71,16 +85,26 @@ REFUSED = [
     # Below the deadline: a response is never cut before it; 86400.5: over a day.
     ("stream_max_seconds", "29"),
     ("stream_max_seconds", "86400.5"),
-    *(
-        ("cors_origins", origin)
-        for origin in [
-            "*",
-            "https://app.example.com/",
-            "app.example.com",
-            "ftp://x.example",
-            "https://u:p@x.io",
-        ]
-    ),
+    ("cors_origins", "*"),
+    ("cors_origins", "https://app.example.com/"),
+    ("cors_origins", "app.example.com"),
+    ("cors_origins", "ftp://x.example"),
+    ("cors_origins", "https://u:p@x.io"),
+{%- if cookiecutter.auth == "oidc" %}
+    ("auth_issuer", "issuer.example.com"),
+    ("auth_issuer", "https://x.example/?realm=a"),
+    ("auth_issuer", "ftp://x.example"),
+    ("auth_leeway_seconds", "-1"),
+    ("auth_leeway_seconds", "61"),
+    ("auth_algorithms", "HS256"),
+    ("auth_algorithms", "none"),
+    ("auth_algorithms", "RS256,none"),
+    ("auth_algorithms", ""),
+    ("auth_algorithms", "rs256"),
+    ("auth_scope_claim", ""),
+    ("auth_scope_claim", "a claim"),
+    ("auth_jwks_cooldown_seconds", "0.5"),
+{%- endif %}
 ]
 
 

@@ -124,13 +124,10 @@ class Readiness(BaseModel):
     required: list[str]  # the checks whose failure makes the status "not ready" (503)
 
 
-_ALIVE = Liveness()
-
-
 @router.get("/livez")
 async def livez() -> Liveness:
     """Answer 200 while the process serves requests."""
-    return _ALIVE
+    return Liveness()
 
 
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "Not ready"}})

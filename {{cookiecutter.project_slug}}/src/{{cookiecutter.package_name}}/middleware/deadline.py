@@ -25,19 +25,9 @@ class DeadlineExceeded(Exception):  # noqa: N818 (names what happened, like Time
 class _Sweeper:
     """The in-flight requests of one event loop, and the one timer that expires them."""
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        tick: float,
-        timeout: float,
-        stream_idle: float,
-        stream_max: float | None,
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, bounds: "DeadlineMiddleware") -> None:
         self.loop = loop
-        self.tick = tick
-        self.timeout = timeout
-        self.stream_idle = stream_idle
-        self.stream_max = stream_max
+        self.bounds = bounds  # the middleware: its tick and timeouts
         # task -> (monotonic() deadline, its response): insertion order is deadline order (one
         # timeout for all); started responses stay at the front, visited each tick.
         self.inflight: dict[asyncio.Task[object], tuple[float, ResponseTracker]] = {}
@@ -56,15 +46,16 @@ class _Sweeper:
                 continue  # started: the deadline bounded its first byte, the gaps bound the rest
             self.expired.add(task)
             task.cancel()
-        self.handle = self.loop.call_later(self.tick, self.sweep) if self.inflight else None
+        self.handle = self.loop.call_later(self.bounds.tick, self.sweep) if self.inflight else None
 
     def _stream_over(self, response: ResponseTracker, deadline: float, now: float) -> bool:
+        bounds = self.bounds
         if not response.sent_at:  # no chunk since its start: silent from the deadline on
             response.sent_at = now
-        if now - response.sent_at > self.stream_idle:
+        if now - response.sent_at > bounds.stream_idle_seconds:
             return True
-        arrived = deadline - self.timeout
-        return self.stream_max is not None and now - arrived > self.stream_max
+        arrived = deadline - bounds.timeout_seconds
+        return bounds.stream_max_seconds is not None and now - arrived > bounds.stream_max_seconds
 
 
 class DeadlineMiddleware:
@@ -107,13 +98,7 @@ class DeadlineMiddleware:
         sweeper = self._sweeper
         if sweeper is None or sweeper.loop is not loop:
             # One per event loop: tests run each client in a loop of its own.
-            sweeper = self._sweeper = _Sweeper(
-                loop,
-                self.tick,
-                self.timeout_seconds,
-                self.stream_idle_seconds,
-                self.stream_max_seconds,
-            )
+            sweeper = self._sweeper = _Sweeper(loop, self)
         task: asyncio.Task[object] = current_task(loop)  # type: ignore[assignment]
         inflight, expired = sweeper.inflight, sweeper.expired
         arrived = monotonic()
@@ -146,7 +131,6 @@ class DeadlineMiddleware:
         await send_json(response.send, 504, {"detail": detail, "request_id": REQUEST_ID.get()})
 
     def _cut(self, response: ResponseTracker, seconds: float, method: str, path: str) -> NoReturn:
-        """Say in one warning line why a started response was cut, then abort it."""
         extra: dict[str, object] = {"method": method, "path": path, "status": response.status}
         extra["seconds"] = round(seconds, 3)
         if monotonic() - response.sent_at > self.stream_idle_seconds:

@@ -25,7 +25,6 @@ OTHER_CODE = "other"
 
 
 def buckets_for(deadline_seconds: float) -> tuple[float, ...]:
-    """The histogram's upper bounds for a request deadline: the ladder below it, then it."""
     return (*(bound for bound in _LADDER if bound < deadline_seconds), deadline_seconds)
 
 

@@ -1,4 +1,5 @@
-"""Give every HTTP request an id, echo it in the response, and expose it to logs.
+"""Give every HTTP request and WebSocket session an id, echo it in the response (a session's:
+on its accept), and expose it to logs.
 
 Input: ``X-Request-ID`` (nginx sends ``$request_id``), kept only when well-formed, so a client
 cannot inject quotes, line breaks or megabytes into every log line; else a fresh id."""
@@ -24,11 +25,9 @@ class RequestIdMiddleware:
         self.header = header.lower().encode("latin-1")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            if scope["type"] == "websocket":
-                await self._websocket(scope, receive, send)
-            else:
-                await self.app(scope, receive, send)
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
             return
 
         value = None
@@ -47,38 +46,26 @@ class RequestIdMiddleware:
             value = request_id.encode("latin-1")
         else:
             request_id = value.decode("latin-1")
-        response = tracker(send)  # the outer middleware's, when there is one
-        response.headers += ((wanted, value),)
+        if kind == "http":
+            response = tracker(send)  # the outer middleware's, when there is one
+            response.headers += ((wanted, value),)
+            send = response.send
+        else:
+            send = _on_accept(send, (wanted, value))
 
         token = REQUEST_ID.set(request_id)
         try:
-            await self.app(scope, receive, response.send)
-        finally:
-            REQUEST_ID.reset(token)
-
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A WebSocket session: its handshake's id in the logs and on the accept, as for HTTP."""
-        value = _well_formed(scope, self.header)
-        if value is None:
-            value = os.urandom(16).hex().encode("latin-1")
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "websocket.accept":
-                message["headers"] = [*message.get("headers", ()), (self.header, value)]
-            await send(message)
-
-        token = REQUEST_ID.set(value.decode("latin-1"))
-        try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, send)
         finally:
             REQUEST_ID.reset(token)
 
 
-def _well_formed(scope: Scope, wanted: bytes) -> bytes | None:
-    """The incoming id when well-formed (the HTTP path inlines this: it costs a call less)."""
-    for name, incoming in scope["headers"]:
-        if name == wanted:
-            if len(incoming) <= _MAX_LENGTH and _WELL_FORMED.fullmatch(incoming):
-                return bytes(incoming)
-            return None
-    return None
+def _on_accept(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send`` adding ``header`` to a WebSocket session's accept (its handshake's answer)."""
+
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "websocket.accept":
+            message["headers"] = [*message.get("headers", ()), header]
+        await send(message)
+
+    return send_with_id

@@ -63,7 +63,6 @@ def tracker(send: Send) -> ResponseTracker:
 
 
 async def send_json(send: Send, status: int, payload: Mapping[str, object]) -> None:
-    """Answer with ``payload`` as the whole JSON response (the error guard's 500, the 504)."""
     body = json.dumps(payload).encode()
     length = str(len(body)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", length)]
