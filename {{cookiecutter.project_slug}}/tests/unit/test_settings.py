@@ -179,8 +179,9 @@ def test_every_setting_is_documented_with_an_accepted_example(
 {%- endif %}
     example = (project_root / ".env.example").read_text(encoding="utf-8")
     variables = [Settings.env_var(name) for name in Settings.model_fields]
-    assert [name for name in variables if f"`{name}`" not in readme] == []
-    assert [name for name in variables if name not in example] == []
+    undocumented = [name for name in variables if f"`{name}`" not in readme]
+    assert undocumented == [], "add a row to README.md's Application settings table"
+    assert [name for name in variables if name not in example] == [], "add to .env.example"
     lines = [line.lstrip("# ") for line in example.splitlines()]
     (tmp_path / ".env").write_text("\n".join(ln for ln in lines if ln.startswith(ENV_PREFIX)))
     assert Settings().environment == "development"
