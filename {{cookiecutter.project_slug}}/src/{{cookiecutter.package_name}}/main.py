@@ -2,12 +2,14 @@
 The middleware order and why: docs/app.md."""
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry import TelemetryConfig
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -32,7 +34,7 @@ from .middleware.deadline import DeadlineMiddleware
 from .middleware.error_guard import ErrorGuardMiddleware
 from .middleware.metrics import MetricsMiddleware, RequestMetrics
 from .middleware.request_id import RequestIdMiddleware
-from .settings import Settings
+from .settings import Settings, refusal
 from .tracing import telemetry_config
 
 TITLE = {{ cookiecutter.project_name | python_string(before="TITLE = ") }}
@@ -136,4 +138,10 @@ def create_app(
     return application
 
 
-app = create_app()
+try:
+    app = create_app()
+except ValidationError as refused:
+    # A refused setting in one line, not a traceback from every worker. Status 3 is gunicorn's
+    # "worker failed to boot": it stops, where another status would start the next worker.
+    sys.stderr.write(f"error: {refusal(refused)}\n")
+    raise SystemExit(3) from None

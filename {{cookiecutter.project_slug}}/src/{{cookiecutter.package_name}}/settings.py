@@ -8,22 +8,24 @@ from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any
 {%- if cookiecutter.database == "postgresql" %}
 from urllib.parse import urlsplit, urlunsplit
 {%- endif %}
-{%- if cookiecutter.database == "postgresql" and cookiecutter.auth == "oidc" %}
+{%- if cookiecutter.database == "postgresql" or cookiecutter.auth == "oidc" %}
 
 from pydantic import (
     AliasChoices,
+{%- if cookiecutter.auth == "oidc" %}
     BeforeValidator,
+{%- endif %}
     Field,
     SecretStr,
+    ValidationError,
+{%- if cookiecutter.database == "postgresql" %}
     field_validator,
+{%- endif %}
     model_validator,
 )
-{%- elif cookiecutter.database == "postgresql" %}
-
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 {%- else %}
 
-from pydantic import AliasChoices, {% if cookiecutter.auth == "oidc" %}BeforeValidator, {% endif %}Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 {%- endif %}
 {%- if cookiecutter.auth == "oidc" %}
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -263,3 +265,15 @@ class Settings(BaseSettings):
         if isinstance(alias, str):
             return alias.upper()
         return f"{ENV_PREFIX}{field}".upper()
+
+
+def refusal(refused: ValidationError) -> str:
+    """The first of ``refused``'s errors (the others follow from it) in one line, naming the
+    variable; never its value, which may be a secret."""
+    error = refused.errors(include_url=False)[0]
+    reason = error["msg"].removeprefix("Value error, ")
+    if not error["loc"]:  # a check across variables: its message names them
+        return reason
+    name = str(error["loc"][0])
+    variable = Settings.env_var(name) if name in Settings.model_fields else name.upper()
+    return reason if variable in reason else f"{variable} is refused: {reason}"

@@ -1,6 +1,9 @@
 """Settings (settings.py): prefixed variables and ``.env``, each field's values, unsafe
 production refused, every setting documented. Needs settings.py (conftest.py's clean env)."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,6 +133,22 @@ def test_a_wrong_value_stops_the_start_naming_it(
     error = refused.value.errors()[0]  # the first; others follow from it (api_docs')
     assert field in f"{error['loc']} {error['msg']}".lower()
     assert "\n" not in error["msg"]
+
+
+def test_a_refused_setting_stops_the_servers_import_in_one_line(tmp_path: Path) -> None:
+    """Imported as uvicorn and gunicorn's workers import it, the app refuses a wrong value in
+    one line naming the variable, never its value, and no traceback; status 3 makes gunicorn
+    stop ("worker failed to boot") rather than start the next worker."""
+    environ = {**os.environ, f"{ENV_PREFIX}LOG_LEVEL": "loud-secret"}
+    command = [sys.executable, "-c", "import {{ cookiecutter.package_name }}.main"]
+    done = subprocess.run(
+        command, check=False, cwd=tmp_path, env=environ, capture_output=True, text=True
+    )
+
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: {ENV_PREFIX}LOG_LEVEL is refused: Input should be"), line
+    assert "loud-secret" not in line
 
 
 def test_dotenv_is_read_the_environment_wins_and_typos_are_refused(
