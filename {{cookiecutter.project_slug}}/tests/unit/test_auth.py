@@ -6,19 +6,22 @@ same cases against a certified provider, through nginx: the template's tests/tes
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, WebSocket
 from fastapi.testclient import TestClient
 from httpx2 import Response
 from jwt.utils import base64url_decode, base64url_encode
 from pydantic import ValidationError
+from starlette.testclient import WebSocketDenialResponse
 
+from {{ cookiecutter.package_name }}.auth import Principal, require_scopes
 from {{ cookiecutter.package_name }}.auth.keys import MAX_KEYS, algorithms_for, parse_jwks
 from {{ cookiecutter.package_name }}.auth.verifier import MAX_TOKEN_LENGTH
 from {{ cookiecutter.package_name }}.main import create_app
@@ -64,6 +67,25 @@ def issuer() -> Issuer:
 def served(issuer: Issuer, client_for: ClientFor) -> TestClient:
     """A running app trusting ``issuer``; requests without a token unless they send one."""
     return client_for(app_for(issuer, auth_jwks_cooldown_seconds=1))
+
+
+@pytest.fixture
+def chat(issuer: Issuer, client_for: ClientFor) -> TestClient:
+    """The app trusting ``issuer`` with a WebSocket route needing ``items:write``, written as
+    FastAPI's docs write one; it sends the principal's subject and the connection's state's."""
+    router = APIRouter()
+
+    @router.websocket("/chat")
+    async def session(
+        websocket: WebSocket, principal: Annotated[Principal, require_scopes("items:write")]
+    ) -> None:
+        await websocket.accept()
+        await websocket.send_json([principal.subject, websocket.state.subject])
+        await websocket.close()
+
+    app = app_for(issuer)
+    app.include_router(router)
+    return client_for(app)
 
 
 @pytest.mark.parametrize("algorithm", ["RS256", "PS256", "ES256", "EdDSA"])
@@ -330,6 +352,51 @@ def test_production_refuses_to_start_without_issuer_or_audience(
     assert issuer.requests == {}
 
 
+def test_a_websocket_handshake_with_a_valid_token_opens_the_session(
+    chat: TestClient, issuer: Issuer
+) -> None:
+    """The handshake's bearer token, verified as a request's: the route gets the principal, the
+    connection's state the subject (as a request's state does)."""
+    token = issuer.token(sub="svc-chat")
+    with chat.websocket_connect("/chat", headers=bearer(token)) as session:
+        assert session.receive_json() == ["svc-chat", "svc-chat"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "challenge"),
+    [
+        (lambda _: {}, 401, "Bearer"),
+        (lambda _: bearer("not-a-jwt"), 401, invalid("the token is not a JWT")),
+        (
+            lambda issuer: bearer(issuer.token(scope="items:read")),
+            403,
+            'Bearer error="insufficient_scope", scope="items:write"',
+        ),
+    ],
+    ids=["no-token", "garbage", "wrong-scope"],
+)
+def test_a_websocket_handshake_is_refused_as_a_request_is(
+    chat: TestClient,
+    issuer: Issuer,
+    headers: Callable[[Issuer], dict[str, str]],
+    status: int,
+    challenge: str,
+) -> None:
+    """No token, a garbage one, one without the scope: the handshake's answer is the same 401
+    or 403 as a request's (a denial response before any accept), never a 500."""
+    with (
+        pytest.raises(WebSocketDenialResponse) as refused,
+        chat.websocket_connect("/chat", headers=headers(issuer)),
+    ):
+        pass
+    denial = refused.value
+    assert denial.status_code == status, denial.text
+    assert denial.headers["www-authenticate"] == challenge
+    body = denial.json()
+    assert body["detail"]
+    assert body["request_id"]
+
+
 def test_the_jwks_parser_keeps_signing_keys_it_can_use_and_no_more() -> None:
     """Symmetric, encryption, kid-less, unknown-curve and disallowed keys are skipped; at most
     MAX_KEYS are read; a declared alg narrows the key to it."""
@@ -365,9 +432,9 @@ def test_the_documented_route_examples_work(
     issuer: Issuer, client_for: ClientFor, project_root: Path
 ) -> None:
     """docs/auth.md's "Protecting a route" code, run as written: a scope on DELETE, the
-    principal's subject on GET /me."""
+    principal's subject on GET /me, both on the WebSocket route."""
     page = (project_root / "docs" / "auth.md").read_text(encoding="utf-8")
-    [source] = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    source = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL))
     namespace: dict[str, Any] = {}
     exec(compile(source, "docs/auth.md", "exec"), namespace)  # noqa: S102 (our own page)
     app = app_for(issuer)
@@ -379,3 +446,12 @@ def test_the_documented_route_examples_work(
     reader = bearer(issuer.token(scope="items:read"))
     refused = client.delete("/items/1", headers=reader)
     assert_refused(refused, 403, 'Bearer error="insufficient_scope", scope="items:write"')
+    member = bearer(issuer.token(scope="chat:join", sub="svc-b"))
+    with client.websocket_connect("/secure-chat", headers=member) as session:
+        assert session.receive_text() == "hello svc-b"
+    with (
+        pytest.raises(WebSocketDenialResponse) as denied,
+        client.websocket_connect("/secure-chat", headers=reader),
+    ):
+        pass
+    assert denied.value.status_code == 403

@@ -1,13 +1,16 @@
 """What a route declares to need a token: ``dependencies=[require_scopes("items:write")]``, or
-``principal: Annotated[Principal, require_scopes()]`` to read who called. Answers 401 with
-``WWW-Authenticate: Bearer error="invalid_token"`` and 403 with ``error="insufficient_scope"``
-(RFC 6750, section 3), in the app's JSON error shape (errors.py adds the request id)."""
+``principal: Annotated[Principal, require_scopes()]`` to read who called, on an HTTP or a
+WebSocket route. Answers 401 with ``WWW-Authenticate: Bearer error="invalid_token"`` and 403
+with ``error="insufficient_scope"`` (RFC 6750, section 3), in the app's JSON error shape
+(errors.py adds the request id); to a WebSocket handshake, as its denial response, before any
+accept (the ASGI extension uvicorn supports)."""
 
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from opentelemetry import trace
+from starlette.requests import HTTPConnection
 
 from .verifier import InvalidTokenError, Principal, TokenVerifier
 
@@ -42,16 +45,18 @@ def require_scopes(*scopes: str) -> Any:
     """A dependency: a verified bearer token holding every one of ``scopes``; its Principal."""
     needed = frozenset(scopes)
 
-    async def authorize(request: Request, credentials: Credentials) -> Principal:
+    # HTTPConnection, not Request: FastAPI injects a Request on HTTP routes only, and this
+    # dependency serves WebSocket routes too (their handshake's Authorization header).
+    async def authorize(connection: HTTPConnection, credentials: Credentials) -> Principal:
         if credentials is None:
             raise unauthorized(None)
-        verifier: TokenVerifier = request.app.state.token_verifier
+        verifier: TokenVerifier = connection.app.state.token_verifier
         try:
             principal = await verifier.verify(credentials.credentials)
         except InvalidTokenError as refused:
             raise unauthorized(str(refused)) from None
         # Who, never the token: the access line (middleware/access_log.py) and the trace.
-        request.state.subject = principal.subject
+        connection.state.subject = principal.subject
         trace.get_current_span().set_attribute("enduser.id", principal.subject)
         if not needed <= principal.scopes:
             raise forbidden(needed)
