@@ -170,14 +170,14 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
         assert await asyncio.to_thread(fetch, url, terminate, name=APPLICATION_NAME) == [(True,)]
         return await queries.list_items(db) if step == "then-read" else done
 
-    app.add_api_route("/test/{step}", lose, methods=["POST"])
+    app.add_api_route("/_tests/{step}", lose, methods=["POST"])
     # Server exceptions raised: one let out after the response started (nginx's 502) fails.
     with TestClient(app) as client:
-        read = client.post("/test/read")
+        read = client.post("/_tests/read")
         assert (read.status_code, read.json()) == (200, [])
-        assert client.post("/test/create").status_code == 200
+        assert client.post("/_tests/create").status_code == 200
         assert fetch(url, "SELECT name FROM items") == [("kept",)]
-        assert unavailable_503(client.post("/test/then-read"))
+        assert unavailable_503(client.post("/_tests/then-read"))
         assert [item["name"] for item in client.get("/items").json()] == ["kept"]
 
 

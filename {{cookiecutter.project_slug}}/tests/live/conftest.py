@@ -31,7 +31,8 @@ from websockets.sync.client import ClientConnection, connect
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = "{{ cookiecutter.package_name }}"
-# The app's request deadline: short, for quick 504 and stream tests; /slow below it finishes.
+# The app's request deadline: short, for quick 504 and stream tests; /_tests/slow below it
+# finishes.
 DEADLINE_SECONDS = 1
 # A stream's longest silence here (the app's STREAM_IDLE_TIMEOUT_SECONDS), and the WebSockets
 # one client address may hold open (nginx's WEBSOCKETS_PER_CLIENT): small, for quick tests.
@@ -182,7 +183,7 @@ def ready(live: LiveStack) -> LiveStack:
 
 
 def websocket(port: int) -> ClientConnection:
-    return connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10, close_timeout=5)
+    return connect(f"ws://127.0.0.1:{port}/_tests/ws", open_timeout=10, close_timeout=5)
 
 
 @dataclass
@@ -235,13 +236,13 @@ def clients_through_sigterm(port: int, log_path: Path, pid: int) -> dict[str, An
     code), as JSON can carry it."""
     drain = STOPPED_DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
     streams = [
-        f"/events?tokens={STREAM_EVENTS}&interval={STREAM_INTERVAL}&size={size}"
+        f"/_tests/events?tokens={STREAM_EVENTS}&interval={STREAM_INTERVAL}&size={size}"
         for size in STREAM_SIZES
     ]
     with websocket(port) as session, ThreadPoolExecutor(max_workers=6) as pool:
         session.send("hello")
         assert session.recv(timeout=10) == "hello"
-        replies = [pool.submit(get, port, "/slow?seconds=0.5") for _ in range(4)]
+        replies = [pool.submit(get, port, "/_tests/slow?seconds=0.5") for _ in range(4)]
         read = [pool.submit(read_stream, port, target) for target in streams]
         starts = ("slow request started", "stream started")
         wait_for(

@@ -1,36 +1,37 @@
-"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus test routes,
-inside the app's middleware. /slow?seconds=N answers after N seconds; /boom raises (the error
-guard's 500); /ws echoes WebSocket text and /events streams server-sent events, as FastAPI's docs
-write them. /slow and /events log one line as they start: a test can wait for them in flight.
-Test-only: gunicorn imports it from its working directory, tests/live/."""
+"""The app the live tests serve (APP_MODULE=live_app:app): the real one plus test routes under
+/_tests/ (why: at the end), inside the app's middleware. slow?seconds=N answers after N
+seconds; boom raises (the error guard's 500); ws echoes WebSocket text and events streams
+server-sent events, as FastAPI's docs write them. slow and events log one line as they start:
+a test can wait for them in flight. Test-only: gunicorn imports it from its working
+directory, tests/live/."""
 
 import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
 from {{ cookiecutter.package_name }}.main import create_app
 
-app = create_app()
 logger = logging.getLogger("live_app")
+router = APIRouter(prefix="/_tests", include_in_schema=False)
 
 
-@app.get("/slow", include_in_schema=False)
+@router.get("/slow")
 async def slow(seconds: float) -> dict[str, str]:
     logger.info("slow request started")
     await asyncio.sleep(seconds)
     return {"status": "done"}
 
 
-@app.get("/boom", include_in_schema=False)
+@router.get("/boom")
 async def boom() -> None:
     raise RuntimeError("boom")
 
 
-@app.websocket("/ws")
+@router.websocket("/ws")
 async def echo(websocket: WebSocket) -> None:
     """Send each text message back; log one line once open (it carries the request id)."""
     await websocket.accept()
@@ -42,7 +43,7 @@ async def echo(websocket: WebSocket) -> None:
         return
 
 
-@app.get("/events", include_in_schema=False)
+@router.get("/events")
 async def events(
     tokens: int, interval: float, size: int = 0, stall: float = 0
 ) -> StreamingResponse:
@@ -59,3 +60,10 @@ async def events(
         await asyncio.sleep(stall)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+# Under a prefix of their own: the app's routes come first, so a route it adds at the same
+# path (its /ws, its /events) would answer these tests instead. No app serves /_tests/
+# (test_main.py checks), and nginx proxies it as any path: no location of its own.
+app = create_app()
+app.include_router(router)

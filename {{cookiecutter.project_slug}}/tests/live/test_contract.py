@@ -60,8 +60,8 @@ HOST = b"Host: localhost"
 ERRORS = {
     "the app's 404": (_wire(b"GET /no-such-page HTTP/1.1", HOST), 404),
     # Not /livez: a probe is GET or HEAD, any other method nginx's own 405 (nginx.conf).
-    "the app's 405": (_wire(b"DELETE /boom HTTP/1.1", HOST), 405),
-    "the app's 500": (_wire(b"GET /boom HTTP/1.1", HOST), 500),
+    "the app's 405": (_wire(b"DELETE /_tests/boom HTTP/1.1", HOST), 405),
+    "the app's 500": (_wire(b"GET /_tests/boom HTTP/1.1", HOST), 500),
     # Not /livez: the probes take no body (nginx.conf), this is the 1 MiB of any route.
     "body over 1 MiB": (_wire(b"POST / HTTP/1.1", HOST, b"Content-Length: 2097152"), 413),
     "9 KB URI": (_wire(b"GET /" + b"a" * 9000 + b" HTTP/1.1", HOST), 414),
@@ -98,7 +98,7 @@ def test_past_the_deadline_the_app_answers_a_json_504(stack: LiveStack) -> None:
     sits inside the access log)."""
     started = time.monotonic()
 
-    answer = get(stack.port, "/slow?seconds=30")
+    answer = get(stack.port, "/_tests/slow?seconds=30")
 
     assert_json_error(answer, 504)
     assert "deadline" in json.loads(answer[2])["detail"]
@@ -189,7 +189,7 @@ def test_a_stream_silent_too_long_is_cut_visibly_with_one_warning(stack: LiveSta
     errors_before = app_errors()
 
     stream = read_stream(
-        stack.port, f"/events?tokens=2&interval=0.1&stall={STREAM_IDLE_SECONDS * 30}"
+        stack.port, f"/_tests/events?tokens=2&interval=0.1&stall={STREAM_IDLE_SECONDS * 30}"
     )
 
     assert [number for number, _, _ in stream.events] == [0, 1]

@@ -125,6 +125,8 @@ def _restore_logging() -> Iterator[None]:
 {%- if cookiecutter.layout == "service" %}
 
 
+# A route a test adds to the app goes under /_tests/: a route the app has at the same path (a
+# team's /ws, say) came first and would answer instead (test_main.py checks it cannot).
 @pytest.fixture
 def app() -> FastAPI:
 {%- if cookiecutter.auth == "oidc" %}

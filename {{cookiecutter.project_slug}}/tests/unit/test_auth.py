@@ -84,7 +84,8 @@ def chat(issuer: Issuer, client_for: ClientFor) -> TestClient:
         await websocket.close()
 
     app = app_for(issuer)
-    app.include_router(router)
+    # Under /_tests/ (conftest.py): a team's own /chat must not answer instead.
+    app.include_router(router, prefix="/_tests")
     return client_for(app)
 
 
@@ -358,7 +359,7 @@ def test_a_websocket_handshake_with_a_valid_token_opens_the_session(
     """The handshake's bearer token, verified as a request's: the route gets the principal, the
     connection's state the subject (as a request's state does)."""
     token = issuer.token(sub="svc-chat")
-    with chat.websocket_connect("/chat", headers=bearer(token)) as session:
+    with chat.websocket_connect("/_tests/chat", headers=bearer(token)) as session:
         assert session.receive_json() == ["svc-chat", "svc-chat"]
 
 
@@ -386,7 +387,7 @@ def test_a_websocket_handshake_is_refused_as_a_request_is(
     or 403 as a request's (a denial response before any accept), never a 500."""
     with (
         pytest.raises(WebSocketDenialResponse) as refused,
-        chat.websocket_connect("/chat", headers=headers(issuer)),
+        chat.websocket_connect("/_tests/chat", headers=headers(issuer)),
     ):
         pass
     denial = refused.value
@@ -438,20 +439,21 @@ def test_the_documented_route_examples_work(
     namespace: dict[str, Any] = {}
     exec(compile(source, "docs/auth.md", "exec"), namespace)  # noqa: S102 (our own page)
     app = app_for(issuer)
-    app.include_router(namespace["router"])
+    # Under /_tests/ (conftest.py): a team's own /me, say, must not answer for the page's.
+    app.include_router(namespace["router"], prefix="/_tests")
     client = client_for(app)
-    me = client.get("/me", headers=bearer(issuer.token(scope="", sub="svc-a")))
+    me = client.get("/_tests/me", headers=bearer(issuer.token(scope="", sub="svc-a")))
     assert (me.status_code, me.json()) == (200, {"subject": "svc-a"})
-    assert_refused(client.get("/me"), 401, "Bearer")
+    assert_refused(client.get("/_tests/me"), 401, "Bearer")
     reader = bearer(issuer.token(scope="items:read"))
-    refused = client.delete("/items/1", headers=reader)
+    refused = client.delete("/_tests/items/1", headers=reader)
     assert_refused(refused, 403, 'Bearer error="insufficient_scope", scope="items:write"')
     member = bearer(issuer.token(scope="chat:join", sub="svc-b"))
-    with client.websocket_connect("/secure-chat", headers=member) as session:
+    with client.websocket_connect("/_tests/secure-chat", headers=member) as session:
         assert session.receive_text() == "hello svc-b"
     with (
         pytest.raises(WebSocketDenialResponse) as denied,
-        client.websocket_connect("/secure-chat", headers=reader),
+        client.websocket_connect("/_tests/secure-chat", headers=reader),
     ):
         pass
     assert denied.value.status_code == 403

@@ -23,12 +23,12 @@ def test_many_errors_give_a_small_reply_without_the_input(app: FastAPI, client: 
     """90 000 unknown keys: MAX_ERRORS listed (type, loc, msg only), all counted, the id;
     NaN, a lone surrogate or a body that is no JSON: a small 400/422, never a 5xx."""
 
-    @app.post("/strict")
+    @app.post("/_tests/strict")
     async def strict(body: Strict) -> None:
         del body
 
     json = {"content-type": "application/json"}
-    response = client.post("/strict", content=MANY_UNKNOWN_KEYS, headers=json)
+    response = client.post("/_tests/strict", content=MANY_UNKNOWN_KEYS, headers=json)
     body = response.json()
     assert (response.status_code, len(body["detail"])) == (422, MAX_ERRORS)
     assert body["error_count"] >= 90_000
@@ -36,5 +36,5 @@ def test_many_errors_give_a_small_reply_without_the_input(app: FastAPI, client: 
     assert all(set(error) == {"type", "loc", "msg"} for error in body["detail"])
     assert len(response.content) < 4096
     for hostile, status in [(b'{"name":NaN}', 422), (b'{"\\ud800":1}', 422), (b"[" * 10**5, 400)]:
-        refused = client.post("/strict", content=hostile, headers=json)
+        refused = client.post("/_tests/strict", content=hostile, headers=json)
         assert (refused.status_code, len(refused.content) < 4096) == (status, True), hostile

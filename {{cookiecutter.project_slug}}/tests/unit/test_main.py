@@ -4,9 +4,11 @@ its settings, run in process; the middleware order, live: tests/live/test_contra
 from collections.abc import AsyncIterator
 
 import pytest
+from fastapi import APIRouter, WebSocket
 from fastapi.responses import StreamingResponse
 from fastapi.testclient import TestClient
 
+import live.live_app
 from {{ cookiecutter.package_name }} import main
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
@@ -31,12 +33,12 @@ def test_every_answer_and_handler_log_carries_the_request_id(json_lines: JsonLin
     """Every answer echoes an id its handler's log names; no access line without ACCESS_LOG."""
     app = main.create_app(Settings())
 
-    @app.get("/hello")
+    @app.get("/_tests/hello")
     async def hello() -> None:
         main.logger.info("inside the handler")
 
     with TestClient(app) as client:  # stopped here: the lifespan's last line is read below
-        answers = [client.get(path) for path in ("/livez", "/nope", "/items/%00", "/hello")]
+        answers = [client.get(path) for path in ("/livez", "/nope", "/items/%00", "/_tests/hello")]
     assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 4
     lines = json_lines.from_logger(main.__name__)
     messages = [line["message"] for line in lines]
@@ -63,17 +65,44 @@ def test_event_streams_and_only_they_tell_nginx_not_to_buffer(client_for: Client
         yield "data: 1\n\n"
         yield "data: 2\n\n"
 
-    @app.get("/events")
+    @app.get("/_tests/events")
     async def events() -> StreamingResponse:
         return StreamingResponse(two_events(), media_type="text/event-stream")
 
-    @app.get("/text")
+    @app.get("/_tests/text")
     async def text() -> StreamingResponse:
         return StreamingResponse(two_events(), media_type="text/plain")
 
     client = client_for(app)
-    answers = [client.get(path) for path in ("/events", "/text", "/livez")]
+    answers = [client.get(path) for path in ("/_tests/events", "/_tests/text", "/livez")]
     assert answers[0].text == "data: 1\n\ndata: 2\n\n"
     buffering = [answer.headers.get("x-accel-buffering") for answer in answers]
     assert buffering == ["no", None, None]
     assert [len(answer.headers["x-request-id"]) for answer in answers] == [32] * 3
+
+
+def test_a_teams_own_ws_and_events_leave_the_tests_routes_answering(
+    client_for: ClientFor,
+) -> None:
+    """The routes tests add to the app (live_app.py's, these tests') are under /_tests/: a
+    team's own /ws and /events, included in create_app() before them, leave the tests'
+    answering. Theirs are not asked: a bake's own /ws may come first."""
+    team = APIRouter()
+
+    @team.websocket("/ws")
+    async def team_socket(websocket: WebSocket) -> None:
+        await websocket.close()
+
+    @team.get("/events")
+    async def team_events() -> StreamingResponse:
+        return StreamingResponse(iter(["data: the team's\n\n"]), media_type="text/event-stream")
+
+    app = main.create_app(Settings())
+    app.include_router(team)  # as create_app() would: before the tests' routes
+    app.include_router(live.live_app.router)
+    client = client_for(app)
+    with client.websocket_connect("/_tests/ws") as session:
+        session.send_text("hello")
+        assert session.receive_text() == "hello"
+    events = client.get("/_tests/events", params={"tokens": 2, "interval": 0}).text
+    assert [line.split()[1] for line in events.splitlines() if line] == ["0", "1"]
