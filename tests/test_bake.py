@@ -93,9 +93,11 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # make test) and three tests lost their wall-clock bounds: 4,971 and 6,067. A review of every
 # file for excess (tests folded, dead code and docstrings that restated code cut; rules as
 # below) found 90, 100 and 70 lines: 4,881, 5,967 and 3,240; the imports a 40-character
-# package name would push past ruff's line length, wrapped: 4,888 and 5,983. What stays above
-# issue 29's bounds is features, not repetition: meeting them means a default bake carrying
-# fewer of them.
+# package name would push past ruff's line length, wrapped: 4,888 and 5,983. A user's trial
+# then found bugs whose fixes and tests took 84 and 96 lines back (a refused setting in one
+# line, the tests' routes under /_tests/ and the proof a team's /ws cannot shadow them): 4,972
+# and 6,079. What stays above issue 29's bounds is features, not repetition: meeting them
+# means a default bake carrying fewer of them.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
 STACK_MOST = 3_260
@@ -114,7 +116,7 @@ def counted_lines(project: Path, *, stack: bool) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 4_900), ({"database": "postgresql"}, 6_000)],
+    [({}, 4_990), ({"database": "postgresql"}, 6_090)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(
