@@ -63,12 +63,11 @@ def _parts(text: str, room: int) -> list[str]:
 def python_string(value: object, indent: int = 0, before: str = "", after: str = "") -> str:
     """``value`` as a Python string literal laid out as ``ruff format`` lays it out on a line
     of ``indent`` spaces, ``before`` the literal and ``after`` it: on the line when it fits,
-    else alone in parentheses, else as implicitly concatenated parts, one a line. An answer
+    else in parentheses, alone or as implicitly concatenated parts, one a line. An answer
     of any allowed length (200 characters) then passes ruff's line length and formatter."""
     literal = _python_literal(str(value))
     if indent + _columns(before + literal + after) <= LINE_LENGTH:
         return literal
     inner = " " * (indent + 4)
-    room = LINE_LENGTH - len(inner)
-    parts = [literal] if _columns(literal) <= room else _parts(str(value), room)
+    parts = _parts(str(value), LINE_LENGTH - len(inner))  # one, when it fits alone
     return "(\n" + "".join(f"{inner}{part}\n" for part in parts) + " " * indent + ")"
