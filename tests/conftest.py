@@ -232,10 +232,22 @@ def default_bake(shared_tmp: Path) -> Bake:
 
 
 @pytest.fixture(scope="session")
+def kubernetes_bake(shared_tmp: Path) -> Bake:
+    """The project rendered with kubernetes=true, the other answers default (read only): k8s/
+    is opt-in, so the default bake has none. Rendered only: it shares the default bake's
+    uv.lock, so project_env serves it too."""
+    result = bake(shared_tmp / "kubernetes", kubernetes="true")
+    assert result.exit_code == 0, result.stderr
+    (shared_tmp / "kubernetes").chmod(0o755)
+    return result
+
+
+@pytest.fixture(scope="session")
 def database_bake(shared_tmp: Path) -> Bake:
-    """The project rendered with database=postgresql, the other answers default (read only:
-    a test that edits a bake makes its own)."""
-    result = bake(shared_tmp / "database", database="postgresql")
+    """The project rendered with database=postgresql and kubernetes=true (the manifests'
+    database parts: the migrate init container, the Secret, the connection budget), the other
+    answers default (read only: a test that edits a bake makes its own)."""
+    result = bake(shared_tmp / "database", database="postgresql", kubernetes="true")
     assert result.exit_code == 0, result.stderr
     (shared_tmp / "database").chmod(0o755)
     return result
@@ -354,11 +366,12 @@ def project_env(default_bake: Bake, tmp_path_factory: pytest.TempPathFactory) ->
 # The answers of each bake a test names in @pytest.mark.full_suite.
 FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "default": {},
-    # The battery against a default bake of its own, from the session's start: behind the
-    # default bake's lint and tests, in one thread, it began a minute later and was the run's
-    # longest chain.
-    "battery": {},
-    "postgresql": {"database": "postgresql"},
+    # The battery against a bake of its own, from the session's start: behind the default
+    # bake's lint and tests, in one thread, it began a minute later and was the run's longest
+    # chain. With kubernetes=true, as the postgresql suite: battery/test_probes.py reads the
+    # probes from k8s/base and skips without it (k8s/ is opt-in).
+    "battery": {"kubernetes": "true"},
+    "postgresql": {"database": "postgresql", "kubernetes": "true"},
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
     "image-postgresql": {"database": "postgresql"},
@@ -451,13 +464,13 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
 def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     """What each full suite runs, in order (tests/full_suites.py).
 
-    default: `make lint`, `make test`. battery: `./scripts/battery` against a default bake of
-    its own (with the shared venv's interpreter). lab: lab_steps(). peers: peers_steps().
+    default: `make lint`, `make test`. battery: `./scripts/battery` against a bake of its own
+    (kubernetes=true; the shared venv's interpreter). lab: lab_steps(). peers: peers_steps().
     postgresql: first a route and a migration added the documented way
     (tests/documented_changes.py), then lint and test, then the battery's database and probe
     tests (the rest of the battery is the battery suite's).
-    image and image-postgresql: `make lock`, then the image built, smoke-tested (the default
-    one also through compose.yaml) and described by an SBOM with podman (tests/images.py);
+    image and image-postgresql: `make lock`, then the image built and smoke-tested (the
+    default one also through compose.yaml) with podman (tests/images.py);
     the default one first gets a WebSocket and a stream route the documented way
     (tests/documented_changes.py), which tests/test_image.py reaches in the built image.
     """
@@ -475,7 +488,7 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     if name.startswith("image"):  # `make lock` as a person would, then the image from it
         images = [sys.executable, "-m", "tests.images"]
         image = [str(project), images_tag(name)]
-        steps = [("build", "build"), ("smoke test", "smoke"), ("sbom", "sbom")]
+        steps = [("build", "build"), ("smoke test", "smoke")]
         if name == "image":  # compose.yaml too (the postgresql one needs a postgres image)
             steps.insert(2, ("compose", "compose"))
         commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]

@@ -1,14 +1,15 @@
 """The generated projects' whole runs, side by side in the background: threads of steps.
 
 The default bake's `make lint` and `make test`, the battery (battery/, the heavy proofs of the
-service's promises, run against a default bake of its own as `./scripts/battery` would), and
-the postgresql bake's documented changes (a route and a migration added as its README and
-docs/database.md say), `make lint`, `make test` and the battery's database and probe tests
-(restarts under load, readiness while the database is stopped), are the longest steps of the
-template's run. Each keeps one of the machine's two CPUs busy only part of the time (waits on
-servers, sockets, sleeps): started together, one runs while the other waits, and each still
-runs whole, in its own bake, venv, ports and PostgreSQL server. The tests that measure speed or
-noise call wait_all() first, so nothing of these suites runs beside a measurement.
+service's promises, run as `./scripts/battery` would against a bake of its own, kubernetes=true
+for its probe tests), and the postgresql bake's documented changes (a route and a migration
+added as its README and docs/database.md say), `make lint`, `make test` and the battery's
+database and probe tests (restarts under load, readiness while the database is stopped), are
+the longest steps of the template's run. Each keeps one of the machine's two CPUs busy only
+part of the time (waits on servers, sockets, sleeps): started together, one runs while the
+other waits, and each still runs whole, in its own bake, venv, ports and PostgreSQL server.
+The tests that measure speed or noise call wait_all() first, so nothing of these suites runs
+beside a measurement.
 
 The lab's commands that count instructions (the cost gate, the lab's own tests, the floors) or
 judge no ratio (the experiment grid, the CPU share) are a suite too: each keeps one CPU busy

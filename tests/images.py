@@ -11,7 +11,7 @@ host's CA bundle for pip behind an intercepting proxy).
 Run by the full suites (tests/full_suites.py) as ``python -m tests.images COMMAND PROJECT TAG``
 from the template's directory: ``build`` (the stand-in base when missing, then ``make image``),
 ``smoke`` (the project's own .github/smoke-test.sh; with a database, against the project's
-throwaway PostgreSQL from its tests/pg_server.py), ``sbom`` (the project's `make sbom`).
+throwaway PostgreSQL from its tests/pg_server.py).
 """
 
 from __future__ import annotations
@@ -387,26 +387,6 @@ def running(image: str, env: dict[str, str]) -> Iterator[int]:
         podman("rm", "--force", name, check=False)
 
 
-def sbom(project: Path, tag: str) -> None:
-    """The project's own `make sbom` for ``tag``: build/sbom.cdx.json in the project."""
-    done = subprocess.run(
-        [
-            "make",
-            "--no-print-directory",
-            "-C",
-            str(project),
-            "sbom",
-            "ENGINE=podman",
-            f"IMAGE={tag}",
-        ],
-        env=engine_env(),
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ImageError(f"make sbom failed ({done.returncode}) in {project}")
-
-
 def tag(suite: str) -> str:
     """The image a full suite (tests/conftest.py) builds, in the store it shares with others."""
     return f"localhost/template-test-{suite}:latest"
@@ -420,12 +400,12 @@ def inspect(image: str) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["build", "smoke", "compose", "sbom"])
+    parser.add_argument("command", choices=["build", "smoke", "compose"])
     parser.add_argument("project", type=Path)
     parser.add_argument("tag")
     arguments = parser.parse_args()
     try:
-        commands = {"build": build, "smoke": smoke, "compose": compose, "sbom": sbom}
+        commands = {"build": build, "smoke": smoke, "compose": compose}
         commands[arguments.command](arguments.project, arguments.tag)
     except (ImageError, postgres.PostgresError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -169,7 +169,7 @@ def test_option_bake_lints_and_tests(
     changes the serving stack, so repeating them would only multiply the run time. The unit
     tests run where the option changes their code (generated_tests_for): python_version,
     license, ci and kubernetes change only the Dockerfile, CI, manifests, LICENSE, mypy's
-    target and file list and README prose, so those bakes run the modules they change, not
+    target and file list and README and docs prose, so those bakes run the modules they change, not
     the same unit tests again; make lint still runs, with the option's target.
     """
     result = bake(tmp_path / "option", **answers)

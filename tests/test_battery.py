@@ -53,7 +53,7 @@ def named_tests(project: Path) -> list[tuple[Path, str]]:
 @pytest.fixture(scope="module")
 def projects(default_bake: Bake, database_bake: Bake, shared_tmp: Path) -> list[Path]:
     """The default bake, a database=postgresql one and an auth=oidc one (their docs name the
-    database's and the tokens' tests)."""
+    database's and the tokens' tests; the postgresql one has kubernetes=true: the probes')."""
     auth = bake(shared_tmp / "auth-docs", auth="oidc")
     assert auth.exit_code == 0, auth.stderr
     return [default_bake.project, database_bake.project, auth.project]
@@ -126,9 +126,10 @@ def test_the_battery_in_two_workers_runs_every_operation_it_fuzzes(
 @pytest.mark.full_suite("battery")
 def test_the_battery_passes_against_the_default_bake(full_suites: FullSuites) -> None:
     """Load, fuzzing, faults, reloads, hostile and slow clients, observability, the docs page
-    in a browser: every battery test passes against the default bake, none skipped but the
-    root-only ones and the database's (scripts/test installs every tool the battery uses;
-    the postgresql full suite runs test_database.py)."""
+    in a browser: every battery test passes against the default answers (and kubernetes=true:
+    the probe tests read k8s/base), none skipped but the root-only ones and the database's
+    (scripts/test installs every tool the battery uses; the postgresql full suite runs
+    test_database.py)."""
     battery = full_suites.step("battery", "battery")
     assert battery.returncode == 0, f"{battery.stdout[-20000:]}\n{battery.stderr[-5000:]}"
     skipped = [line for line in battery.stdout.splitlines() if line.startswith("SKIPPED")]

@@ -174,8 +174,9 @@ def test_workflow_is_least_privilege(default_bake: Bake) -> None:
 
 
 def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
-    """CI runs make install/lint/test/audit with nginx, then builds and smoke-tests the image
-    and keeps its SBOM, all with the Makefile's targets and the smoke test a person runs."""
+    """CI runs make install/lint/test/sbom/audit with nginx and keeps the SBOM (uv.lock's, so
+    before any image), then builds and smoke-tests the image, all with the Makefile's targets
+    and the smoke test a person runs."""
     project = default_bake.project
     workflow = load_yaml(project / WORKFLOW)
     check, image = workflow["jobs"]["check"], workflow["jobs"]["image"]
@@ -186,9 +187,15 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
         "make install",
         "make lint",
         "make test",
+        "make sbom",
         "make audit",
     ):
         assert command in check_runs
+    # Kept by the check job, after the step that writes it (make install put uv in .venv).
+    order = [step.get("run") or step.get("uses", "") for step in check["steps"]]
+    (keep,) = [step for step in check["steps"] if "upload-artifact@" in step.get("uses", "")]
+    assert keep["with"]["path"] == "build/sbom.cdx.json"
+    assert order.index("make install") < order.index("make sbom") < order.index(keep["uses"])
     # The cost gate and the benchmark block the template's CI (tests/test_bench.py), not the
     # service's: they measure the template's choices.
     assert "bench" not in check_runs
@@ -202,18 +209,16 @@ def test_workflow_runs_the_documented_commands(default_bake: Bake) -> None:
     assert check["container"] == base_image.group(1)
     assert image["needs"] == "check"
     image_runs = [step.get("run", "") for step in image["steps"]]
-    assert image_runs[1:4] == [
+    assert image_runs[1:] == [
         "make image ENGINE=docker IMAGE=my-service:ci",
         f"{SMOKE_TEST} my-service:ci",
-        "make sbom ENGINE=docker IMAGE=my-service:ci",
     ]
-    (keep,) = [step for step in image["steps"] if "upload-artifact@" in step.get("uses", "")]
-    assert keep["with"]["path"] == "build/sbom.cdx.json"
 
 
 def test_the_publish_job_is_off_by_default_and_signs_what_it_pushes(default_bake: Bake) -> None:
     """publish runs only on a push to main with the PUBLISH_IMAGE variable "true", after the
-    checks and the smoke test; it pushes with provenance and signs the pushed digest, keyless."""
+    checks and the smoke test; it pushes with provenance and the image's SBOM as attestations
+    and signs the pushed digest, keyless."""
     workflow = load_yaml(default_bake.project / WORKFLOW)
     publish = workflow["jobs"]["publish"]
     condition = publish["if"]
@@ -229,6 +234,7 @@ def test_the_publish_job_is_off_by_default_and_signs_what_it_pushes(default_bake
     (push,) = [step for step in steps if step.get("uses", "").startswith("docker/build-push-")]
     assert push["with"]["push"] is True
     assert push["with"]["provenance"] == "mode=max"
+    assert push["with"]["sbom"] is True  # the whole image's SBOM: make sbom is uv.lock's only
     (sign,) = [step for step in steps if "cosign sign" in step.get("run", "")]
     assert sign["run"] == 'cosign sign --yes "$IMAGE@$DIGEST"'
     assert sign["env"]["DIGEST"] == f"${{{{ steps.{push['id']}.outputs.digest }}}}"
@@ -256,28 +262,35 @@ def test_smoke_test_works_with_docker_or_podman(default_bake: Bake) -> None:
     assert "--cap-drop ALL" in text
 
 
-@pytest.mark.parametrize(
-    ("answers", "absent"),
-    [({"ci": "none"}, ".github"), ({"kubernetes": "no"}, "k8s")],
-    ids=["ci=none", "kubernetes=no"],
-)
-def test_disabled_option_leaves_no_files(
-    tmp_path: Path, answers: dict[str, str], absent: str
-) -> None:
-    """Turning an option off removes its directory entirely; the rest of the project stays."""
-    result = bake(tmp_path, **answers)
+def test_ci_none_leaves_no_files(tmp_path: Path) -> None:
+    """Turning ci off removes .github/ entirely; the rest of the project stays."""
+    result = bake(tmp_path, ci="none")
 
     assert result.exit_code == 0, result.stderr
-    assert not (result.project / absent).exists()
+    assert not (result.project / ".github").exists()
     assert (result.project / "pyproject.toml").is_file()
+
+
+def test_kubernetes_is_opt_in(default_bake: Bake, kubernetes_bake: Bake) -> None:
+    """kubernetes=true adds k8s/ and docs/kubernetes.md; the default bake has neither, and no
+    file of it names them (a path a reader would look for in vain)."""
+    for path in ("k8s", "docs/kubernetes.md"):
+        assert (kubernetes_bake.project / path).exists(), path
+        assert not (default_bake.project / path).exists(), path
+    naming = [
+        name
+        for name, data in tree(default_bake.project).items()
+        if re.search(rb"\bk8s/|kubernetes\.md", data)
+    ]
+    assert naming == []
 
 
 # --- Kubernetes (the rest: tests/test_kubernetes.py) ----------------------------------------
 
 
-def test_writable_paths_agree_across_compose_smoke_test_and_pod(default_bake: Bake) -> None:
+def test_writable_paths_agree_across_compose_smoke_test_and_pod(kubernetes_bake: Bake) -> None:
     """compose.yaml's tmpfs, the smoke test's --tmpfs and the pod's emptyDirs are the same paths."""
-    project = default_bake.project
+    project = kubernetes_bake.project
     compose = load_yaml(project / "compose.yaml")
     (service,) = compose["services"].values()
     compose_paths = {entry.split(":")[0] for entry in service["tmpfs"]}
@@ -309,7 +322,7 @@ def test_recorded_answers_are_the_questions_only(default_bake: Bake) -> None:
     text = (default_bake.project / ".cookiecutter-answers.json").read_text(encoding="utf-8")
     assert str(default_bake.output_dir) not in text
     assert str(TEMPLATE_DIR) not in text
-    assert answers["kubernetes"] is True
+    assert answers["kubernetes"] is False
     assert answers["python_version"] == "3.13"
 
 
@@ -322,7 +335,7 @@ HOSTILE_AUTHOR = 'O\'Brien "Bob" \\ Zoë 🚀'
 def custom_bake(tmp_path: Path) -> Bake:
     """A fresh bake with answers away from the defaults (other tests run in default_bake)."""
     result = bake(
-        tmp_path / "original", author_name=HOSTILE_AUTHOR, license="Apache-2.0", kubernetes="no"
+        tmp_path / "original", author_name=HOSTILE_AUTHOR, license="Apache-2.0", kubernetes="yes"
     )
     assert result.exit_code == 0, result.stderr
     return result
@@ -357,7 +370,7 @@ def test_changing_one_answer_changes_only_its_lines(
     assert ".cookiecutter-answers.json" in changed_files
     assert recorded_answers(rendered)[key] == value
     assert recorded_answers(rendered)["author_name"] == HOSTILE_AUTHOR
-    assert recorded_answers(rendered)["kubernetes"] is False
+    assert recorded_answers(rendered)["kubernetes"] is True
     for name in changed_files:
         diff = difflib.unified_diff(
             before[name].decode().splitlines(), after[name].decode().splitlines(), lineterm="", n=0
@@ -493,7 +506,8 @@ def test_editorconfig_matches_the_formatter(default_bake: Bake) -> None:
 
 def test_rendered_files_follow_the_editorconfig(tmp_path: Path) -> None:
     """Every rendered text file already obeys .editorconfig, so editors change nothing on save."""
-    project = bake(tmp_path).project  # fresh: other tests leave caches in default_bake
+    # Fresh (other tests leave caches in default_bake), with the opt-in k8s/ too.
+    project = bake(tmp_path, kubernetes="true").project
     problems = []
     for path in sorted(project.rglob("*")):
         relative = path.relative_to(project)

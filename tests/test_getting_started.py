@@ -58,9 +58,11 @@ def test_the_first_screen_is_getting_started(default_bake: Bake) -> None:
     assert "## How it is served" in readme.split("## Layout", 1)[0]
 
 
-def test_every_linked_page_exists(default_bake: Bake) -> None:
-    """README and docs/ pages link only pages that exist."""
-    project = default_bake.project
+@pytest.mark.parametrize("fixture", ["default_bake", "kubernetes_bake"])
+def test_every_linked_page_exists(request: pytest.FixtureRequest, fixture: str) -> None:
+    """README and docs/ pages link only pages that exist, with docs/kubernetes.md (opt-in) and
+    without."""
+    project = request.getfixturevalue(fixture).project
     missing = []
     for page in [project / "README.md", *sorted((project / "docs").glob("*.md"))]:
         for link in re.findall(r"\]\(([^)#:]+\.md)\)", page.read_text(encoding="utf-8")):

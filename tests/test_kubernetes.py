@@ -1,8 +1,9 @@
-"""The generated k8s/ tree: every overlay renders (kubectl kustomize), validates strictly against
-the oldest and newest Kubernetes the manifests claim (kubernetes-validate), passes checkov and
-the kube-score and polaris rules (re-stated here: neither runs offline here), and keeps the
-relations no single tool sees: probes that answer the right question, a stop that fits the
-grace period, a database connection budget that holds through a rolling update.
+"""The generated k8s/ tree (kubernetes=true; a default bake has none): every overlay renders
+(kubectl kustomize), validates strictly against the oldest and newest Kubernetes the manifests
+claim (kubernetes-validate), passes checkov and the kube-score and polaris rules (re-stated
+here: neither runs offline here), and keeps the relations no single tool sees: probes that
+answer the right question, a stop that fits the grace period, a database connection budget
+that holds through a rolling update.
 
 Each accepted policy finding is listed with its reason, and must still occur (a fixed one is
 taken off the list). CI time: about 25 s (six renders, twelve validations, one checkov run).
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, bake, run_captured
+from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, run_captured
 
 TOOLS = Path(sys.executable).parent
 OVERLAYS = ("base", "overlays/dev", "overlays/prod")
@@ -40,8 +41,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(params=["default", "postgresql"])
 def project(request: pytest.FixtureRequest) -> Path:
-    """Each bake's project: the database adds an init container and a connection budget."""
-    fixture = "default_bake" if request.param == "default" else "database_bake"
+    """Each bake's project, both with kubernetes=true: the database adds an init container and
+    a connection budget."""
+    fixture = "kubernetes_bake" if request.param == "default" else "database_bake"
     result: Bake = request.getfixturevalue(fixture)
     return result.project
 
@@ -86,27 +88,20 @@ def run(*command: str | Path, cwd: Path) -> str:
 # --- render and validate ------------------------------------------------------------------
 
 
-def test_the_base_lists_every_manifest_and_no_option_leaves_a_stray(
-    default_bake: Bake, tmp_path: Path
-) -> None:
-    """kustomization.yaml names each manifest of the base once; kubernetes=no removes k8s/ and
-    docs/kubernetes.md."""
-    base = default_bake.project / "k8s" / "base"
+def test_the_base_lists_every_manifest(kubernetes_bake: Bake) -> None:
+    """kustomization.yaml names each manifest of the base once (the default bake has no k8s/:
+    tests/test_ecosystem.py, test_kubernetes_is_opt_in)."""
+    base = kubernetes_bake.project / "k8s" / "base"
     listed = yaml.safe_load((base / "kustomization.yaml").read_text(encoding="utf-8"))
     on_disk = sorted(p.name for p in base.glob("*.yaml") if p.name != "kustomization.yaml")
     assert sorted(listed["resources"]) == on_disk
-    assert {o["kind"] for o in objects(default_bake.project, "base")} == {
+    assert {o["kind"] for o in objects(kubernetes_bake.project, "base")} == {
         "Deployment",
         "Service",
         "HorizontalPodAutoscaler",
         "PodDisruptionBudget",
         "NetworkPolicy",
     }
-    without = bake(tmp_path, kubernetes="no")
-    assert without.exit_code == 0, without.stderr
-    assert not (without.project / "k8s").exists()
-    assert not (without.project / "docs" / "kubernetes.md").exists()
-    assert (default_bake.project / "docs" / "kubernetes.md").is_file()
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -136,10 +131,10 @@ def test_every_overlay_renders_and_validates_strictly(
         assert "fail" not in output.lower(), output
 
 
-def test_selectors_and_ports_agree(default_bake: Bake) -> None:
+def test_selectors_and_ports_agree(kubernetes_bake: Bake) -> None:
     """The Service, HPA, PDB and NetworkPolicy find the Deployment's pods; the Service targets
     the port nginx listens on (the stack's PORT default), the HPA owns the replica count."""
-    found = objects(default_bake.project, "base")
+    found = objects(kubernetes_bake.project, "base")
     deployment = one(found, "Deployment")
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert _selects(deployment["spec"]["selector"]["matchLabels"], labels)
@@ -149,7 +144,7 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     target = one(found, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
-    stack_settings = (default_bake.project / "stack" / "serving_stack") / "settings.py"
+    stack_settings = (kubernetes_bake.project / "stack" / "serving_stack") / "settings.py"
     default_port = re.search(r'Field\((\d+), alias="PORT"\)', stack_settings.read_text())
     assert default_port is not None, "the stack's settings.py no longer defines PORT's default"
     ports = {port["name"]: port for port in app_container(found)["ports"]}
@@ -158,9 +153,9 @@ def test_selectors_and_ports_agree(default_bake: Bake) -> None:
     assert one(found, "Service")["spec"]["ports"][0]["targetPort"] == "http"
 
 
-def test_prod_pins_the_image_by_digest_and_admits_its_public_name(default_bake: Bake) -> None:
+def test_prod_pins_the_image_by_digest_and_admits_its_public_name(kubernetes_bake: Bake) -> None:
     """overlays/prod: the image by digest, the Ingress's host in ALLOWED_HOSTS, proxies trusted."""
-    found = objects(default_bake.project, "overlays/prod")
+    found = objects(kubernetes_bake.project, "overlays/prod")
     container = app_container(found)
     assert re.fullmatch(r"[\w./-]+@sha256:[0-9a-f]{64}", container["image"]), container["image"]
     (rule,) = one(found, "Ingress")["spec"]["rules"]
@@ -185,11 +180,11 @@ CHECKOV_ACCEPTED = {
 }
 
 
-def test_checkov_finds_only_the_accepted(default_bake: Bake, database_bake: Bake) -> None:
+def test_checkov_finds_only_the_accepted(kubernetes_bake: Bake, database_bake: Bake) -> None:
     """checkov (offline: --skip-download) passes every overlay of both bakes but the findings
     CHECKOV_ACCEPTED lists, and each of those still occurs."""
     rendered = []
-    for result, name in ((default_bake, "default"), (database_bake, "postgresql")):
+    for result, name in ((kubernetes_bake, "default"), (database_bake, "postgresql")):
         for overlay in OVERLAYS:
             path = result.project.parent / f"rendered-{name}-{overlay.replace('/', '-')}.yaml"
             path.write_text(render(result.project / "k8s", overlay), encoding="utf-8")
@@ -369,11 +364,11 @@ def test_kube_score_and_polaris_rules_pass_but_the_accepted(project: Path, overl
 # --- probes, mounts, the stop, the connection budget --------------------------------------
 
 
-def test_probes_answer_the_right_question(default_bake: Bake) -> None:
+def test_probes_answer_the_right_question(kubernetes_bake: Bake) -> None:
     """Liveness asks nginx alone (a location that returns, never counted); readiness and startup
     go through nginx to a worker, readiness exempt from the in-flight cap, and waits longer than
     the app's own checks; startup allows as long as the runner gives gunicorn."""
-    project = default_bake.project
+    project = kubernetes_bake.project
     container = app_container(objects(project, "base"))
     live, ready, start = (container[p] for p in ("livenessProbe", "readinessProbe", "startupProbe"))
     nginx = (project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
@@ -436,10 +431,10 @@ def test_pod_runs_locked_down_with_bounded_writable_mounts(project: Path) -> Non
 
 
 def test_the_network_policy_opens_http_to_all_and_metrics_to_monitoring(
-    default_bake: Bake,
+    kubernetes_bake: Bake,
 ) -> None:
     """http from anywhere; metrics only from the namespace named monitoring; nothing else."""
-    policy = one(objects(default_bake.project, "base"), "NetworkPolicy")["spec"]
+    policy = one(objects(kubernetes_bake.project, "base"), "NetworkPolicy")["spec"]
     rules = {
         tuple(port["port"] for port in rule["ports"]): rule.get("from")
         for rule in policy["ingress"]
@@ -452,18 +447,18 @@ def test_the_network_policy_opens_http_to_all_and_metrics_to_monitoring(
 
 @pytest.mark.slow
 def test_the_grace_period_covers_every_process_the_runner_stops(
-    default_bake: Bake, project_env: ProjectEnv
+    kubernetes_bake: Bake, project_env: ProjectEnv
 ) -> None:
     """terminationGracePeriodSeconds = the preStop sleep + STOP_GRACE_PERIOD (+ spare), and
     STOP_GRACE_PERIOD covers the runner's stop one process at a time: nginx's drain, the
     metrics listener, gunicorn's graceful_timeout (as gunicorn itself reads it), each + margin;
     the stack's own stop_budget counts the same."""
-    project = default_bake.project
+    project = kubernetes_bake.project
     found = objects(project, "base")
     pod, container = pod_spec(found), app_container(found)
     env = {**project_env.environ(project), **env_of(container)}
     env.pop("GRACEFUL_TIMEOUT", None)
-    env.setdefault("APP_MODULE", f"{default_bake.package_name}.main:app")  # the image's ENV
+    env.setdefault("APP_MODULE", f"{kubernetes_bake.package_name}.main:app")  # the image's ENV
     # gunicorn's own parser, with the pod's environment: the value gunicorn would really use.
     gunicorn = str(project_env.venv / "bin" / "gunicorn")
     printed = subprocess.run(

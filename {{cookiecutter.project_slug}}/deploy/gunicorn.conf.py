@@ -1,5 +1,8 @@
-# gunicorn (>= 25.1): uvicorn workers on a unix socket only nginx may reach. Each value comes
+# gunicorn (>= 25.1): uvicorn workers on a unix socket only nginx may reach. The values come
 # from the stack's settings (docs/settings.md); classes and hooks: serving_stack.gunicorn_config.
+# gunicorn's own GUNICORN_CMD_ARGS, which it applies after this file, sets any other setting:
+# "--max-requests=1000 --max-requests-jitter=100" recycles workers (off here: a recycled
+# uvicorn worker resets its connections, gunicorn issues 2409 and 2529).
 
 import math
 
@@ -12,15 +15,13 @@ bind = [f"unix:{settings.gunicorn_socket}"]
 # 0660: the app's user and nginx (same user, or in the app's group) may connect; nobody else.
 # Always an 0o literal: "717" as decimal is 0o1315 (socket 0462), 0o717 gives 0060.
 umask = 0o117
-# A kernel queue that absorbs nginx's bursts instead of answering 502.
-backlog = settings.backlog
 # gunicorn >= 25.1 opens a control socket under $HOME: useless here, impossible read-only.
 control_socket_disable = True
-worker_tmp_dir = settings.worker_tmp_dir or stack.SHM
+worker_tmp_dir = stack.SHM  # the heartbeat files on tmpfs, when there is one
 # Only nginx reaches the socket, and it overwrites X-Forwarded-For/-Proto: trusted from any peer.
-forwarded_allow_ips = settings.forwarded_allow_ips
+forwarded_allow_ips = "*"
 proc_name = wsgi_app.partition(":")[0].partition(".")[0]
-# The usable CPUs (affinity lowered by any cgroup quota) x WORKERS_PER_CORE, or WEB_CONCURRENCY.
+# WEB_CONCURRENCY, else the usable CPUs (affinity lowered by any cgroup quota) within 2..8.
 workers = stack.workers()[0]
 worker_class = stack.Worker
 
@@ -31,15 +32,11 @@ timeout = math.ceil(settings.gunicorn_timeout)
 graceful_timeout = math.ceil(settings.graceful_timeout)
 # nginx keeps idle upstream connections 15 s less: else it may reuse a closed one (a 502).
 keepalive = settings.keepalive
-# Off by default: a recycled uvicorn worker resets connections (gunicorn issues 2409, 2529).
-max_requests = settings.max_requests
-max_requests_jitter = settings.max_requests_jitter
 
 logger_class = stack.JsonLogger
 loglevel = settings.log_level
 errorlog = "-"
-# nginx's access log already records every request with its id and timings.
-accesslog = "-" if settings.gunicorn_access_log else None
+# No access line: nginx logs each request with its id and timings; --access-logfile=- adds one.
 
 # The metrics directory; each worker's files allocated before it writes (never SIGBUS).
 on_starting = stack.on_starting

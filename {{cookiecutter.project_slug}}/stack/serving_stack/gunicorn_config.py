@@ -15,15 +15,18 @@ from uvicorn_worker import UvicornWorker
 
 from .cpus import usable_cpus
 from .jsonlog import JsonFormatter
-from .metrics_files import ARCHIVE, prepare_worker
+from .metrics_files import prepare_worker
 from .response_guard import ResponseGuard
 from .settings import NO_APP_MODULE, WORKERS_EXPORT_NAME, SettingError, StackSettings, load
 
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
 # 27 closing a closed listener on exit.
 _NOISE = ("Using worker: %s", "Error while closing socket %s")
-# WORKER_TMP_DIR's default: tmpfs, so heartbeats cost no disk I/O and need no writable root.
+# The workers' heartbeat files on tmpfs: no disk I/O, no writable root needed.
 SHM = "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108 - heartbeat files only
+# WEB_CONCURRENCY unset: a worker per usable CPU, at least 2 (one serves while another is
+# restarted), at most 8 (each holds a copy of the app; past a few, replicas scale better).
+FEWEST_WORKERS, MOST_WORKERS = 2, 8
 
 
 @functools.cache
@@ -42,11 +45,10 @@ def app_module() -> str:
 
 
 def worker_count(stack: StackSettings, cpus: int) -> tuple[int, str]:
-    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN_WORKERS..MAX_WORKERS."""
+    """WEB_CONCURRENCY when set, else the usable CPUs within FEWEST_WORKERS..MOST_WORKERS."""
     if stack.web_concurrency is not None:
         return stack.web_concurrency, "WEB_CONCURRENCY"
-    computed = round(cpus * stack.workers_per_core)
-    return max(1, min(stack.max_workers, max(stack.min_workers, computed))), "cpus"
+    return min(MOST_WORKERS, max(FEWEST_WORKERS, cpus)), "cpus"
 
 
 @functools.cache
@@ -116,7 +118,7 @@ def on_starting(server: Any) -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     # Given, the runner cleaned it; started alone, a previous run's files would add up here.
     if stack.prometheus_multiproc_dir is None and directory.is_dir():
-        for stale in [*directory.glob("*.db"), directory / ARCHIVE]:
+        for stale in directory.glob("*.db"):  # the archive files too
             stale.unlink(missing_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
     server.log.info("worker count decided", extra={"workers": count, **facts})

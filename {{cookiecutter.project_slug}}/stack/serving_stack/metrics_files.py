@@ -4,10 +4,8 @@ imports this and must never import prometheus_client."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +15,9 @@ if TYPE_CHECKING:
 
 # prometheus_client's initial file size (a file keeps a size it has: never a correctness risk).
 INITIAL_SIZE = 1 << 16
-# The dead workers' values (metrics_listener.Archive); not *.db: prometheus_client skips it.
-ARCHIVE = "archive.json"
+# The dead workers' values, a file of each kind (counter_archive.db: metrics_listener.Archive);
+# no pid in the name, so never taken for a worker's file (file_pid).
+ARCHIVE = "archive"
 # What the template's app writes; kinds other code adds are learned (kinds()).
 KINDS = ("histogram", "gauge_livesum")
 _FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h: allocate past the end, leave the size alone
@@ -50,14 +49,9 @@ def file_kind(path: Path) -> str:
 
 
 def kinds(directory: Path) -> set[str]:
-    """The file kinds a worker will write: the template's, and those earlier workers left (in
-    files or the archive), so code that adds a counter gets its file allocated too."""
-    found = set(KINDS)
-    found.update(file_kind(path) for path in directory.glob("*.db") if file_pid(path) is not None)
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        archived = json.loads((directory / ARCHIVE).read_text(encoding="utf-8"))
-        found.update(str(kind) for kind in archived.get("kinds", ()))
-    return found
+    """The file kinds a worker will write: the template's, and those of the files there (the
+    archive's too), so code that adds a counter gets its file allocated too."""
+    return {*KINDS, *(file_kind(path) for path in directory.glob("*_*.db"))}
 
 
 def prepare_worker(

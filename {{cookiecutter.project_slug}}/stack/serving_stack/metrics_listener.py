@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import signal
@@ -14,13 +13,13 @@ import socket
 import sys
 import threading
 import time
-from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, Sample
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from .jsonlog import write_line
@@ -41,9 +40,6 @@ CLIENT_TIMEOUT = 5.0
 TEND_INTERVAL = 5.0
 # The kinds whose values add up across processes (prometheus_client's file kinds).
 ADDITIVE = frozenset({"counter", "histogram", "summary"})
-# (sample name, sorted label pairs) -> value
-Values = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-Family = tuple[str, str, Values]  # type, help, values
 
 log = functools.partial(write_line, "metrics")
 
@@ -107,24 +103,13 @@ def _alive(pid: int) -> bool:
 
 
 class Archive:
-    """The metrics directory's live files and its archive of dead workers' values, under one
+    """The metrics directory's live files and the archive of dead workers' values, under one
     lock: a scrape never counts a worker twice nor misses one (docs/observability.md)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.path = directory / ARCHIVE
         self.lock = threading.Lock()
         self.problem = ""
-
-    def load(self) -> dict[str, Any]:
-        """The archive: {"kinds": [...], "metrics": {name: {"type", "help", "samples"}}}."""
-        try:
-            loaded = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {"kinds": [], "metrics": {}}
-        if not isinstance(loaded, dict) or not isinstance(loaded.get("metrics"), dict):
-            raise ValueError(f"{self.path} is not an archive of metrics")  # noqa: TRY004 - bad data, as json's own errors
-        return loaded
 
     def files(self) -> list[Path]:
         return sorted(path for path in self.directory.glob("*.db") if file_pid(path))
@@ -133,7 +118,6 @@ class Archive:
         """Archive the dead processes' files and reserve every file's growth; a failure (a full
         filesystem) is said once, and once that it is over."""
         try:
-            self.load()  # a damaged archive is said here, once, not at every scrape
             self.archive_dead()
             for path in self.files():
                 reserve_growth(path)
@@ -154,89 +138,54 @@ class Archive:
             time.sleep(TEND_INTERVAL)
 
     def archive_dead(self) -> None:
-        """Drop dead processes' gauges, add their additive files into the archive, remove them."""
+        """Drop dead processes' gauges; merge each additive kind's dead files and its archive
+        file into a new archive file, then remove them."""
         dead = {pid for pid in map(file_pid, self.files()) if pid and not _alive(pid)}
         for pid in dead:
             mark_process_dead(pid, str(self.directory))  # type: ignore[no-untyped-call]  # unannotated upstream
-        merged = [p for p in self.files() if file_pid(p) in dead and file_kind(p) in ADDITIVE]
-        if not merged:
-            return
-        archive = self.load()
-        metrics: dict[str, Any] = {}
-        for name, (typ, documentation, values) in _families(archive["metrics"], merged).items():
-            samples = [[sample, dict(labels), v] for (sample, labels), v in values.items()]
-            metrics[name] = {"type": typ, "help": documentation, "samples": samples}
-        archive["metrics"] = metrics
-        archive["kinds"] = sorted({*archive.get("kinds", []), *map(file_kind, merged)})
-        partial = self.path.with_suffix(".json.tmp")
+        files = [path for path in self.files() if file_pid(path) in dead]
+        for kind in ADDITIVE:
+            merged = [path for path in files if file_kind(path) == kind]
+            if merged:
+                self.rewrite(self.directory / f"{kind}_{ARCHIVE}.db", merged)
+
+    @staticmethod
+    def rewrite(archive: Path, merged: list[Path]) -> None:
+        """The archive file replaced by its values plus these files' (histogram buckets raw,
+        as in a worker's file), written into allocated blocks; the files removed."""
+        paths = [str(path) for path in [*merged, archive] if path.exists()]
+        metrics = MultiProcessCollector.merge(paths, accumulate=False)  # type: ignore[no-untyped-call]  # unannotated upstream
+        values = {
+            mmap_key(m.name, s.name, [*s.labels], [*s.labels.values()], m.documentation): s.value
+            for m in metrics
+            for s in m.samples
+        }
+        partial = archive.with_suffix(".tmp")  # not *.db: never read as a metric file
         try:
-            partial.write_text(json.dumps(archive, separators=(",", ":")), encoding="utf-8")
-            partial.replace(self.path)
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o660)
+            try:
+                # Allocated: a full filesystem fails here, not a write into the map (SIGBUS).
+                # An entry (4-byte length, key padded to 8, two doubles): at most key + 28.
+                os.posix_fallocate(fd, 0, 8 + sum(len(key.encode()) + 28 for key in values))
+            finally:
+                os.close(fd)
+            written: Any = MmapedDict(str(partial))  # type: ignore[no-untyped-call]  # unannotated upstream
+            for key, value in values.items():
+                written.write_value(key, value, 0.0)
+            written.close()
+            partial.replace(archive)
         except OSError:
             partial.unlink(missing_ok=True)
             raise
         for path in merged:
             path.unlink()
 
-    def collect(self) -> Iterator[Metric]:
-        """The live files plus the archive, each series once (what a scrape renders)."""
+    def collect(self) -> Iterable[Metric]:
+        """The live files plus the archive files, each series once (what a scrape renders)."""
         with self.lock:
             self.tend()
-            try:
-                archived: dict[str, Any] = self.load()["metrics"]
-            except (OSError, ValueError):  # said by tend(); the live values still count
-                archived = {}
-            families = _families(archived, self.files())
-        for name, (typ, documentation, values) in families.items():
-            metric = Metric(name, documentation, typ)
-            samples = _accumulated(name, values) if typ == "histogram" else values
-            metric.samples = [Sample(n, dict(labels), v) for (n, labels), v in samples.items()]
-            yield metric
-
-
-def _families(archived: Mapping[str, Any], files: list[Path]) -> dict[str, Family]:
-    """The archive's metrics plus these files', each series added up (histogram buckets raw);
-    a metric the files give another type is theirs alone: the running code redefined it."""
-    merged: Iterable[Metric] = MultiProcessCollector.merge(  # type: ignore[no-untyped-call]  # unannotated upstream
-        [str(path) for path in files], accumulate=False
-    )
-    found = [(name, e["type"], e["help"], e["samples"]) for name, e in archived.items()]
-    for metric in merged:
-        samples = [(s.name, s.labels, s.value) for s in metric.samples]
-        found.append((metric.name, metric.type, metric.documentation, samples))
-    families: dict[str, Family] = {}
-    for name, typ, documentation, samples in found:
-        known, _, values = families.get(name, (typ, "", {}))
-        values = values if known == typ else {}
-        for sample, labels, value in samples:  # labels: a dict
-            key = (sample, tuple(sorted(labels.items())))
-            values[key] = values.get(key, 0.0) + value
-        families[name] = (typ, documentation, values)
-    return families
-
-
-def _accumulated(name: str, values: Values) -> Values:
-    """Raw per-bucket counts made cumulative, with ``_count``, as prometheus_client renders."""
-    buckets: dict[tuple[tuple[str, str], ...], list[tuple[float, str, float]]]
-    buckets = defaultdict(list)
-    others: dict[tuple[tuple[str, str], ...], Values] = defaultdict(dict)
-    for (sample, labels), value in values.items():
-        le = dict(labels).get("le")
-        rest = tuple(pair for pair in labels if pair[0] != "le")
-        if sample == f"{name}_bucket" and le is not None:
-            buckets[rest].append((float(le), le, value))
-        else:
-            others[rest][(sample, labels)] = value
-    out: Values = {}
-    for rest in sorted(buckets.keys() | others.keys()):
-        total = 0.0
-        for _, le, value in sorted(buckets[rest]):
-            total += value
-            out[(f"{name}_bucket", (*rest, ("le", le)))] = total  # le last, as upstream
-        if buckets[rest]:
-            out[(f"{name}_count", rest)] = total
-        out.update(others[rest])
-    return out
+            paths = [str(path) for path in self.directory.glob("*.db")]
+            return MultiProcessCollector.merge(paths)  # type: ignore[no-any-return,no-untyped-call]  # unannotated upstream
 
 
 def make_server(address: str, port: int, registry: CollectorRegistry) -> ThreadingHTTPServer:

@@ -50,6 +50,16 @@ _HOST_NAME = re.compile(rf"\.?(?:{_LABEL}\.)*{_LABEL}(?:\.\*)?")
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+")
 # Serving without an app: refused in one line (render and check need none).
 NO_APP_MODULE = "APP_MODULE is not set: name the ASGI app to serve, as module.path:attribute"
+# Removed in 0.4.0: refused when set, not ignored (GUNICORN_CMD_ARGS: gunicorn's own variable).
+REMOVED = {
+    "BACKLOG": "use GUNICORN_CMD_ARGS=--backlog=N",
+    "FORWARDED_ALLOW_IPS": "gunicorn trusts nginx, its only peer; nginx trusts TRUSTED_PROXIES",
+    "ACCESS_LOG": "use GUNICORN_CMD_ARGS=--access-logfile=- (nginx logs every request)",
+    "MAX_REQUESTS": "use GUNICORN_CMD_ARGS=--max-requests=N",
+    "MAX_REQUESTS_JITTER": "use GUNICORN_CMD_ARGS=--max-requests-jitter=N",
+    "WORKER_TMP_DIR": "use GUNICORN_CMD_ARGS=--worker-tmp-dir=DIR",
+    **dict.fromkeys(("WORKERS_PER_CORE", "MIN_WORKERS", "MAX_WORKERS"), "use WEB_CONCURRENCY=N"),
+}
 
 
 class SettingError(ServeError, ValueError):
@@ -101,8 +111,6 @@ def _host(value: str) -> str:
 # The kinds of values; a field's docstring says what it means.
 Seconds = Annotated[float, Field(gt=0, le=86400)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-Workers = Annotated[int, Field(ge=1, le=1024)]
-Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
 SafePath = Annotated[Path, AfterValidator(_safe_path)]
 Address = Annotated[str, AfterValidator(lambda value: str(ipaddress.ip_address(value)))]
 LogLevel = Annotated[
@@ -216,37 +224,17 @@ class StackSettings(BaseSettings):
         alias="GUNICORN_SOCKET",
     )
     """gunicorn's socket; unset: $RUN_DIR/gunicorn.sock"""
-    web_concurrency: Workers | None = Field(None, alias="WEB_CONCURRENCY")
-    """gunicorn workers; unset: usable CPUs x WORKERS_PER_CORE, within MIN_WORKERS..MAX_WORKERS"""
-    workers_per_core: float = Field(1.0, gt=0, le=1024, alias="WORKERS_PER_CORE")
-    """workers per usable CPU"""
-    min_workers: Workers = Field(2, alias="MIN_WORKERS")
-    """fewest workers when computed"""
-    max_workers: Workers = Field(8, alias="MAX_WORKERS")
-    """most workers when computed"""
+    web_concurrency: int | None = Field(None, ge=1, le=1024, alias="WEB_CONCURRENCY")
+    """gunicorn workers; unset: one per usable CPU, at least 2, at most 8"""
     keepalive: int = Field(75, ge=2, le=3600, alias="KEEPALIVE")
     """seconds gunicorn keeps idle upstream connections; nginx closes them 15 s sooner"""
     limit_concurrency: int = Field(1000, ge=0, le=1_000_000, alias="LIMIT_CONCURRENCY")
     """connections + tasks per worker before it answers 503; 0: no cap"""
-    max_requests: Count = Field(0, alias="MAX_REQUESTS")
-    """recycle a worker after this many requests; 0: never"""
-    max_requests_jitter: Count = Field(
-        default_factory=lambda data: data.get("max_requests", 0) // 10, alias="MAX_REQUESTS_JITTER"
-    )
-    """random extra requests, so workers do not recycle together; unset: MAX_REQUESTS / 10"""
-    backlog: Port = Field(2048, alias="BACKLOG")
-    """listen backlog of gunicorn's socket"""
-    forwarded_allow_ips: str = Field("*", alias="FORWARDED_ALLOW_IPS", pattern=_WORD)
-    """peers whose X-Forwarded-* headers gunicorn trusts"""
     log_level: LogLevel = Field("info", alias="LOG_LEVEL")
     """gunicorn's and uvicorn's log level"""
-    gunicorn_access_log: bool = Field(default=False, alias="ACCESS_LOG")
-    """gunicorn's own access line (nginx already logs each request)"""
     prometheus_multiproc_dir: SafePath | None = Field(None, alias="PROMETHEUS_MULTIPROC_DIR")
     """every worker's metric files; unset: $RUN_DIR/metrics (the runner sets and cleans it
     at start; gunicorn alone cleans it when it starts)"""
-    worker_tmp_dir: str | None = Field(None, alias="WORKER_TMP_DIR", pattern=_WORD)
-    """the workers' heartbeat files; unset: /dev/shm when present"""
 
     @classmethod
     def settings_customise_sources(
@@ -286,10 +274,6 @@ class StackSettings(BaseSettings):
             raise ValueError(
                 f"METRICS_PORT={self.metrics_port} is PORT too: the metrics need a port of"
                 " their own, never reachable through the public one"
-            )
-        if self.min_workers > self.max_workers:
-            raise ValueError(
-                f"MIN_WORKERS={self.min_workers} is above MAX_WORKERS={self.max_workers}"
             )
         return self
 
@@ -357,6 +341,9 @@ def variable_names() -> dict[str, str]:
 
 def load(environ: Mapping[str, str]) -> StackSettings:
     """Every variable from environ, else from .env; ``SettingError`` (one line) when refused."""
+    for name, instead in REMOVED.items():
+        if environ.get(name, "").strip():
+            raise SettingError(f"{name} was removed in serving-stack 0.4.0: {instead}")
     given = {name: value for name in variable_names() if (value := environ.get(name, "").strip())}
     # pydantic validates the environment's strings; mypy would want each field's own type.
     build: Callable[..., StackSettings] = StackSettings

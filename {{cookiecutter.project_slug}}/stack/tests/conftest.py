@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving_stack.settings import variable_names
+from serving_stack.settings import REMOVED, variable_names
 
 # The project's own nginx.conf and gunicorn.conf.py, beside stack/.
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -25,7 +25,7 @@ LOGGERS = ("", "gunicorn.error", "gunicorn.access", "uvicorn", "uvicorn.error", 
 def _clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A developer's own .env and variables must not count; an app is named, as deploys do."""
     monkeypatch.chdir(tmp_path)
-    for name in variable_names():
+    for name in [*variable_names(), *REMOVED]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("APP_MODULE", "any.module:app")
     loggers = [logging.getLogger(name) for name in LOGGERS]

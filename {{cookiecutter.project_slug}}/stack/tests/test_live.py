@@ -39,6 +39,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
         "LISTEN_ADDRESS": "127.0.0.1",
         "WEB_CONCURRENCY": "1",
         "NGINX_WORKER_PROCESSES": "1",
+        "GUNICORN_CMD_ARGS": "--access-logfile=-",  # gunicorn's own: its access line, too
         "PYTHONPATH": os.pathsep.join(sys.path),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
@@ -68,3 +69,4 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     refused = [line for line in lines if line.get("request_id") == request_id]
     assert [line["status"] for line in refused] == [400]
     assert refused[0]["upstream_response_time"] in {"", "-"}, "it never reached the app"
+    assert "/hello" in [line["path"] for line in lines if line["logger"] == "uvicorn.access"]

@@ -48,7 +48,7 @@ def exposition(collector: object) -> set[str]:
 
 def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> None:
     """Two dead workers and a live one: after tending, the same counts and buckets are served,
-    the dead ones' files are gone and an archive holds their values; the dead's gauges drop."""
+    the dead ones' files are gone and archive files hold their values; the dead's gauges drop."""
     dead = [worker(tmp_path) for _ in range(2)]  # side by side: mostly interpreter start-ups
     live = worker(tmp_path, "wait")
     assert [process.wait(timeout=30) for process in dead] == [0, 0]
@@ -62,7 +62,7 @@ def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> No
     try:
         after = exposition(archive)
         files = {path.name.rpartition("_")[2] for path in tmp_path.glob("*.db")}
-        assert files == {f"{live.pid}.db"}
+        assert files == {f"{live.pid}.db", "archive.db"}
     finally:
         live.communicate("")
 
@@ -70,9 +70,12 @@ def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> No
     # Each of the 3 workers observed 2 values up to 1 s on /a, and counted 3 jobs.
     assert 'took_seconds_bucket{le="1.0",route="/a"} 6.0' in after
     assert 'jobs_total{kind="a"} 9.0' in after
-    # The last one dead: nothing but the archive, and the same totals.
-    assert exposition(archive) == before
-    assert [path.name for path in tmp_path.iterdir()] == ["archive.json"]
+    # The last one dead: nothing but the archive, its blocks allocated, and the same totals,
+    # as prometheus_client's own collector reads them too.
+    assert exposition(archive) == before == exposition(own)
+    archived = sorted(tmp_path.iterdir())
+    assert [path.name for path in archived] == ["counter_archive.db", "histogram_archive.db"]
+    assert all(path.stat().st_blocks * 512 >= path.stat().st_size for path in archived)
 
 
 def test_a_workers_files_are_allocated_before_it_writes(tmp_path: Path) -> None:

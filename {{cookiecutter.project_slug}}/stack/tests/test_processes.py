@@ -3,23 +3,29 @@ process: gunicorn's classes are built, not started."""
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
-from gunicorn.config import Config
+from gunicorn.app.wsgiapp import WSGIApplication
 from serving_stack import ServeError, gunicorn_config, log_relay, startup
 from serving_stack.settings import load
+
+from .conftest import DEPLOY
 
 
 def test_worker_passes_graceful_timeout_and_concurrency_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker subclass hands uvicorn what UvicornWorker does not map."""
+    """The worker subclass hands uvicorn what UvicornWorker does not map; gunicorn's own
+    GUNICORN_CMD_ARGS wins over deploy/gunicorn.conf.py (30 s there), loaded as the runner does."""
     monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
+    monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--graceful-timeout=17 --worker-tmp-dir={tmp_path}")
+    monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py")])
+    monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
+    monkeypatch.setattr(gunicorn_config, "workers", lambda: (2, {}))  # exports GUNICORN_WORKERS
     gunicorn_config.settings.cache_clear()  # read once per process: again for this test
-    cfg = Config()
-    cfg.set("graceful_timeout", 17)
-    cfg.set("worker_tmp_dir", str(tmp_path))
+    cfg = WSGIApplication().cfg
     log = gunicorn_config.JsonLogger(cfg)
     worker = gunicorn_config.Worker(0, os.getpid(), [], None, 30, cfg, log)
     try:
@@ -32,14 +38,14 @@ def test_worker_passes_graceful_timeout_and_concurrency_cap(
 @pytest.mark.parametrize(
     ("environ", "cpus", "decided"),
     [
-        ({}, 1, (2, "cpus")),  # at least MIN_WORKERS
-        ({}, 64, (8, "cpus")),  # at most MAX_WORKERS
-        ({"WORKERS_PER_CORE": "1.5"}, 4, (6, "cpus")),
+        ({}, 1, (2, "cpus")),  # at least 2
+        ({}, 64, (8, "cpus")),  # at most 8
+        ({}, 4, (4, "cpus")),
         ({"WEB_CONCURRENCY": "3"}, 64, (3, "WEB_CONCURRENCY")),
     ],
 )
 def test_worker_count(environ: dict[str, str], cpus: int, decided: tuple[int, str]) -> None:
-    """WEB_CONCURRENCY when set, else CPUs x WORKERS_PER_CORE within MIN..MAX_WORKERS."""
+    """WEB_CONCURRENCY when set, else one worker per usable CPU within 2..8."""
     assert gunicorn_config.worker_count(load(environ), cpus) == decided
 
 

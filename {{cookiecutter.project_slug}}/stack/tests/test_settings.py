@@ -74,19 +74,10 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("APP_MODULE", "main:app", "main:app", "a.b:create_app()", "main"),
     ("GUNICORN_SOCKET", "/srv/g.sock", Path("/srv/g.sock"), "g", "/r/'q'"),
     ("WEB_CONCURRENCY", "3", 3, "1024", "0"),
-    ("WORKERS_PER_CORE", "1.5", 1.5, "1024", "-1"),
-    ("MIN_WORKERS", "1", 1, "8", "0"),
-    ("MAX_WORKERS", "16", 16, "1024", "1025"),
     ("KEEPALIVE", "120", 120, "2", "1"),
     ("LIMIT_CONCURRENCY", "0", 0, "1000000", "1.5"),
-    ("MAX_REQUESTS", "1000", 1000, "2147483647", "-1"),
-    ("MAX_REQUESTS_JITTER", "7", 7, "0", "ten"),
-    ("BACKLOG", "64", 64, "65535", "0x10"),
-    ("FORWARDED_ALLOW_IPS", "10.0.0.1", "10.0.0.1", "*", "* 1"),
     ("LOG_LEVEL", "WARNING", "warning", "critical", "verbose"),
-    ("ACCESS_LOG", "yes", True, "false", "/var/log/x"),
     ("PROMETHEUS_MULTIPROC_DIR", "/srv/m", Path("/srv/m"), "m", "/run/a;b"),
-    ("WORKER_TMP_DIR", "/tmp/x", "/tmp/x", "/dev/shm", "/tmp/a b"),  # noqa: S108
 ]
 
 
@@ -111,12 +102,11 @@ def test_each_variable(name: str, raw: str, expected: Any, boundary: str, wrong:
 
 def test_derived_defaults_follow_their_inputs() -> None:
     """Unset, the stop budget follows the deadline (nginx's and gunicorn's timeouts too: the
-    .env test below), the metrics directory RUN_DIR, the jitter MAX_REQUESTS."""
-    settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv", "MAX_REQUESTS": "500"})
+    .env test below), the metrics directory RUN_DIR."""
+    settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv"})
     # nginx's drain (90 + 5 + 5) + 5, the metrics listener 5, gunicorn 90 + 5.
     assert settings.stop_budget == 205
     assert settings.metrics_dir == Path("/srv/metrics")
-    assert settings.max_requests_jitter == 50
     assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
 
 
@@ -135,11 +125,13 @@ def test_trusted_proxies_refuse_every_address(proxies: str) -> None:
         ({"GUNICORN_TIMEOUT": "20"}, "GUNICORN_TIMEOUT=20 is below"),
         ({"STOP_GRACE_PERIOD": "79"}, "STOP_GRACE_PERIOD=79 is below the stack's graceful stop"),
         ({"METRICS_PORT": "8080"}, "METRICS_PORT=8080 is PORT too"),
-        ({"MIN_WORKERS": "9"}, "MIN_WORKERS=9 is above MAX_WORKERS=8"),
+        ({"BACKLOG": "64"}, "BACKLOG was removed in serving-stack 0.4.0: use GUNICORN_CMD_ARGS="),
+        ({"MIN_WORKERS": "9"}, "MIN_WORKERS was removed in serving-stack 0.4.0"),
     ],
 )
 def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named: str) -> None:
-    """A pair out of order is refused in one line naming both sides."""
+    """A pair out of order is refused in one line naming both sides; a removed variable (not
+    ignored), naming what replaces it."""
     with pytest.raises(SettingError, match=f"^{re.escape(named)}[^\n]*$"):
         load(environ)
 

@@ -104,7 +104,7 @@ def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.M
     app reads to size each worker's pool (1 when unset: `make run`), a budget of as many fits."""
     assert Settings().workers == 1
     monkeypatch.setenv("GUNICORN_WORKERS", "not yet")  # so that monkeypatch restores it
-    for name in ("MIN_WORKERS", "MAX_WORKERS", BUDGET):
+    for name in ("WEB_CONCURRENCY", BUDGET):
         monkeypatch.setenv(name, "5")
     gunicorn_config.settings.cache_clear()
     try:

@@ -31,7 +31,8 @@ class ReadinessChecks:
         on_outcome: OutcomeHook | None = None,
         cache_seconds: float = 1.0,
     ) -> None:
-        # Below the probe's timeout (k8s/base/deployment.yaml), so /readyz names the slow check.
+        # Below a readiness probe's timeout (5 s in the manifests kubernetes=true renders), so
+        # /readyz names the slow check.
         self.timeout_seconds = timeout_seconds
         # /readyz reuses a run this recent: a flood runs the checks once a second per worker
         # (a database ping per request drained the pool, measured; docs/app.md, Readiness).
