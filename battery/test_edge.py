@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,12 @@ def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: 
     assert {(line["method"], line["path"], line["client"]) for line in logged()} == {
         ("GET", ROUTE, "192.0.2.1")
     }
+    # delay= equal to burst= is nodelay: the first three waited for nothing (nginx's own
+    # request_time; at 1 r/s a delayed one would have waited a second).
+    served = {headers["x-request-id"] for _, headers, _ in first[:3]}
+    times = [line["request_time"] for line in nginx_access(stack) if line["request_id"] in served]
+    assert len(times) == 3, times
+    assert all(float(str(seconds)) < 1 for seconds in times), times
 
 
 def test_past_its_burst_a_client_waits_its_turn_before_a_429(stacks: Stacks) -> None:
@@ -199,12 +206,19 @@ def test_dry_run_refuses_nothing_and_counts(stacks: Stacks) -> None:
 def test_off_means_off(stacks: Stacks) -> None:
     """RATE_LIMIT=0 and CONNECTIONS_PER_CLIENT=0: both switches 0 in the rendered config (the
     limits' keys empty, so nothing is counted), and a burst of 60 requests from one client is
-    all served."""
-    stack = stacks.start(RATE_LIMIT="0", CONNECTIONS_PER_CLIENT="0", **TRUSTED)
+    all served. NGINX_ACCESS_LOG=off (the access log's if=0): nginx logs none of them, its
+    buffer flushed by the graceful stop."""
+    stack = stacks.start(
+        RATE_LIMIT="0", CONNECTIONS_PER_CLIENT="0", NGINX_ACCESS_LOG="off", **TRUSTED
+    )
 
     statuses = [get(stack.port, ROUTE, as_client("192.0.2.1"))[0] for _ in range(60)]
+    stack.process.send_signal(signal.SIGTERM)
 
+    assert stack.wait_exit(60) == 0, stack.log_text()[-3000:]
     assert statuses == [200] * 60
+    assert nginx_access(stack) == []
+    assert len(app_access(stack)) >= 60, "the app's own access lines are still written"
     rendered = (stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
     assert re.search(r"^\s*map 0 \$client_rate_key ", rendered, re.MULTILINE)
     assert re.search(r"^\s*map 0 \$client_connections_key ", rendered, re.MULTILINE)

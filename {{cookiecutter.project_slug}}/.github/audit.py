@@ -85,35 +85,18 @@ def audit() -> int:
     probe_database()
     if not LOCK.is_file():  # one line, before uv's own words
         raise RefusalError(f"{LOCK.name} is missing: make lock writes it")
-    # The serving stack is this repository's own code (stack/), in no vulnerability database.
-    export = [
-        "export",
-        "--frozen",
-        "--no-dev",
-        "--no-emit-project",
-        "--no-emit-package",
-        "serving-stack",
-        "--quiet",
-        "--output-file",
-        str(EXPORTED),
-    ]
-    if subprocess.run([str(uv), *export], check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argument list
+    # uv.lock's runtime set, as the image installs it, but the serving stack: this repository's
+    # own code (stack/), in no vulnerability database.
+    runtime = ["--frozen", "--no-dev", "--no-emit-project", "--no-emit-package", "serving-stack"]
+    export = [str(uv), "export", *runtime, "--quiet", "--output-file", str(EXPORTED)]
+    if subprocess.run(export, check=False, cwd=ROOT).returncode != 0:  # noqa: S603 - our own argument list
         raise RefusalError("uv export failed (above): uv.lock's runtime set could not be read")
     # --disable-pip: the export is fully pinned and hashed, nothing to resolve or install.
     audited = ["--requirement", str(EXPORTED), "--require-hashes", "--disable-pip"]
     # --strict: a pin the database does not know fails the audit instead of passing it.
-    command = [
-        str(pip_audit),
-        *audited,
-        "--strict",
-        "--vulnerability-service",
-        "pypi",
-        "--progress-spinner",
-        "off",
-        "--aliases",
-        "on",
-        *(f"--ignore-vuln={vulnerability}" for vulnerability in accepted),
-    ]
+    verdict = ["--strict", "--vulnerability-service", "pypi", "--aliases", "on"]
+    ignored = [f"--ignore-vuln={vulnerability}" for vulnerability in accepted]
+    command = [str(pip_audit), *audited, *verdict, "--progress-spinner", "off", *ignored]
     return subprocess.run(command, check=False).returncode  # noqa: S603 - our own argument list
 
 

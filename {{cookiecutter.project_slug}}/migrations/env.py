@@ -6,10 +6,10 @@ import asyncio
 import os
 import re
 import sys
+from typing import Any
 
 from alembic import context
 from sqlalchemy import pool, text
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.db.models import Base
@@ -32,15 +32,15 @@ def database_url() -> str:
     return re.sub(r"^postgres(?:ql)?://", "postgresql+asyncpg://", url)
 
 
-def _migrate(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=Base.metadata)  # autogenerate's
+def _migrate(**where: Any) -> None:
+    context.configure(target_metadata=Base.metadata, **where)  # autogenerate's metadata
     with context.begin_transaction():
         # Held until the transaction ends: a second run waits, then finds nothing to do.
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+        context.execute(text("SELECT pg_advisory_xact_lock(:key)").bindparams(key=LOCK_KEY))
         # After the advisory lock, whose wait may be long; for this transaction only.
         for name, value in TIMEOUTS.items():
             set_config = text("SELECT set_config(:name, :value, true)")
-            connection.execute(set_config, {"name": name, "value": value})
+            context.execute(set_config.bindparams(name=name, value=value))
         context.run_migrations()
 
 
@@ -48,12 +48,10 @@ async def run_online() -> None:
     """Connect once (no pool: a one-shot process, whose connection closes with its block)."""
     engine = create_async_engine(database_url(), poolclass=pool.NullPool)
     async with engine.connect() as connection:
-        await connection.run_sync(_migrate)
+        await connection.run_sync(lambda sync: _migrate(connection=sync))
 
 
-if context.is_offline_mode():  # `alembic upgrade head --sql`: print the SQL, for a DBA
-    context.configure(url=database_url(), literal_binds=True)
-    with context.begin_transaction():
-        context.run_migrations()
+if context.is_offline_mode():  # `alembic upgrade head --sql`: the same SQL, printed for a DBA
+    _migrate(url=database_url(), literal_binds=True)
 else:
     asyncio.run(run_online())

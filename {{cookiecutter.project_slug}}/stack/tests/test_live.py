@@ -43,7 +43,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join(sys.path),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
-    log = tmp_path / "stack.log"
+    log, check = tmp_path / "stack.log", [sys.executable, "-m", "serving_stack", "check"]
     with log.open("wb") as out:
         stack = subprocess.Popen(
             [sys.executable, "-m", "serving_stack"], cwd=tmp_path, env=env, stdout=out, stderr=out
@@ -56,6 +56,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
             time.sleep(0.05)
 
         assert ask(port, "/hello")[::2] == (200, b"plain /hello")
+        assert subprocess.run(check, cwd=tmp_path, env=env, check=False).returncode == 0
         status, request_id, body = ask(port, "/hello", host="elsewhere.example")
         assert status == 400
         assert json.loads(body) == {"detail": "Bad Request", "request_id": request_id}
@@ -66,6 +67,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert code == 0
     assert lines[-1]["message"] == "stopped cleanly"
+    assert subprocess.run(check, cwd=tmp_path, env=env, check=False).returncode == 1
     refused = [line for line in lines if line.get("request_id") == request_id]
     assert [line["status"] for line in refused] == [400]
     assert refused[0]["upstream_response_time"] in {"", "-"}, "it never reached the app"

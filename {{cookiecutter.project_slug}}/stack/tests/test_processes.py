@@ -1,5 +1,5 @@
-"""gunicorn's worker class and count, the runner's line relay and its one-line refusals, in
-process: gunicorn's classes are built, not started."""
+"""gunicorn's config, worker class and count, the runner's line relay and its one-line
+refusals, in process: gunicorn's classes are built, not started."""
 
 import json
 import os
@@ -8,31 +8,36 @@ from pathlib import Path
 
 import pytest
 from gunicorn.app.wsgiapp import WSGIApplication
-from serving_stack import ServeError, gunicorn_config, log_relay, startup
-from serving_stack.settings import load
+from gunicorn.config import Chdir
+from serving_stack import gunicorn_config, log_relay, startup
+from serving_stack.settings import APP_DEADLINE_NAME, load
 
 from .conftest import DEPLOY
 
 
-def test_worker_passes_graceful_timeout_and_concurrency_cap(
+def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker subclass hands uvicorn what UvicornWorker does not map; gunicorn's own
-    GUNICORN_CMD_ARGS wins over deploy/gunicorn.conf.py (30 s there), loaded as the runner does."""
+    """deploy/gunicorn.conf.py, loaded as the runner does with the deadline in .env only: a
+    0660 socket, the watchdog at least the deadline, no control socket; gunicorn's own
+    GUNICORN_CMD_ARGS wins over the file (91 s there). The worker subclass hands uvicorn what
+    UvicornWorker does not map."""
+    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90.5\n", encoding="utf-8")
     monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
     monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--graceful-timeout=17 --worker-tmp-dir={tmp_path}")
     monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py")])
     monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
+    monkeypatch.setattr(Chdir, "default", str(tmp_path))  # its cwd, else the one at its import
     monkeypatch.setattr(gunicorn_config, "workers", lambda: (2, {}))  # exports GUNICORN_WORKERS
     gunicorn_config.settings.cache_clear()  # read once per process: again for this test
     cfg = WSGIApplication().cfg
     log = gunicorn_config.JsonLogger(cfg)
     worker = gunicorn_config.Worker(0, os.getpid(), [], None, 30, cfg, log)
-    try:
-        assert worker.config.timeout_graceful_shutdown == 17
-        assert worker.config.limit_concurrency == 123
-    finally:
-        worker.tmp.close()
+    worker.tmp.close()  # its heartbeat file: only its config is looked at
+    assert worker.config.timeout_graceful_shutdown == 17
+    assert worker.config.limit_concurrency == 123
+    conf = [cfg.bind, cfg.umask, cfg.timeout, cfg.keepalive, cfg.control_socket_disable]
+    assert conf == [["unix:/run/app/gunicorn.sock"], 0o117, 91, 75, True]
 
 
 @pytest.mark.parametrize(
@@ -86,21 +91,3 @@ def test_the_runner_explains_what_stops_it(
     *_, line = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
     assert line["level"] == "error"
     assert all(text.format(tmp=tmp_path) in line["message"] for text in said), line
-
-
-@pytest.mark.parametrize(
-    ("serve_as_root", "nginx_user"), [("off", None), ("on", "user root root;")]
-)
-def test_a_root_start_is_refused_unless_serve_as_root(
-    monkeypatch: pytest.MonkeyPatch, serve_as_root: str, nginx_user: str | None
-) -> None:
-    """As root the stack refuses in one line naming the way out; SERVE_AS_ROOT=on serves as
-    root, nginx's workers included (they must reach the 0660 socket)."""
-    settings = load({"SERVE_AS_ROOT": serve_as_root})
-    monkeypatch.setattr("os.geteuid", lambda: 0)
-
-    if nginx_user is None:
-        with pytest.raises(ServeError, match=r"^started as root: run as an unprivileged user"):
-            startup.root_globals(settings)
-    else:
-        assert startup.root_globals(settings) == nginx_user

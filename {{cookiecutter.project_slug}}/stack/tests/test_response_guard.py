@@ -5,6 +5,7 @@ import asyncio
 import logging
 from collections.abc import MutableMapping
 from typing import Any
+from unittest.mock import AsyncMock
 
 import pytest
 from serving_stack.response_guard import ResponseGuard
@@ -13,22 +14,17 @@ Message = MutableMapping[str, Any]
 
 
 def run(*messages: Message, scope_type: str = "http") -> list[Message]:
-    """What reaches the server from an app that sends these messages, then raises."""
-    sent: list[Message] = []
+    """What reaches the server from an app that sends these messages (reading nothing), then
+    raises."""
+    server = AsyncMock()
 
     async def app(_scope: Any, _receive: Any, send: Any) -> None:
         for message in messages:
             await send(message)
         raise RuntimeError("boom")
 
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def server_send(message: Message) -> None:
-        sent.append(message)
-
-    asyncio.run(ResponseGuard(app)({"type": scope_type}, receive, server_send))
-    return sent
+    asyncio.run(ResponseGuard(app)({"type": scope_type}, AsyncMock(), server))
+    return [call.args[0] for call in server.await_args_list]
 
 
 START = {"type": "http.response.start", "status": 500, "headers": []}

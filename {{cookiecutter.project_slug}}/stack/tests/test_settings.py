@@ -1,17 +1,12 @@
 """The stack's settings: every variable at a non-default value, a boundary and a wrong value;
 the timeout chain from the deadline, .env's included; the README's table of variables."""
 
-import ast
-import functools
-import os
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serving_stack import nginx_conf
 from serving_stack.settings import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
@@ -23,28 +18,14 @@ from serving_stack.settings import (
 
 from .conftest import DEPLOY
 
-STACK = Path(__file__).resolve().parents[1]
-
 # variable, a non-default value and what it reads as, a boundary, a wrong value.
 CASES: list[tuple[str, str, Any, str, str]] = [
     ("PORT", "8000", 8000, "65535", "0"),
     ("METRICS_PORT", "9100", 9100, "1", "65536"),
     ("LISTEN_ADDRESS", "::1", "::1", "::", "localhost"),
     ("RUN_DIR", "/srv/run", Path("/srv/run"), "/run/app-2_x.y", "/run/a b"),
-    (
-        "TRUSTED_PROXIES",
-        "10.0.0.0/8, 2001:db8::/32",
-        ("10.0.0.0/8", "2001:db8::/32"),
-        "203.0.113.7",
-        "10.0.0.0/8; include /etc/passwd",
-    ),
-    (
-        "ALLOWED_HOSTS",
-        ".example.com API.test",
-        (".example.com", "api.test"),
-        f"{'a' * 63}.b",
-        "exa_mple.com",
-    ),
+    ("TRUSTED_PROXIES", "10.0.0.0/8, ::1", ("10.0.0.0/8", "::1/128"), "192.0.2.7", "10.0.0.0/8;x"),
+    ("ALLOWED_HOSTS", ".a.example API.test", (".a.example", "api.test"), f"{'a' * 63}.b", "a_b.c"),
     ("NGINX_ACCESS_LOG", "off", False, "1", "maybe"),
     ("NGINX_WORKER_PROCESSES", "3", "3", "9999", "4; user root"),
     ("NGINX_BIN", "/opt/nginx", "/opt/nginx", "nginx", "nginx -g x"),
@@ -93,21 +74,9 @@ def test_each_variable(name: str, raw: str, expected: Any, boundary: str, wrong:
     assert getattr(load({name: raw}), variable_names()[name]) == expected
     load({name: boundary})
     assert load({name: "  "}) == load({})
-    with pytest.raises(SettingError) as refused:
+    refused = re.escape(f"{name}={wrong!r} is refused: ")
+    with pytest.raises(SettingError, match=f"^{refused}[^\n]*$"):
         load({name: wrong})
-    message = str(refused.value)
-    assert message.startswith(f"{name}={wrong!r} is refused: "), message
-    assert "\n" not in message
-
-
-def test_derived_defaults_follow_their_inputs() -> None:
-    """Unset, the stop budget follows the deadline (nginx's and gunicorn's timeouts too: the
-    .env test below), the metrics directory RUN_DIR."""
-    settings = load({APP_DEADLINE_NAME: "90", "RUN_DIR": "/srv"})
-    # nginx's drain (90 + 5 + 5) + 5, the metrics listener 5, gunicorn 90 + 5.
-    assert settings.stop_budget == 205
-    assert settings.metrics_dir == Path("/srv/metrics")
-    assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
 
 
 @pytest.mark.parametrize("proxies", ["0.0.0.0/0", "10.0.0.0/8 ::/0", "::0/0"])
@@ -136,33 +105,23 @@ def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named:
         load(environ)
 
 
-def test_a_deadline_only_in_dotenv_reaches_nginx_and_gunicorn(tmp_path: Path) -> None:
-    """With the deadline in .env only, the runner's render writes nginx's timeouts from it and
-    gunicorn drains for it; the environment wins over .env (PORT). gunicorn.conf.py keeps a
-    0660 socket, the watchdog at least the deadline, no control socket."""
-    dotenv = f"{APP_DEADLINE_NAME}=90\nPORT=9000\n"
-    (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
-    environ = os.environ | {  # the stack's variables: conftest's APP_MODULE only
-        "PORT": "8000",
-        "RUN_DIR": str(tmp_path),
-        "NGINX_CONF": str(DEPLOY / "nginx.conf"),
-    }
-    render = [sys.executable, "-m", "serving_stack", "render"]
-    names = ["bind", "graceful_timeout", "timeout", "keepalive", "umask", "control_socket_disable"]
-    values = f"import runpy, sys; c = runpy.run_path(sys.argv[1]); print([c[k] for k in {names}])"
-    gunicorn = [sys.executable, "-c", values, str(DEPLOY / "gunicorn.conf.py")]
+def test_the_timeout_chain_follows_a_deadline_set_in_dotenv_only(tmp_path: Path) -> None:
+    """Unset, the stop budget and nginx's timeouts follow the deadline, in .env only here
+    (gunicorn's: tests/test_processes.py), the metrics directory RUN_DIR; the environment wins
+    over .env (PORT)."""
+    assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
+    (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\nPORT=9000\n", encoding="utf-8")
+    paths = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
+    settings = load({"PORT": "8000", **paths})
+    conf = nginx_conf.write_nginx_conf(settings, 1).read_text(encoding="utf-8")
 
-    run = functools.partial(subprocess.run, env=environ, capture_output=True, text=True, check=True)
-    with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: mostly interpreter start-ups
-        outputs = [done.stdout for done in pool.map(run, [render, gunicorn])]
-
-    conf = Path(outputs[0].strip()).read_text(encoding="utf-8")
+    # nginx's drain (90 + 5 + 5) + 5, the metrics listener 5, gunicorn 90 + 5.
+    assert settings.stop_budget == 205
+    assert settings.metrics_dir == tmp_path / "metrics"
     # The server's, then the WebSocket location's own (WEBSOCKET_IDLE_TIMEOUT: no deadline's).
     assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s", "60s", "60s"]
     assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
     assert "listen 0.0.0.0:8000 " in conf
-    socket = f"unix:{tmp_path / 'gunicorn.sock'}"
-    assert ast.literal_eval(outputs[1]) == [[socket], 90, 90, 75, 0o117, True]
 
 
 def _default(field: Any) -> str:
@@ -184,6 +143,6 @@ def test_readme_lists_every_variable_with_its_default_and_meaning() -> None:
         for meaning in [" ".join(str(field.description).split())]
     ]
     expected = "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows])
-    readme = (STACK / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
     assert expected in readme, f"README.md: replace the variables table with\n{expected}"

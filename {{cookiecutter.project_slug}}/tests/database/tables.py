@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from {{ cookiecutter.package_name }}.db.models import Base
 
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
-# The project's migrations/, as alembic reads them (``get_current_head()``: the head).
+# The project's migrations/, as alembic reads them (``get_revision("head")``: the head).
 MIGRATIONS = ScriptDirectory.from_config(Config(ALEMBIC_INI))
 # What a database at head holds: the models' tables and alembic's own.
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}

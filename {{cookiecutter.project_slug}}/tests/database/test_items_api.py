@@ -13,12 +13,7 @@ from pydantic import SecretStr
 from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api import items_db as queries
-from {{ cookiecutter.package_name }}.api.items_db import (
-    BIGINT_MAX,
-    NO_NUL,
-    NewItem,
-    Session,
-)
+from {{ cookiecutter.package_name }}.api.items_db import BIGINT_MAX, NO_NUL
 from {{ cookiecutter.package_name }}.db.engine import (
     APPLICATION_NAME,
     create_engine,
@@ -160,10 +155,10 @@ def test_a_lost_connection_costs_only_the_query_that_needed_it(url: str) -> None
     terminate = "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
     terminate += " WHERE application_name = :name"
 
-    async def lose(step: str, db: Session) -> object:
+    async def lose(step: str, db: queries.Session) -> object:
         """The items API's own session, its connection lost after a query."""
         done = await (
-            queries.create_item(NewItem(name="kept", price_cents=1), db)
+            queries.create_item(queries.NewItem(name="kept", price_cents=1), db)
             if step == "create"
             else queries.list_items(db)
         )

@@ -8,8 +8,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -22,17 +20,7 @@ from sqlalchemy.pool import NullPool
 from .tables import ALEMBIC_INI, AT_HEAD, MIGRATIONS, state
 
 
-def doc_commands(project_root: Path) -> list[str]:
-    """The lines of the ```sh blocks in docs/database.md's section "Migrations"."""
-    text = (project_root / "docs" / "database.md").read_text(encoding="utf-8")
-    body = text.split("\n## Migrations\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sh\n(.*?)```", body, flags=re.DOTALL)
-    # Not `make db`'s block: it starts a server of its own (the template's tests run it).
-    blocks = [block for block in blocks if "make db-stop" not in block]
-    return [line for block in blocks for line in block.splitlines() if line.strip()]
-
-
-def test_the_documented_commands_run(
+def test_the_documented_commands_run_and_every_migration_round_trips(
     project_root: Path,
     tmp_path: Path,
     new_database: Callable[..., str],
@@ -41,9 +29,13 @@ def test_the_documented_commands_run(
 ) -> None:
     """In a copy of the project, docs/database.md's commands succeed, as written: make migrate
     twice at once (env.py's lock) reaches head, check agrees, --sql prints DDL, autogenerate
-    writes an empty revision, downgrade -1 undoes the newest applied one."""
-    first, *commands = doc_commands(project_root)
-    assert first == "make migrate"
+    writes an empty revision, downgrade -1 undoes the newest applied one. Then every migration
+    is undone and applied again; before it all, without DATABASE_URL alembic stops in one line
+    saying what to set."""
+    # The ```sh block that starts with make migrate (`make db`'s: the template's tests run it).
+    docs = (project_root / "docs" / "database.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```sh\n(make migrate\n.*?)```", docs, flags=re.DOTALL)
+    first, *commands = block.splitlines()
     # A copy, so the new revision lands there; .venv is this interpreter's environment.
     shutil.copytree(project_root / "migrations", tmp_path / "migrations")
     for name in ("Makefile", "alembic.ini"):
@@ -51,12 +43,15 @@ def test_the_documented_commands_run(
     (tmp_path / ".venv").symlink_to(sys.prefix)
     url = new_database(migrated=False)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATABASE_URL", "")
+    message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
+    with pytest.raises(SystemExit, match=f"^{message}$"):
+        alembic_cli(["upgrade", "head"])
     monkeypatch.setenv("DATABASE_URL", url)
 
-    run = partial(subprocess.run, shlex.split(first), capture_output=True)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = [future.result() for future in [pool.submit(run), pool.submit(run)]]
-    assert [run.returncode for run in done] == [0, 0], [run.stderr for run in done]
+    both = [subprocess.Popen(shlex.split(first), stderr=subprocess.PIPE) for _ in range(2)]
+    errors = [run.communicate()[1] for run in both]
+    assert [run.returncode for run in both] == [0, 0], errors
     head = MIGRATIONS.get_revision("head")
     assert state(url) == (AT_HEAD, head.revision)
     for command in commands:  # through alembic's own command-line entry point, in process
@@ -70,23 +65,11 @@ def test_the_documented_commands_run(
     [new] = [path for path in tmp_path.glob("migrations/versions/*.py") if path.name not in shipped]
     assert "op." not in new.read_text(encoding="utf-8")
     assert state(url)[1] == head.down_revision
-
-
-def test_downgrade_to_base_and_back_round_trips_and_no_url_is_refused(
-    new_database: Callable[..., str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every migration can be undone and applied again; without DATABASE_URL alembic stops
-    with one line saying what to set."""
-    url = new_database()
-    monkeypatch.setenv("DATABASE_URL", url)
+    # The project's own migrations (not the copy's new one): down to base, then up again.
     alembic_cli(["-c", ALEMBIC_INI, "downgrade", "base"])
     assert state(url) == ({"alembic_version"}, None)
     alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
-    assert state(url) == (AT_HEAD, MIGRATIONS.get_current_head())
-    monkeypatch.setenv("DATABASE_URL", "")
-    message = "error: DATABASE_URL is not set: export the database's URL to migrate it"
-    with pytest.raises(SystemExit, match=f"^{message}$"):
-        alembic_cli(["-c", ALEMBIC_INI, "upgrade", "head"])
+    assert state(url) == (AT_HEAD, head.revision)
 
 
 def test_a_locked_table_makes_the_migration_give_up_after_its_lock_timeout(

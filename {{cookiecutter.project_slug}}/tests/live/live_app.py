@@ -1,9 +1,9 @@
 """The app the live tests serve (APP_MODULE=live_app:app): the real one plus test routes under
 /_tests/ (why: at the end), inside the app's middleware. slow?seconds=N answers after N
 seconds; boom raises (the error guard's 500); ws echoes WebSocket text and events streams
-server-sent events, as FastAPI's docs write them. slow and events log one line as they start:
-a test can wait for them in flight. Test-only: gunicorn imports it from its working
-directory, tests/live/."""
+server-sent events, as FastAPI's docs write them. events logs one line as it starts: a test
+can wait for streams in flight. Test-only: gunicorn imports it from its working directory,
+tests/live/."""
 
 import asyncio
 import logging
@@ -21,7 +21,6 @@ router = APIRouter(prefix="/_tests", include_in_schema=False)
 
 @router.get("/slow")
 async def slow(seconds: float) -> dict[str, str]:
-    logger.info("slow request started")
     await asyncio.sleep(seconds)
     return {"status": "done"}
 

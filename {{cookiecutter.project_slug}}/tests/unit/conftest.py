@@ -12,7 +12,7 @@ import logging
 {%- if cookiecutter.layout == "service" %}
 import os
 {%- endif %}
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -55,12 +55,15 @@ def http_scope(path: str = "/", *, headers: list[tuple[bytes, bytes]] | None = N
     }
 
 
-async def call(app: ASGIApp, scope: Scope, sent: list[Message] | None = None) -> list[Message]:
-    """Run ``app`` on ``scope`` with an empty body and return what it sent (also into ``sent``)."""
+async def call(
+    app: ASGIApp, scope: Scope, sent: list[Message] | None = None, *, inbox: Iterable[Message] = ()
+) -> list[Message]:
+    """Run ``app`` on ``scope`` (it receives ``inbox``, then empty bodies); what it sent."""
     sent = [] if sent is None else sent
+    messages = iter(inbox)
 
     async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return next(messages, {"type": "http.request", "body": b"", "more_body": False})
 
     async def send(message: Message) -> None:
         sent.append(message)

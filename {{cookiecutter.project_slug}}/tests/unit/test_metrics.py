@@ -127,18 +127,11 @@ def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
         else:
             await send({"type": "websocket.close", "code": code})
 
-    inbox: list[Message] = []  # what the app receives next
-
-    async def receive() -> Message:
-        return inbox.pop(0)
-
-    async def discard(message: Message) -> None:
-        del message
-
     app = MetricsMiddleware(session, metrics=metrics)
+    connect: Message = {"type": "websocket.connect"}
+    leave: Message = {"type": "websocket.disconnect", "code": 1001}
     for path in ("/1000", "/4001", "/0", "/403"):
-        inbox[:] = [{"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1001}]
-        asyncio.run(app({"type": "websocket", "path": path}, receive, discard))
+        asyncio.run(call(app, {"type": "websocket", "path": path}, inbox=[connect, leave]))
 
     assert open_inside == [1.0, 1.0, 1.0]
     assert value("websocket_sessions_open") == 0.0

@@ -36,12 +36,12 @@ def test_the_defaults_are_a_safe_production() -> None:
     assert Settings().model_dump(include=set(defaults)) == defaults
 
 
-# (field, value of its variable, the value read): a non-default and the boundaries.
+# (field, value of its variable, the value read): a non-default and the boundaries (those of
+# the stack's types, the deadline's and the origins', in stack/tests/test_settings.py).
 ACCEPTED = [
     ("environment", "development", "development"),
     ("log_level", "WARNING", "warning"),
     ("request_timeout_seconds", "2.5", 2.5),
-    ("request_timeout_seconds", "3600", 3600.0),
     ("access_log", "true", True),
     ("metrics", "false", False),
     ("api_docs", "1", True),
@@ -76,7 +76,6 @@ REFUSED = [
     ("debug", "maybe"),
     ("log_level", "verbose"),
     ("request_timeout_seconds", "0"),
-    ("request_timeout_seconds", "3600.5"),
     ("request_timeout_seconds", "soon"),
     ("access_log", "maybe"),
     ("metrics", "maybe"),
@@ -89,7 +88,6 @@ REFUSED = [
     ("stream_max_seconds", "29"),
     ("stream_max_seconds", "86400.5"),
     ("cors_origins", "*"),
-    ("cors_origins", "https://app.example.com/"),
     ("cors_origins", "app.example.com"),
     ("cors_origins", "ftp://x.example"),
     ("cors_origins", "https://u:p@x.io"),
