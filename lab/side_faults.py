@@ -1,6 +1,6 @@
 """Issue 19's figures through a project's live stack: what the worst POST /items body costs the
 workers, the metrics listener under idle connections, the metrics directory after worker
-deaths and reloads.
+deaths.
 
     ./scripts/bench PROJECT_DIR --side-faults [--out DIR]
 
@@ -12,9 +12,10 @@ workers and RATE_LIMIT=0, then, in order:
 - IDLE_CONNECTIONS connections to the metrics port that send nothing: the listener's threads
   and resident memory before, while they are open, and after they close;
 - the metrics directory (files, bytes) and the median scrape time, at start, after
-  WORKER_KILLS SIGKILLs of a worker that has served (each replaced before the next) and after
-  RELOADS SIGHUPs to the runner, one GET /items/{item_id} after each; and how many of the
-  app's answers to those the scrape counts (none may be lost with a dead worker's file).
+  WORKER_KILLS SIGKILLs of a worker that has served (each replaced before the next), one GET
+  /items/{item_id} after each; and how many of the app's answers to those the scrape counts
+  (none may be lost with a dead worker's file). Issue 19 also measured reloads (SIGHUP): the
+  stack has had none since serving-stack 0.3.0 (a deploy replaces the container).
 
 A figure the stack cannot give (an older stack, a step that times out) is "n/a" with the
 reason. One markdown table, written to DIR/side-faults.md (lab/results.py). The stack starts
@@ -51,12 +52,11 @@ GLOBAL_LIMIT = 1024 * 1024 - 1  # the largest body under nginx's client_max_body
 BODY_REPEATS = 10  # /proc counts CPU in ticks (10 ms): enough requests to see a few ms each
 IDLE_CONNECTIONS = 1500
 WORKER_KILLS = 50
-RELOADS = 20
 WORKERS = 2  # as issue 19 measured, whatever the machine's CPU count
 SCRAPES = 20
 # Longer than the listener's tend interval (5 s): dead workers' files are archived by then.
 SETTLE_S = 6.0
-STEP_TIMEOUT_S = 120.0  # one worker's replacement, one reload: far longer than either takes
+STEP_TIMEOUT_S = 120.0  # one worker's replacement: far longer than it takes
 ITEM_ROUTE = "/items/{item_id}"
 COUNT = "http_server_request_duration_seconds_count"
 NO_ANSWER = 0  # the status of a request whose connection closed without one
@@ -141,7 +141,7 @@ def get(stack: Stack, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
 
 
 def gunicorn(stack: Stack) -> int:
-    """The serving gunicorn master (one outside a reload)."""
+    """The serving gunicorn master."""
     masters = procfs.children(stack.process.pid, "-m gunicorn")
     if len(masters) != 1:
         raise UnavailableError(f"{len(masters)} gunicorn masters under the runner")
@@ -263,20 +263,6 @@ def kill_worker(stack: Stack) -> None:
     )
 
 
-def reload(stack: Stack) -> None:
-    """SIGHUP the runner and wait until a new gunicorn master alone serves, with its workers."""
-    old = gunicorn(stack)
-    stack.process.send_signal(signal.SIGHUP)
-
-    def swapped() -> bool:
-        masters = procfs.children(stack.process.pid, "-m gunicorn")
-        return (
-            masters != [old] and len(masters) == 1 and len(procfs.children(masters[0])) == WORKERS
-        )
-
-    wait_for(swapped, STEP_TIMEOUT_S, "a reload")
-
-
 def metrics_rows(stack: Stack) -> Rows:
     statuses: list[int] = []
 
@@ -290,18 +276,14 @@ def metrics_rows(stack: Stack) -> Rows:
     for _ in range(200):
         request()
     rows = [("metrics directory at start", directory(stack, statuses))]
-    for step, count, name in (
-        (kill_worker, WORKER_KILLS, "worker kills"),
-        (reload, RELOADS, "reloads"),
-    ):
-        try:
-            for _ in range(count):
-                step(stack)
-                request()
-            result = directory(stack, statuses)
-        except FAILURES as exc:
-            result = f"n/a: {type(exc).__name__}: {exc}"
-        rows.append((f"metrics directory after {count} {name}", result))
+    try:
+        for _ in range(WORKER_KILLS):
+            kill_worker(stack)
+            request()
+        result = directory(stack, statuses)
+    except FAILURES as exc:
+        result = f"n/a: {type(exc).__name__}: {exc}"
+    rows.append((f"metrics directory after {WORKER_KILLS} worker kills", result))
     return rows
 
 
