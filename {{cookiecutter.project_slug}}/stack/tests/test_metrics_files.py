@@ -1,5 +1,5 @@
 """The metrics directory, written by real prometheus_client processes: each worker's files
-allocated before it writes, dead processes' values kept in one archive (their files removed)."""
+allocated before it writes, dead processes' values kept in the archive (their files removed)."""
 
 import os
 import subprocess
