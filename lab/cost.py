@@ -164,8 +164,9 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as workdir:
         out = Path(workdir)
         manifest = out / "manifest.json"
-        # Relative paths in the temporary directory: the random name never reaches the
-        # measured process (its strings' hashes would change dict layouts between runs).
+        # Relative paths in the temporary directory, and `python -P` below (no working
+        # directory on sys.path): the random name never reaches the measured process, whose
+        # strings' hashes would move its dict layouts between runs.
         # The metrics middleware counted as under gunicorn: prometheus_client's multiprocess
         # mode writes each value to a memory-mapped file (about 60 % dearer than in memory).
         # Relative too, for the same reason.
@@ -182,6 +183,7 @@ def measure(
             "--cache-sim=no",
             "--cachegrind-out-file=cachegrind.%p",
             sys.executable,
+            "-P",
             "-m",
             "lab.drive",
             *variants,

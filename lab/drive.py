@@ -48,9 +48,8 @@ if TYPE_CHECKING:
 DEFAULT_PATH = "/livez"
 # A measured child's clock moves this much per request, not with the wall. Timers fire by the
 # loop's clock (the deadline middleware's sweeper wakes every 0.1 s while a request is in
-# flight), so under valgrind's wall clock a loaded machine counted more wake-ups per request
-# (0.52 % more in one CI run: the repeat check failed). Stepped, they fire as in a worker
-# serving 1,000 requests a second, the same on any machine at any load.
+# flight), so under valgrind's wall clock a loaded machine would count more wake-ups per
+# request. Stepped, they fire as in a worker serving 1,000 requests a second, at any load.
 REQUEST_SECONDS = 0.001
 
 # What nginx sends, in its order: its proxy_set_header lines first (deploy/nginx.conf; the

@@ -423,7 +423,7 @@ def peers_steps(env: ProjectEnv, project: Path) -> list[Step]:
 
 
 def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
-    """The lab suite: the cost gate twice (full, then --quick: the counts must agree), the
+    """The lab suite: the cost gate twice (the same command: the counts must agree), the
     lab's own tests, then the experiments' floors, grid and CPU share, each run as a person
     runs it (./scripts/bench, ./scripts/experiments) and read by its test."""
     shared_tmp = project.parent.parent  # the bake is in full_suite_dir(shared_tmp, "lab")
@@ -444,7 +444,7 @@ def lab_steps(env: ProjectEnv, project: Path) -> list[Step]:
         ),
         Step(
             "cost-again",
-            [*gate, "--quick", "--out", str(lab_output(shared_tmp, "cost-again"))],
+            [*gate, "--out", str(lab_output(shared_tmp, "cost-again"))],
             project.parent,
             bench_env,
         ),
