@@ -472,7 +472,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     image and image-postgresql: `make lock`, then the image built and smoke-tested (the
     default one also through compose.yaml) with podman (tests/images.py);
     the default one first gets a WebSocket and a stream route the documented way
-    (tests/documented_changes.py), which tests/test_image.py reaches in the built image.
+    (tests/documented_changes.py), then its own lint and test (the routes break none of the
+    bake's tests), and tests/test_image.py reaches both routes in the built image.
     """
     if name == "lab":
         return lab_steps(env, project)
@@ -493,7 +494,8 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
             steps.insert(2, ("compose", "compose"))
         commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]
         if name == "image":  # routes the image's own smoke test knows nothing of
-            return [Step("documented changes", [*documented, "streams"]), make("lock"), *commands]
+            changes = Step("documented changes", [*documented, "streams"])
+            return [changes, make("lint"), make("test"), make("lock"), *commands]
         return [make("lock"), *commands]
 
     if name == "default":

@@ -13,7 +13,8 @@ throwaway server, as its tests do.
 streams (the image full suite, before its image is built): a WebSocket echo route and a
 server-sent-event stream in a router module of their own, included the same way, as the
 README's "a WebSocket route or a streaming response" row says and FastAPI's docs write them;
-tests/test_image.py then talks to both through the container's nginx.
+the bake's `make lint` and `make test` then run, and tests/test_image.py talks to both routes
+through the container's nginx.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ The default and postgresql bakes each get `make lock`, `make image` and
 `.github/smoke-test.sh` (the postgresql one against a real PostgreSQL: the migration step,
 then items), with podman on a stand-in base (tests/images.py), in the background beside the
 other suites (tests/full_suites.py); the default bake first gets a WebSocket route and an
-event stream the documented way (tests/documented_changes.py). These tests read those
-steps' results, then check what only the template can: both routes through the built
-image's nginx and the image's size against the figure recorded here. Beside them, without
-an image, the supply chain's make targets: `make sbom` against uv.lock, `make audit`'s
-refusals.
+event stream the documented way (tests/documented_changes.py), then its own `make lint` and
+`make test` (the new routes break none of its tests). These tests read those steps'
+results, then check what only the template can: both routes through the built image's nginx
+and the image's size against the figure recorded here. Beside them, without an image, the
+supply chain's make targets: `make sbom` against uv.lock, `make audit`'s refusals.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def steps(full_suites: FullSuites, suite: str) -> dict[str, subprocess.Completed
     results = {step.args[0]: step for step in full_suites.result(suite)}
     for name, step in results.items():
         assert step.returncode == 0, f"{suite}: {name} failed\n{step.stdout[-6000:]}{step.stderr}"
-    changes = ["documented changes"] if suite == "image" else []
+    changes = ["documented changes", "lint", "test"] if suite == "image" else []
     compose = ["compose"] if suite == "image" else []
     expected = [*changes, "lock", "build", "smoke test", *compose]
     assert list(results) == expected, list(results)
