@@ -33,7 +33,7 @@ from harness.processes import Processes
 from harness.stack import Stack
 
 from . import conftest
-from .conftest import PACKAGE, SYSTEM_PATH, Stacks, needs_the_example, worker_pids
+from .conftest import PACKAGE, SYSTEM_PATH, Stacks, needs_the_example, wait_for_line, worker_pids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -362,12 +362,13 @@ def test_spans_reach_an_otlp_receiver_and_continue_a_trusted_trace(
     assert attributes["service.name"] == "observed-service"
     joined = span.trace_id.hex() == TRACE_ID and span.parent_span_id.hex() == PARENT_SPAN_ID
     assert joined is trusted
-    # The app's JSON log line of this request carries the same request id and trace id.
-    access = [
-        line
-        for line in stack.log_lines()
-        if line.get("logger") == f"{PACKAGE}.access" and line.get("path") == missing
-    ]
+    # The app's JSON log line of this request carries the same request id and trace id. Waited
+    # for: the relay may pass it on after the span's export (a busy CI run read it too early).
+    access = wait_for_line(
+        stack,
+        lambda line: line.get("logger") == f"{PACKAGE}.access" and line.get("path") == missing,
+        "the request's access line",
+    )
     assert [(line["request_id"], line["trace_id"]) for line in access] == [
         (headers["X-Request-ID"], span.trace_id.hex())
     ]
