@@ -31,9 +31,9 @@ from .full_suites import FullSuites
 # What the cost gate must reproduce between two runs of the same command, at any load. A count
 # depends on the measured process's memory layout (objects hash by address), which moves a
 # little between runs and more with what the process builds before it forks: a full run
-# against a --quick one was 0.2-0.5 % apart, and one CI run failed on that. Five full runs of
-# one bake: counts within 0.16 %, the judged ratio within 0.06 %, beside three CPU hogs too
-# (docs/performance.md). A layout that costs a request more costs the bare app alike.
+# against a --quick one was 0.1-0.3 % apart here, 0.52 % in the CI run that failed on that.
+# Six full runs of one bake, one beside three CPU hogs: counts within 0.16 %, the judged ratio
+# within 0.06 % (docs/performance.md). A layout that costs a request more costs the bare app alike.
 REPEAT_TOLERANCE = 0.005
 RATIO_REPEAT_TOLERANCE = 0.0015
 

@@ -30,7 +30,7 @@ import pytest
 from websockets.sync.client import connect
 
 from . import images
-from .conftest import Bake, ProjectEnv, full_suite_dir, run_captured
+from .conftest import Bake, ProjectEnv, run_captured
 
 if TYPE_CHECKING:
     from .full_suites import FullSuites
@@ -54,12 +54,6 @@ def steps(full_suites: FullSuites, suite: str) -> dict[str, subprocess.Completed
     expected = [*changes, "lock", "build", "smoke test", *compose]
     assert list(results) == expected, list(results)
     return results
-
-
-def suite_project(shared_tmp: Path, suite: str) -> Path:
-    """The bake the suite built its image from (tests/conftest.py's full_suites)."""
-    (project,) = [path for path in full_suite_dir(shared_tmp, suite).iterdir() if path.is_dir()]
-    return project
 
 
 @pytest.mark.full_suite("image")
@@ -295,6 +289,8 @@ def allowlist_entry(**fields: object) -> str:
 
 
 SOON = dt.date.today() + dt.timedelta(days=30)
+# The audit's own day (UTC) and its longest acceptance, 366 days: the boundary both ways.
+YEAR_AHEAD = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=366)
 REASON = "only the package's command-line tool is affected; the service never runs it"
 
 
@@ -324,7 +320,20 @@ REASON = "only the package's command-line tool is affected; the service never ru
             ),
             "more than a year ahead",
         ),
+        (
+            allowlist_entry(
+                id="PYSEC-2024-1", reason=REASON, expires=YEAR_AHEAD + dt.timedelta(days=1)
+            ),
+            "more than a year ahead",
+        ),
+        (
+            allowlist_entry(
+                id="PYSEC-2024-1", reason=REASON, expires=dt.datetime.combine(SOON, dt.time())
+            ),
+            "expires must be a date",
+        ),
         (allowlist_entry(id="GHSA-2c5f-9jv8-qx7w", reason=REASON, expires=SOON), None),
+        (allowlist_entry(id="GHSA-2c5f-9jv8-qx7w", reason=REASON, expires=YEAR_AHEAD), None),
     ],
     ids=[
         "no reason",
@@ -333,7 +342,10 @@ REASON = "only the package's command-line tool is affected; the service never ru
         "unknown id",
         "no real reason",
         "too far",
+        "a day past a year",
+        "date and time",
         "valid",
+        "valid, a year ahead",
     ],
 )
 def test_every_allowlist_entry_needs_an_id_a_reason_and_a_live_expiry(

@@ -165,7 +165,7 @@ class Archive:
             fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o660)
             try:
                 # Allocated: a full filesystem fails here, not a write into the map (SIGBUS).
-                # An entry (4-byte length, key padded to 8, two doubles): at most key + 28.
+                # An entry as MmapedDict._init_value packs it, 8-aligned with two doubles: key + 28.
                 os.posix_fallocate(fd, 0, 8 + sum(len(key.encode()) + 28 for key in values))
             finally:
                 os.close(fd)
