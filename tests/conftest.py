@@ -70,6 +70,15 @@ def bake(output_dir: Path, **answers: str) -> Bake:
     return Bake(result.returncode, result.stderr, output_dir)
 
 
+def shared_bake(output_dir: Path, **answers: str) -> Bake:
+    """A bake that must succeed, its directory open to the unprivileged user the live tests run
+    the stack as (shared_tmp says why)."""
+    result = bake(output_dir, **answers)
+    assert result.exit_code == 0, result.stderr
+    output_dir.chmod(0o755)
+    return result
+
+
 def rerender(project: Path, output_dir: Path, *changes: str) -> Path:
     """The README's update command: the recorded answers as defaults, plus key=value changes."""
     command = [
@@ -225,10 +234,7 @@ def shared_tmp() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def default_bake(shared_tmp: Path) -> Bake:
     """The project rendered with every default answer."""
-    result = bake(shared_tmp / "default")
-    assert result.exit_code == 0, result.stderr
-    (shared_tmp / "default").chmod(0o755)
-    return result
+    return shared_bake(shared_tmp / "default")
 
 
 @pytest.fixture(scope="session")
@@ -236,10 +242,7 @@ def kubernetes_bake(shared_tmp: Path) -> Bake:
     """The project rendered with kubernetes=true, the other answers default (read only): k8s/
     is opt-in, so the default bake has none. Rendered only: it shares the default bake's
     uv.lock, so project_env serves it too."""
-    result = bake(shared_tmp / "kubernetes", kubernetes="true")
-    assert result.exit_code == 0, result.stderr
-    (shared_tmp / "kubernetes").chmod(0o755)
-    return result
+    return shared_bake(shared_tmp / "kubernetes", kubernetes="true")
 
 
 @pytest.fixture(scope="session")
@@ -247,10 +250,7 @@ def database_bake(shared_tmp: Path) -> Bake:
     """The project rendered with database=postgresql and kubernetes=true (the manifests'
     database parts: the migrate init container, the Secret, the connection budget), the other
     answers default (read only: a test that edits a bake makes its own)."""
-    result = bake(shared_tmp / "database", database="postgresql", kubernetes="true")
-    assert result.exit_code == 0, result.stderr
-    (shared_tmp / "database").chmod(0o755)
-    return result
+    return shared_bake(shared_tmp / "database", database="postgresql", kubernetes="true")
 
 
 @dataclass(frozen=True)
@@ -545,9 +545,7 @@ def full_suites(
     suites = {}
     for name in sorted(selected):
         # A bake of its own: the tests that read default_bake's files run at the same time.
-        result = bake(full_suite_dir(shared_tmp, name), **FULL_SUITE_ANSWERS[name])
-        assert result.exit_code == 0, result.stderr
-        full_suite_dir(shared_tmp, name).chmod(0o755)
+        result = shared_bake(full_suite_dir(shared_tmp, name), **FULL_SUITE_ANSWERS[name])
         # A mypy cache of its own too: the option bakes' lint runs at the same time.
         env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
         steps = full_suite_steps(name, env, result.project)

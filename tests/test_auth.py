@@ -47,6 +47,7 @@ from .conftest import (
     assert_renders_cleanly,
     bake,
     install_env,
+    shared_bake,
 )
 from .selected_tests import generated_tests_for
 
@@ -158,10 +159,7 @@ def provider(provider_script: Path) -> Iterator[Provider]:
 @pytest.fixture(scope="module")
 def auth_bake(shared_tmp: Path) -> Bake:
     """The project rendered with auth=oidc, the other answers default (read only)."""
-    result = bake(shared_tmp / "auth", auth="oidc")
-    assert result.exit_code == 0, result.stderr
-    (shared_tmp / "auth").chmod(0o755)
-    return result
+    return shared_bake(shared_tmp / "auth", auth="oidc")
 
 
 @pytest.fixture(scope="module")
