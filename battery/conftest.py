@@ -3,15 +3,15 @@
 Run by `./scripts/battery <project-dir>` (or `pytest battery --project=DIR [--python=PY]`:
 in one word each, or pytest takes DIR for a test path before it knows the option).
 The service directory is a generated project, or a user's own service of the same shape:
-`src/<package>/main.py` with `create_app()`, `stack/serving_stack/` (the runner), `deploy/`
-(nginx.conf, gunicorn.conf.py). Its interpreter (`--python`, by default DIR/.venv/bin/python,
+`src/<package>/main.py` with `create_app()`, `stack/serving_stack/` (the supervisor and its
+nginx.conf), perhaps `deploy/nginx-locations.conf`. Its interpreter (`--python`, by default DIR/.venv/bin/python,
 what `make install` creates) runs the stack; this process only sends requests, signals and
 reads logs, so the battery needs none of the service's packages itself.
 
 Stacks, the database, ports and /proc come from the shared harness (harness/). Each stack
 starts (harness/stack.py) from a staging directory: the test apps of battery/apps/ (the
 real app plus misbehaving routes) as the working directory gunicorn imports APP_MODULE
-from, and a copy of deploy/ a test may edit (NGINX_CONF and GUNICORN_CONF point at it).
+from, and a copy of the stack's nginx.conf a test may edit (NGINX_CONF points at it).
 Inputs: nginx on PATH or in /usr/sbin (tests skip, saying so, where it is missing); as
 root, setpriv (util-linux) to run the stack as an unprivileged user, as the image does.
 Every wait polls with a deadline.
@@ -69,6 +69,12 @@ APP_ACCESS_LOGGER = ""
 DEADLINE_VARIABLE = ""
 # The service's PostgreSQL (harness/postgres.py), where it has a database.
 DATABASE: postgres.Database | None = None
+
+
+def project_locations() -> dict[str, str]:
+    """NGINX_LOCATIONS: the project's own nginx locations (a body limit per route), if any."""
+    locations = PROJECT / "deploy" / "nginx-locations.conf"
+    return {"NGINX_LOCATIONS": str(locations)} if locations.is_file() else {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -135,11 +141,10 @@ def run_python(
 
 
 def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m serving_stack` run to its end with only env, the project's deploy/ and
-    how its interpreter finds the project (PYTHONPATH, where the project is not installed)."""
+    """`python -m serving_stack` run to its end with only env, the project's nginx locations
+    and how its interpreter finds the project (PYTHONPATH, where the project is not installed)."""
     given = {
-        "NGINX_CONF": str(PROJECT / "deploy" / "nginx.conf"),
-        "GUNICORN_CONF": str(PROJECT / "deploy" / "gunicorn.conf.py"),
+        **project_locations(),
         "APP_MODULE": REAL_APP,
         **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ},
     }
@@ -266,23 +271,23 @@ class Stacks:
 
         The staging directory is one a non-root user can read: pytest's own temporary
         directories are private to the user running the tests (0700). nginx_directives
-        shortens timeouts in its copy of deploy/nginx.conf (they are not environment
+        shortens timeouts in its copy of the stack's nginx.conf (they are not environment
         variables): each directive must appear exactly once.
         """
         staging = Path(tempfile.mkdtemp(prefix="battery-stack-"))
         staging.chmod(0o755)
         for app_file in APPS.glob("*.py"):
             shutil.copy2(app_file, staging / app_file.name)
-        shutil.copytree(PROJECT / "deploy", staging / "deploy")
+        shutil.copy2(PROJECT / "stack" / "serving_stack" / "nginx.conf", staging / "nginx.conf")
         if nginx_directives:
-            override_directives(staging / "deploy" / "nginx.conf", nginx_directives)
+            override_directives(staging / "nginx.conf", nginx_directives)
         environment = {
             "HOME": str(staging / "run"),
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "APP_MODULE": app_module,
-            "NGINX_CONF": str(staging / "deploy" / "nginx.conf"),
-            "GUNICORN_CONF": str(staging / "deploy" / "gunicorn.conf.py"),
+            "NGINX_CONF": str(staging / "nginx.conf"),
+            **project_locations(),
             "WEB_CONCURRENCY": "2",
             "NGINX_WORKER_PROCESSES": "1",
             "NGINX_BIN": self.nginx_bin,

@@ -1,6 +1,6 @@
 """Host handling: unknown hosts refused by nginx, redirects keep the client's port and scheme.
 
-Class 2 of docs/security.md. ALLOWED_HOSTS (deploy/stack_settings.py) becomes nginx's
+Class 2 of docs/security.md. ALLOWED_HOSTS (serving_stack/settings.py) becomes nginx's
 $host_allowed map: a Host outside it is a JSON 400 from nginx, before the app; /livez and
 /readyz answer any Host (Kubernetes probes send the pod's IP). The app builds redirects and
 request.url from the Host nginx sends: the validated name and the client's own port.

@@ -1,7 +1,7 @@
 """Overload: one JSON 503 with Retry-After, from nginx alone; /livez keeps answering.
 
 Class 4 of docs/security.md. nginx caps the requests in flight to the app (limit_conn in
-deploy/nginx.conf); past the cap it answers a JSON 503 with Retry-After and the request id at
+serving_stack/nginx.conf); past the cap it answers a JSON 503 with Retry-After and the request id at
 once, below uvicorn's own cap (a plain-text 503) and gunicorn's backlog (a 502 when full).
 The probes (/livez, /readyz) are not counted: a busy pod is neither restarted nor taken out
 of rotation (its load would saturate the others). The cap is lowered to 3 here to reach it.

@@ -19,7 +19,7 @@ event loop keeps a clock that moves REQUEST_SECONDS per request, so timers fire 
 served, not per second valgrind takes.
 
 No server and no socket: the ASGI app is called directly, one task per request as uvicorn
-does, with the headers nginx sends (deploy/nginx.conf). Depends on the project's package and
+does, with the headers nginx sends (serving_stack/nginx.conf). Depends on the project's package and
 Starlette's types only.
 """
 
@@ -52,7 +52,7 @@ DEFAULT_PATH = "/livez"
 # request. Stepped, they fire as in a worker serving 1,000 requests a second, at any load.
 REQUEST_SECONDS = 0.001
 
-# What nginx sends, in its order: its proxy_set_header lines first (deploy/nginx.conf; the
+# What nginx sends, in its order: its proxy_set_header lines first (serving_stack/nginx.conf; the
 # empty ones are not sent), then the client's headers. The request id included, so the
 # request-id middleware takes its production path: keep a well-formed id.
 _HEADERS = [

@@ -1,7 +1,7 @@
 """What the lab measures: each experiment is a few configurations against a baseline.
 
 Pure data, no I/O. A configuration names the app variant (lab/apps.py), the server that runs
-it, the worker count, and whether nginx (the project's deploy/nginx.conf, varied by
+it, the worker count, and whether nginx (the stack's nginx.conf, varied by
 lab/nginx.py) sits in front. `quick=True` marks the configurations `./scripts/bench --quick`
 measures: those the budgets (lab/budgets.toml) need, in short runs.
 """
@@ -38,7 +38,7 @@ Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
 
 @dataclass(frozen=True)
 class Front:
-    """nginx in front of the app, as deploy/nginx.conf ships except for the varied settings."""
+    """nginx in front of the app, as serving_stack/nginx.conf ships except for the varied settings."""
 
     transport: Literal["unix", "tcp"] = "unix"  # how nginx reaches the app
     keepalive: bool = True  # upstream keepalive (nginx reuses its connections to the app)
@@ -52,7 +52,7 @@ class Stack:
     # A variant of lab/apps.py ("bare", "shipped"), or any "module:attribute" app.
     app: str = "shipped"
     server: Server = "gunicorn-uvicorn"
-    workers: int | None = None  # None: what deploy/gunicorn.conf.py decides for this machine
+    workers: int | None = None  # None: what serving_stack/gunicorn_conf.py decides for this machine
     threads: int | None = None  # gunicorn --threads; None leaves the shipped setting
     front: Front | None = None  # None: wrk talks to the app server directly over TCP
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the app server
@@ -98,7 +98,7 @@ def experiments(
     ships.
     """
     del cpus  # the lean list does not vary with the machine; the signature is shared
-    production = Front()  # what deploy/ ships: unix socket, upstream keepalive, buffering on
+    production = Front()  # what the stack ships: unix socket, upstream keepalive, buffering on
     direct = Stack()  # gunicorn as shipped, wrk straight to it over TCP
     chosen = [
         Experiment(

@@ -1,4 +1,4 @@
-"""nginx configurations for the lab, derived from the project's own deploy/nginx.conf.
+"""nginx configurations for the lab, derived from the stack's nginx.conf.
 
 Renders it through the stack's public command line (``python -m serving_stack render``, as
 ``make serve`` renders it), so every directive is the one the service ships, then changes
@@ -10,7 +10,7 @@ only what an experiment varies:
 - proxy_buffering: the shipped `on`, or `off` (the seeds' choice).
 
 The access log is off (the stack's NGINX_ACCESS_LOG=off): a benchmark measures the proxy hop,
-not the disk. Each edit must match exactly once; if deploy/nginx.conf changes shape, the
+not the disk. Each edit must match exactly once; if serving_stack/nginx.conf changes shape, the
 benchmark stops with an error instead of silently measuring something else.
 """
 
@@ -49,7 +49,7 @@ def _replace_once(text: str, pattern: str, replacement: str, what: str) -> str:
     new, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
     if count != 1:
         raise NginxConfigError(
-            f"the rendered deploy/nginx.conf: expected exactly one {what} (/{pattern}/), "
+            f"the rendered serving_stack/nginx.conf: expected exactly one {what} (/{pattern}/), "
             f"found {count}"
         )
     return new

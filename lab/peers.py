@@ -15,7 +15,7 @@ Servers (each with the worker count the shipped gunicorn.conf.py decides on this
 - gunicorn-asgi: the same with gunicorn's own `-k asgi` worker (gunicorn >= 24), skipped
   with the reason when the installed gunicorn has none;
 - stack variants (VARIANTS): the stack with one default changed through its environment
-  (NGINX_WORKER_PROCESSES, WEB_CONCURRENCY...) or through a copy of deploy/nginx.conf passed
+  (NGINX_WORKER_PROCESSES, WEB_CONCURRENCY...) or through a copy of serving_stack/nginx.conf passed
   as NGINX_CONF, to measure a proposed default against the shipped one in the same rounds.
 
 Conditions: the raw endpoints (GET /livez, GET /items/{id}: path parameter and pydantic
@@ -124,7 +124,7 @@ class Server:
     label: str
     kind: Kind
     env: tuple[tuple[str, str], ...] = ()  # the stack's variables for a variant
-    # (pattern, replacement) applied once each to deploy/nginx.conf, passed as NGINX_CONF.
+    # (pattern, replacement) applied once each to serving_stack/nginx.conf, passed as NGINX_CONF.
     nginx_edits: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -140,7 +140,7 @@ PEERS = (
     Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
 )
 # Access lines written 4 KiB at a time, at least every second: at most PIPE_BUF, so the lines
-# of two nginx workers never interleave in the runner's pipe. Shipped since: deploy/nginx.conf
+# of two nginx workers never interleave in the runner's pipe. Shipped since: serving_stack/nginx.conf
 # writes its access_log so, and the variants below keep that line as it is.
 SHIPPED_LOG = "access_log /dev/stdout json buffer=4k flush=1s "
 LOG_BUFFER = (SHIPPED_LOG, SHIPPED_LOG)
@@ -537,7 +537,7 @@ class PeerLauncher:
             text, count = re.subn(pattern, replacement, text)
             if count != 1:
                 raise PeersError(
-                    f"{server.id}: deploy/nginx.conf has {count} matches of /{pattern}/, not 1"
+                    f"{server.id}: serving_stack/nginx.conf has {count} matches of /{pattern}/, not 1"
                 )
         edited = run_dir / "nginx.conf"
         edited.write_text(text, encoding="utf-8")

@@ -47,11 +47,12 @@ class Project:
 
     @property
     def nginx_conf(self) -> Path:
-        return self.root / "deploy" / "nginx.conf"
+        """The stack's own nginx.conf template, which the lab's variants edit."""
+        return self.root / "stack" / "serving_stack" / "nginx.conf"
 
     @property
     def gunicorn_conf(self) -> Path:
-        return self.root / "deploy" / "gunicorn.conf.py"
+        return self.root / "stack" / "serving_stack" / "gunicorn_conf.py"
 
     def need_factory(self) -> str:
         if self.factory is None:
@@ -88,15 +89,16 @@ def _factory(app_module: str) -> str | None:
 
 
 def discover(root: Path) -> Project:
-    """The service in ``root`` (a project directory with src/ and deploy/)."""
+    """The service in ``root`` (a project directory with src/ and stack/)."""
     root = root.resolve()
-    src = root / "src"
-    for needed in (src, root / "deploy" / "nginx.conf", root / "deploy" / "gunicorn.conf.py"):
+    src, stack = root / "src", "serving_stack"
+    for needed in (
+        src,
+        root / "stack" / stack / "settings.py",
+        root / "stack" / stack / "nginx.conf",
+    ):
         if not needed.exists():
             raise ProjectError(f"{root} is no generated project: {needed.name} is missing")
-    stack = "serving_stack"
-    if not (root / "stack" / stack / "settings.py").is_file():
-        raise ProjectError(f"{root} is no generated project: stack/{stack} is missing")
     # APP_MODULE as production reads it: the caller's environment, else the Makefile's default.
     app_module = os.environ.get("APP_MODULE") or f"{_app_package(src)}.main:app"
     package = app_module.partition(":")[0].split(".")[0]

@@ -53,7 +53,7 @@ def test_every_template_variant_loads_under_gunicorn(
     )
     variants = sorted(app for app in listed.stdout.split() if app.startswith("experiments."))
     assert variants == list(GRID_VARIANTS)
-    config = str(project / "deploy" / "gunicorn.conf.py")
+    config = "python:serving_stack.gunicorn_conf"
     for app in (*GRID_VARIANTS, "experiments.apps:no_such_variant()"):
         done = run_captured(
             [python, "-m", "gunicorn", "--config", config, "--check-config"],

@@ -111,7 +111,7 @@ def test_a_websocket_and_a_stream_added_as_documented_work_through_the_images_ng
     """The image of a bake given a WebSocket echo and a server-sent-event route the README's
     way (a router module, included in create_app) echoes through its nginx to a real
     WebSocket client, and streams events for twice its request deadline, whole and each
-    before the app sent the next, with no edit to deploy/nginx.conf."""
+    before the app sent the next, with no edit to serving_stack/nginx.conf."""
     steps(full_suites, "image")
     interval = 0.5
     count = int(2 * STREAM_DEADLINE_SECONDS / interval) + 2

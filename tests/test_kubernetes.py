@@ -371,7 +371,7 @@ def test_probes_answer_the_right_question(kubernetes_bake: Bake) -> None:
     project = kubernetes_bake.project
     container = app_container(objects(project, "base"))
     live, ready, start = (container[p] for p in ("livenessProbe", "readinessProbe", "startupProbe"))
-    nginx = (project / "deploy" / "nginx.conf").read_text(encoding="utf-8")
+    nginx = (project / "stack" / "serving_stack" / "nginx.conf").read_text(encoding="utf-8")
     path = live["httpGet"]["path"]
     # The location's own closing brace (its `if` blocks close on their line).
     location = re.search(rf"location = {re.escape(path)} \{{(.*?)\n        \}}", nginx, re.DOTALL)
@@ -462,7 +462,7 @@ def test_the_grace_period_covers_every_process_the_runner_stops(
     # gunicorn's own parser, with the pod's environment: the value gunicorn would really use.
     gunicorn = str(project_env.venv / "bin" / "gunicorn")
     printed = subprocess.run(
-        [gunicorn, "--print-config", "-c", "deploy/gunicorn.conf.py"],
+        [gunicorn, "--print-config", "-c", "python:serving_stack.gunicorn_conf"],
         cwd=project,
         env=env,
         capture_output=True,

@@ -61,8 +61,7 @@ SECURITY_HEADERS = {
 NGINX_REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 # What serving-only keeps (with its package's name) and what belongs to the service only.
 KEPT = [
-    "deploy/nginx.conf",
-    "deploy/gunicorn.conf.py",
+    "deploy/nginx-locations.conf",
     "deploy/serving.mk",
     "deploy/Dockerfile",
     "deploy/compose.yaml",

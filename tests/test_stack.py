@@ -1,5 +1,5 @@
 """The default bake's serving stack, checked from outside: gixy on the nginx.conf the runner
-renders, `gunicorn --check-config` on deploy/gunicorn.conf.py with the real app, the image's
+renders, `gunicorn --check-config` on serving_stack/gunicorn_conf.py with the real app, the image's
 entrypoint, and the package's boundaries (it never imports the app; only its settings module
 reads the environment).
 
@@ -52,13 +52,13 @@ def test_gixy_finds_nothing_in_the_rendered_config(
 def test_gunicorn_accepts_its_config_and_the_app(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
-    """`gunicorn --check-config` loads deploy/gunicorn.conf.py and imports the app."""
+    """`gunicorn --check-config` loads the stack's gunicorn config and imports the app."""
     env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path)}
     env["APP_MODULE"] = f"{default_bake.package_name}.main:app"  # as the Makefile sets it
     python = str(project_env.venv / "bin" / "python")
 
     result = run_captured(
-        [python, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "--check-config"],
+        [python, "-m", "gunicorn", "-c", "python:serving_stack.gunicorn_conf", "--check-config"],
         cwd=default_bake.project,
         env=env,
         timeout=60,
@@ -109,7 +109,8 @@ def test_the_stack_built_alone_installs_and_passes_its_live_test(
 ) -> None:
     """stack/ builds a wheel and an sdist on its own; the wheel, in a fresh virtualenv holding
     nothing else, passes the stack's own live test (a plain ASGI app served through nginx
-    with the project's deploy/ files), run from a copy without the stack's source."""
+    with the stack's own config), run from a copy without the stack's source or any project
+    file."""
     uv = str(Path(sys.executable).parent / "uv")
     dist, venv, copy = tmp_path / "dist", tmp_path / "venv", tmp_path / "project"
     stack = default_bake.project / "stack"
@@ -121,7 +122,6 @@ def test_the_stack_built_alone_installs_and_passes_its_live_test(
     python = str(venv / "bin" / "python")
     install = [uv, "pip", "install", "--quiet", "--python", python, str(wheel), "pytest"]
     subprocess.run(install, check=True)
-    shutil.copytree(default_bake.project / "deploy", copy / "deploy")
     shutil.copytree(stack / "tests", copy / "stack" / "tests")
 
     tested = run_captured(

@@ -1,4 +1,4 @@
-"""The lab's nginx variants differ from the project's deploy/nginx.conf only where meant."""
+"""The lab's nginx variants differ from the stack's nginx.conf only where meant."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SOCKET = Path("/srv/bench-x/gunicorn.sock")  # never created: the config is only
 
 @pytest.fixture(scope="module")
 def rendered(project: Project, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """deploy/nginx.conf rendered by the project's stack, as `make serve` renders it."""
+    """serving_stack/nginx.conf rendered by the project's stack, as `make serve` renders it."""
     run_dir = tmp_path_factory.mktemp("run")
     environ = {
         "RUN_DIR": str(run_dir),

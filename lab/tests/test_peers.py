@@ -91,7 +91,7 @@ def test_the_slow_clients_hold_their_connections_from_many_addresses() -> None:
 def test_every_stack_variant_edits_the_shipped_nginx_conf_once(
     project: Project, tmp_path: Path
 ) -> None:
-    """Each variant's edits match the bake's deploy/nginx.conf exactly once (a changed
+    """Each variant's edits match the bake's serving_stack/nginx.conf exactly once (a changed
     config stops the run with the variant's name rather than measuring the shipped one)."""
     launcher = peers.PeerLauncher(project, tmp_path, workers=2, granian=None)
     for server in peers.VARIANTS.values():
@@ -102,7 +102,7 @@ def test_every_stack_variant_edits_the_shipped_nginx_conf_once(
             for _, replacement in server.nginx_edits:
                 assert replacement in edited, server.id
     broken = peers.Server("broken", "", "stack", nginx_edits=(("no such directive;", "x"),))
-    with pytest.raises(peers.PeersError, match=r"broken: deploy/nginx\.conf has 0 matches"):
+    with pytest.raises(peers.PeersError, match=r"broken: serving_stack/nginx\.conf has 0 matches"):
         launcher._edited_nginx_conf(broken, tmp_path)
 
 

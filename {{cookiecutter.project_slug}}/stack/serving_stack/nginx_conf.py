@@ -1,4 +1,4 @@
-"""nginx.conf from the project's template (NGINX_CONF): every @NAME@ placeholder replaced by a
+"""nginx.conf from the stack's template (NGINX_CONF): every @NAME@ placeholder replaced by a
 value the settings decide, written atomically into RUN_DIR beside the lists it includes, one
 entry a line (``python -m serving_stack render``)."""
 
@@ -97,6 +97,8 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
         "trusted_proxies.geo": "".join(f"{cidr} 1;\n" for cidr in proxies),
         "allowed_hosts.map": "".join(f"{host} 1;\n" for host in hosts),
         "cors_origins.map": "".join(f'"{o}" "{o}";\n' for o in settings.cors_origins),
+        # The project's own locations, in the server block (NGINX_LOCATIONS): one include.
+        "locations.conf": f"include {locations};\n" if (locations := settings.nginx_locations) else "",
     }
 
 

@@ -62,6 +62,30 @@ REMOVED = {
 }
 
 
+# The stack's own config files, package data beside this module.
+OWN_CONFIGS = {
+    "nginx_conf": Path(__file__).with_name("nginx.conf"),
+    "gunicorn_conf": Path(__file__).with_name("gunicorn_conf.py"),
+}
+# A 0.4.0 project's copies of them, still used while there and unset (startup warns).
+LEGACY_CONFIGS = {
+    "nginx_conf": Path("deploy/nginx.conf"),
+    "gunicorn_conf": Path("deploy/gunicorn.conf.py"),
+}
+LOCATIONS = Path("deploy/nginx-locations.conf")
+
+
+def _own_config(field: str) -> Path:
+    legacy = LEGACY_CONFIGS[field]
+    return legacy.absolute() if legacy.is_file() else OWN_CONFIGS[field]
+
+
+def _a_file(value: Path) -> Path:
+    if not value.is_file():
+        raise ValueError("no such file")
+    return value
+
+
 class SettingError(ServeError, ValueError):
     """A variable's value is refused; the message is one line naming it and what is allowed."""
 
@@ -112,6 +136,7 @@ def _host(value: str) -> str:
 Seconds = Annotated[float, Field(gt=0, le=86400)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 SafePath = Annotated[Path, AfterValidator(_safe_path)]
+AFile = Annotated[Path, AfterValidator(lambda path: _a_file(path.absolute()))]
 Address = Annotated[str, AfterValidator(lambda value: str(ipaddress.ip_address(value)))]
 LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
@@ -164,10 +189,18 @@ class StackSettings(BaseSettings):
     nginx_temp_dir: SafePath | None = Field(None, alias="NGINX_TEMP_DIR")
     """nginx's spool of request bodies over 16 KiB and of buffered responses, best off RUN_DIR's
     filesystem (the image: /tmp/nginx); unset: $RUN_DIR/nginx-temp"""
-    nginx_conf: SafePath = Field(Path("deploy/nginx.conf"), alias="NGINX_CONF")
-    """the nginx.conf template"""
-    gunicorn_conf: SafePath = Field(Path("deploy/gunicorn.conf.py"), alias="GUNICORN_CONF")
-    """gunicorn's config"""
+    nginx_conf: AFile = Field(default_factory=lambda: _own_config("nginx_conf"), alias="NGINX_CONF")
+    """the nginx.conf template; unset: the stack's own (a copy given here is a fork of it)"""
+    gunicorn_conf: AFile = Field(
+        default_factory=lambda: _own_config("gunicorn_conf"), alias="GUNICORN_CONF"
+    )
+    """gunicorn's config file; unset: the stack's own (a copy given here is a fork of it)"""
+    nginx_locations: Annotated[SafePath, AfterValidator(_a_file)] | None = Field(
+        default_factory=lambda: LOCATIONS if LOCATIONS.is_file() else None,
+        alias="NGINX_LOCATIONS",
+    )
+    """the project's own nginx locations, included in the stack's server block; unset:
+    deploy/nginx-locations.conf when there is one"""
     startup_timeout: Seconds = Field(60.0, alias="STARTUP_TIMEOUT")
     """seconds gunicorn may take to bind its socket and answer"""
     serve_as_root: bool = Field(default=False, alias="SERVE_AS_ROOT")

@@ -13,7 +13,7 @@ import urllib.request
 from . import ServeError, environment
 from .log_relay import log
 from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
-from .settings import NO_APP_MODULE, StackSettings, load
+from .settings import LEGACY_CONFIGS, LOCATIONS, NO_APP_MODULE, OWN_CONFIGS, StackSettings, load
 from .supervisor import HEALTH, Stack
 
 # As root, nginx's workers would run as nobody (no access to the 0660 socket), the app as root.
@@ -34,8 +34,21 @@ def root_globals(settings: StackSettings) -> str:
     return "user root root;"
 
 
+def warn_of_legacy_configs(settings: StackSettings) -> None:
+    """A 0.4.0 project's deploy/ copy of a stack config still serves, unset: say how to move."""
+    for field, name in (("nginx_conf", "NGINX_CONF"), ("gunicorn_conf", "GUNICORN_CONF")):
+        own = getattr(settings, field) == OWN_CONFIGS[field]
+        if field not in settings.model_fields_set and not own:
+            log(
+                "warning",
+                f"{LEGACY_CONFIGS[field]}, serving-stack 0.4.0's copy of its own config, is used"
+                f" as {name}: delete it to take the stack's (your nginx locations move to"
+                f" {LOCATIONS}; stack CHANGELOG.md, 0.4.1)",
+            )
+
+
 def serve(settings: StackSettings) -> int:
-    """The checks, RUN_DIR readied, nginx.conf rendered and tested, then the Stack run."""
+    """The checks, RUN_DIR readied, nginx.conf rendered and tested, then the supervisor run."""
     if settings.app_module is None:
         log("error", NO_APP_MODULE)
         return 1
@@ -47,6 +60,7 @@ def serve(settings: StackSettings) -> int:
         log("error", f"{nginx} (NGINX_BIN) is not an executable. {APT_HINT}" if nginx else APT_HINT)
         return 1
     nginx_globals = root_globals(settings)
+    warn_of_legacy_configs(settings)
     try:
         settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         # Metrics start from zero with the stack (a restarted container keeps its tmpfs).

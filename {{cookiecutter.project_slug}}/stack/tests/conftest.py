@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 from serving_stack.settings import REMOVED, variable_names
 
-# The project's own nginx.conf and gunicorn.conf.py, beside stack/.
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SYSTEM_PATH = f"{os.environ.get('PATH', os.defpath)}{os.pathsep}/usr/sbin"
 NGINX = shutil.which("nginx", path=SYSTEM_PATH)
 # What gunicorn's logger class configures when a test builds a worker: the project's own

@@ -1,5 +1,5 @@
-"""The stack's contract, live: started with the project's deploy/ files around a plain ASGI
-app, it serves through nginx, refuses what nginx refuses (JSON with the request id, never
+"""The stack's contract, live: started with its own config and a project's locations around a
+plain ASGI app, it serves through nginx, refuses what nginx refuses (JSON with the request id, never
 reaching the app), writes only JSON lines, and stops cleanly on SIGTERM. Needs nginx."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DEPLOY, NGINX, SYSTEM_PATH, ask, free_port
+from .conftest import NGINX, SYSTEM_PATH, ask, free_port
 
 # Any ASGI app: the stack never imports one of its own.
 PLAIN_APP = """\
@@ -27,12 +27,12 @@ async def app(scope, receive, send):
 @pytest.mark.skipif(NGINX is None, reason="no nginx")
 def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     (tmp_path / "plain.py").write_text(PLAIN_APP, encoding="utf-8")
+    (tmp_path / "locations.conf").write_text("location = /team { return 204; }\n")
     port = free_port()
     env = {
         "PATH": SYSTEM_PATH,
         "APP_MODULE": "plain:app",
-        "NGINX_CONF": str(DEPLOY / "nginx.conf"),
-        "GUNICORN_CONF": str(DEPLOY / "gunicorn.conf.py"),
+        "NGINX_LOCATIONS": str(tmp_path / "locations.conf"),
         "RUN_DIR": str(tmp_path / "run"),
         "PORT": str(port),
         "METRICS_PORT": str(free_port()),
@@ -56,6 +56,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
             time.sleep(0.05)
 
         assert ask(port, "/hello")[::2] == (200, b"plain /hello")
+        assert ask(port, "/team")[0] == 204  # the project's location, inside the stack's server
         assert subprocess.run(check, cwd=tmp_path, env=env, check=False).returncode == 0
         status, request_id, body = ask(port, "/hello", host="elsewhere.example")
         assert status == 400

@@ -1,5 +1,6 @@
-"""deploy/nginx.conf as the runner renders it: values and lists follow the settings, `nginx -t`
-accepts each; `auto` from cgroups. nginx serving each value live: the template's battery."""
+"""The stack's nginx.conf as rendered: values and lists follow the settings, `nginx -t` accepts
+each; a project's locations included; `auto` from cgroups. nginx serving each value live: the
+template's battery."""
 
 import os
 import subprocess
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from serving_stack import ServeError, cpus, nginx_conf
-from serving_stack.settings import load
+from serving_stack.settings import LEGACY_CONFIGS, LOCATIONS, OWN_CONFIGS, SettingError, load
 
-from .conftest import DEPLOY, NGINX
+from .conftest import NGINX
 
 # Variables set, then what they render: values by placeholder, each list's text by file name.
 CASES = [
@@ -48,9 +49,8 @@ def test_values_and_lists_follow_the_settings_and_nginx_accepts_them(
 ) -> None:
     """Values and lists follow the settings, each list included; nginx's spool stays private;
     `nginx -t` accepts the config (skipped, saying so, without nginx)."""
-    paths = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
     given = dict(item.split("=", 1) for item in environ.split())
-    settings = load({**paths, "NGINX_WORKER_PROCESSES": "1", **given})
+    settings = load({"RUN_DIR": str(tmp_path), "NGINX_WORKER_PROCESSES": "1", **given})
     workers = nginx_conf.nginx_workers(settings)[0]
     conf = nginx_conf.write_nginx_conf(settings, workers).read_text(encoding="utf-8")
     lists = {name: (tmp_path / name).read_text() for name in nginx_conf.nginx_lists(settings)}
@@ -67,6 +67,26 @@ def test_values_and_lists_follow_the_settings_and_nginx_accepts_them(
     test = [NGINX, "-e", "stderr", "-p", str(tmp_path), "-c", "nginx.conf", "-t", "-q"]
     checked = subprocess.run(test, capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_a_projects_locations_are_included_and_a_0_4_copy_still_serves(tmp_path: Path) -> None:
+    """deploy/nginx-locations.conf is included when there (NGINX_LOCATIONS names another, one
+    that is missing is refused); a 0.4.0 project's deploy/ copies serve while NGINX_CONF and
+    GUNICORN_CONF are unset, the stack's own files once they are gone."""
+    assert (load({}).nginx_locations, load({}).nginx_conf) == (None, OWN_CONFIGS["nginx_conf"])
+    LOCATIONS.parent.mkdir()
+    LOCATIONS.write_text("location = /small { client_max_body_size 8; proxy_pass http://app; }")
+    for path in LEGACY_CONFIGS.values():
+        path.write_text("# a 0.4.0 copy\n", encoding="utf-8")
+    settings = load({"RUN_DIR": str(tmp_path)})
+    nginx_conf.write_nginx_conf(settings, 1)
+
+    included = (tmp_path / "locations.conf").read_text(encoding="utf-8")
+    assert included == f"include {tmp_path / LOCATIONS};\n"
+    assert settings.nginx_conf == tmp_path / LEGACY_CONFIGS["nginx_conf"]
+    assert settings.gunicorn_conf == tmp_path / LEGACY_CONFIGS["gunicorn_conf"]
+    with pytest.raises(SettingError, match="^NGINX_LOCATIONS='gone.conf' is refused: no such"):
+        load({"NGINX_LOCATIONS": "gone.conf"})
 
 
 def test_render_refuses_an_unknown_placeholder() -> None:

@@ -10,22 +10,21 @@ import pytest
 from gunicorn.app.wsgiapp import WSGIApplication
 from gunicorn.config import Chdir
 from serving_stack import gunicorn_config, log_relay, startup
-from serving_stack.settings import APP_DEADLINE_NAME, load
+from serving_stack.settings import APP_DEADLINE_NAME, OWN_CONFIGS, load
 
-from .conftest import DEPLOY
 
 
 def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """deploy/gunicorn.conf.py, loaded as the runner does with the deadline in .env only: a
+    """The stack's gunicorn config, loaded as the supervisor does with the deadline in .env only: a
     0660 socket, the watchdog at least the deadline, no control socket; gunicorn's own
     GUNICORN_CMD_ARGS wins over the file (91 s there). The worker subclass hands uvicorn what
     UvicornWorker does not map."""
     (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90.5\n", encoding="utf-8")
     monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
     monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--graceful-timeout=17 --worker-tmp-dir={tmp_path}")
-    monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py")])
+    monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(OWN_CONFIGS["gunicorn_conf"])])
     monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
     monkeypatch.setattr(Chdir, "default", str(tmp_path))  # its cwd, else the one at its import
     monkeypatch.setattr(gunicorn_config, "workers", lambda: (2, {}))  # exports GUNICORN_WORKERS

@@ -10,13 +10,13 @@ from serving_stack import nginx_conf
 from serving_stack.settings import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
+    OWN_CONFIGS,
     SettingError,
     StackSettings,
     load,
     variable_names,
 )
 
-from .conftest import DEPLOY
 
 # variable, a non-default value and what it reads as, a boundary, a wrong value.
 CASES: list[tuple[str, str, Any, str, str]] = [
@@ -30,8 +30,10 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("NGINX_WORKER_PROCESSES", "3", "3", "9999", "4; user root"),
     ("NGINX_BIN", "/opt/nginx", "/opt/nginx", "nginx", "nginx -g x"),
     ("NGINX_TEMP_DIR", "/tmp/nginx", Path("/tmp/nginx"), "t", "/tmp/a;b"),  # noqa: S108
-    ("NGINX_CONF", "/srv/n.conf", Path("/srv/n.conf"), "n.conf", "/run/{x}"),
-    ("GUNICORN_CONF", "/srv/g.py", Path("/srv/g.py"), "g.py", "/run/$x"),
+    # Any file is taken as given (a fork of the stack's); a missing one is refused.
+    ("NGINX_CONF", str(OWN_CONFIGS["nginx_conf"]), OWN_CONFIGS["nginx_conf"], __file__, "n.conf"),
+    ("GUNICORN_CONF", __file__, Path(__file__), str(OWN_CONFIGS["gunicorn_conf"]), "/srv/g.py"),
+    ("NGINX_LOCATIONS", __file__, Path(__file__), str(OWN_CONFIGS["nginx_conf"]), "/srv/l.conf"),
     ("STARTUP_TIMEOUT", "5", 5.0, "86400", "0"),
     ("SERVE_AS_ROOT", "on", True, "no", "2"),
     ("RATE_LIMIT", "5", 5, "0", "-1"),
@@ -111,8 +113,7 @@ def test_the_timeout_chain_follows_a_deadline_set_in_dotenv_only(tmp_path: Path)
     over .env (PORT)."""
     assert (load({}).gunicorn_timeout, load({}).upstream_keepalive) == (60, 60)
     (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90\nPORT=9000\n", encoding="utf-8")
-    paths = {"RUN_DIR": str(tmp_path), "NGINX_CONF": str(DEPLOY / "nginx.conf")}
-    settings = load({"PORT": "8000", **paths})
+    settings = load({"PORT": "8000", "RUN_DIR": str(tmp_path)})
     conf = nginx_conf.write_nginx_conf(settings, 1).read_text(encoding="utf-8")
 
     # nginx's drain (90 + 5 + 5) + 5, the metrics listener 5, gunicorn 90 + 5.

@@ -130,9 +130,8 @@ def launch(
         "METRICS_PORT": str(metrics_port),
         "LISTEN_ADDRESS": "127.0.0.1",
         "APP_MODULE": "live_app:app",
-        # This project's deploy/ files, as edited: the stack runs from tests/live/ (below).
-        "NGINX_CONF": str(HERE.parent.parent / "deploy" / "nginx.conf"),
-        "GUNICORN_CONF": str(HERE.parent.parent / "deploy" / "gunicorn.conf.py"),
+        # This project's own nginx locations, as edited: the stack runs from tests/live/ (below).
+        "NGINX_LOCATIONS": str(HERE.parent.parent / "deploy" / "nginx-locations.conf"),
         "WEB_CONCURRENCY": "2",
         "NGINX_WORKER_PROCESSES": "1",
         # The app's access line says which requests (and ids) reached it (off by default).

@@ -1,7 +1,7 @@
 """What the service promises, checked through the live stack (client -> nginx -> socket -> app).
 
 Needs the stack conftest.py starts (nginx installed). What this project owns (its app and
-deploy/nginx.conf) is proven here; the heavier proofs (load, fuzzing, reloads, faults, hostile
+its nginx locations) is proven here; the heavier proofs (load, fuzzing, reloads, faults, hostile
 and slow clients) and the stack's own (its metrics port) run against this project from the
 template: `./scripts/battery <this directory>` (docs/security.md says which test proves what)."""
 

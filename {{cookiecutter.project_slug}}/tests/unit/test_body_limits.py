@@ -1,4 +1,4 @@
-"""Body limits (api/body_limits.py) against deploy/nginx.conf, read as text (no nginx needed),
+"""Body limits (api/body_limits.py) against deploy/nginx-locations.conf, read as text (no nginx needed),
 and the app's OpenAPI document (no server)."""
 
 import re
@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from {{ cookiecutter.package_name }}.api.body_limits import BODY_LIMIT_KEY
 
-NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+NGINX_LOCATIONS = Path(__file__).resolve().parents[2] / "deploy" / "nginx-locations.conf"
 # `location = /items {` or `location ~ ^/items/[^/]+$ {`, then its directives up to its `}`.
 LOCATION = re.compile(r"^\s*location\s+([=~])\s*(\S+)\s*\{([^}]*)\}", re.MULTILINE)
 SIZE = re.compile(r"\bclient_max_body_size\s+(\d+)([kKmM]?)\s*;")
@@ -31,7 +31,7 @@ def test_every_declared_body_limit_has_its_nginx_location(app: FastAPI) -> None:
     }
     enforced = {  # each location's limit in bytes, keyed as nginx_location() writes them
         f"{kind} {target}": int(size[1]) * UNITS[size[2].lower()]
-        for kind, target, body in LOCATION.findall(NGINX_CONF.read_text(encoding="utf-8"))
+        for kind, target, body in LOCATION.findall(NGINX_LOCATIONS.read_text(encoding="utf-8"))
         if (size := SIZE.search(body))
     }
 
@@ -42,5 +42,5 @@ def test_every_declared_body_limit_has_its_nginx_location(app: FastAPI) -> None:
         if enforced.get(nginx_location(path)) != limit
     }
     # {location: (declared bytes, nginx's bytes or None)}: add or fix the location in
-    # deploy/nginx.conf's "body limits per route" section, proxy_pass http://app; inside.
+    # deploy/nginx-locations.conf, proxy_pass http://app; inside.
     assert wrong == {}

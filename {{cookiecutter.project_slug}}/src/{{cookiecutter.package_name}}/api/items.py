@@ -27,7 +27,7 @@ router = APIRouter(prefix="/items", tags=["items"])
 
 Tag = Annotated[str, Field(min_length=1, max_length=30)]
 # The largest POST /items body: twice the longest valid item and more for whitespace;
-# deploy/nginx.conf's `location = /items` refuses larger ones before the app reads them.
+# deploy/nginx-locations.conf's `location = /items` refuses larger ones before the app reads them.
 ITEM_BODY_BYTES = 8 * 1024
 
 

@@ -1,5 +1,6 @@
-# gunicorn (>= 25.1): uvicorn workers on a unix socket only nginx may reach. The values come
-# from the stack's settings (docs/settings.md); classes and hooks: serving_stack.gunicorn_config.
+# gunicorn (>= 25.1): uvicorn workers on a unix socket only nginx may reach; the stack's own
+# config (GUNICORN_CONF), loaded as python:serving_stack.gunicorn_conf. The values come from
+# the stack's settings (README.md); classes and hooks: serving_stack.gunicorn_config.
 # gunicorn's own GUNICORN_CMD_ARGS, which it applies after this file, sets any other setting:
 # "--max-requests=1000 --max-requests-jitter=100" recycles workers (off here: a recycled
 # uvicorn worker resets its connections, gunicorn issues 2409 and 2529).
