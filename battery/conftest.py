@@ -4,9 +4,9 @@ Run by `./scripts/battery <project-dir>` (or `pytest battery --project=DIR [--py
 in one word each, or pytest takes DIR for a test path before it knows the option).
 The service directory is a generated project, or a user's own service of the same shape:
 `src/<package>/main.py` with `create_app()`, `stack/serving_stack/` (the supervisor and its
-nginx.conf), perhaps `deploy/nginx-locations.conf`. Its interpreter (`--python`, by default DIR/.venv/bin/python,
-what `make install` creates) runs the stack; this process only sends requests, signals and
-reads logs, so the battery needs none of the service's packages itself.
+nginx.conf), perhaps `deploy/nginx-locations.conf`. Its interpreter (`--python`, by default
+DIR/.venv/bin/python, what `make install` creates) runs the stack; this process only sends
+requests, signals and reads logs, so the battery needs none of the service's packages itself.
 
 Stacks, the database, ports and /proc come from the shared harness (harness/). Each stack
 starts (harness/stack.py) from a staging directory: the test apps of battery/apps/ (the

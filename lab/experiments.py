@@ -38,7 +38,7 @@ Server = Literal["gunicorn-uvicorn", "gunicorn-asgi", "uvicorn"]
 
 @dataclass(frozen=True)
 class Front:
-    """nginx in front of the app, as serving_stack/nginx.conf ships except for the varied settings."""
+    """nginx in front of the app, as the stack's nginx.conf ships except for the varied settings."""
 
     transport: Literal["unix", "tcp"] = "unix"  # how nginx reaches the app
     keepalive: bool = True  # upstream keepalive (nginx reuses its connections to the app)

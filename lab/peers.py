@@ -140,8 +140,8 @@ PEERS = (
     Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
 )
 # Access lines written 4 KiB at a time, at least every second: at most PIPE_BUF, so the lines
-# of two nginx workers never interleave in the runner's pipe. Shipped since: serving_stack/nginx.conf
-# writes its access_log so, and the variants below keep that line as it is.
+# of two nginx workers never interleave in the runner's pipe. Shipped since: the stack's
+# nginx.conf writes its access_log so, and the variants below keep that line as it is.
 SHIPPED_LOG = "access_log /dev/stdout json buffer=4k flush=1s "
 LOG_BUFFER = (SHIPPED_LOG, SHIPPED_LOG)
 VARIANTS = {
@@ -537,7 +537,7 @@ class PeerLauncher:
             text, count = re.subn(pattern, replacement, text)
             if count != 1:
                 raise PeersError(
-                    f"{server.id}: serving_stack/nginx.conf has {count} matches of /{pattern}/, not 1"
+                    f"{server.id}: the stack's nginx.conf has {count} matches of /{pattern}/, not 1"
                 )
         edited = run_dir / "nginx.conf"
         edited.write_text(text, encoding="utf-8")

@@ -2,8 +2,8 @@
 127.0.0.1, inside a temp directory, through the shared harness (harness/processes.py), which
 stops each with its whole process group.
 
-Inputs: the project (lab/project.py: its serving_stack/gunicorn_conf.py and serving_stack/nginx.conf, its
-app factory for lab/apps.py) and the Python running the lab, the project's own, which has
+Inputs: the project (lab/project.py: its stack's gunicorn_conf.py and nginx.conf, its app
+factory for lab/apps.py) and the Python running the lab, the project's own, which has
 gunicorn and uvicorn.
 """
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 
 def shipped_worker_count(project: Project) -> int:
-    """The worker count serving_stack/gunicorn_conf.py decides on this machine (WEB_CONCURRENCY...)."""
-    # gunicorn.conf.py names the app it serves, which the stack refuses to leave unset.
+    """The worker count the stack's gunicorn config decides on this machine (WEB_CONCURRENCY...)."""
+    # The config names the app it serves, which the stack refuses to leave unset.
     os.environ.setdefault("APP_MODULE", project.app_module)
     namespace = runpy.run_path(str(project.gunicorn_conf))
     return int(namespace["workers"])

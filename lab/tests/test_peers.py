@@ -102,7 +102,7 @@ def test_every_stack_variant_edits_the_shipped_nginx_conf_once(
             for _, replacement in server.nginx_edits:
                 assert replacement in edited, server.id
     broken = peers.Server("broken", "", "stack", nginx_edits=(("no such directive;", "x"),))
-    with pytest.raises(peers.PeersError, match=r"broken: serving_stack/nginx\.conf has 0 matches"):
+    with pytest.raises(peers.PeersError, match=r"broken: the stack.s nginx\.conf has 0 matches"):
         launcher._edited_nginx_conf(broken, tmp_path)
 
 

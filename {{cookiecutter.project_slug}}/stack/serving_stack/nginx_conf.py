@@ -88,7 +88,7 @@ def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
 
 def nginx_lists(settings: StackSettings) -> dict[str, str]:
     """The files deploy/nginx.conf includes from RUN_DIR, by name: one entry a line."""
-    proxies = settings.trusted_proxies
+    proxies, locations = settings.trusted_proxies, settings.nginx_locations
     # nginx's $host keeps an IPv6 address in brackets; "~." (a regex) matches any Host.
     hosts = ['"~."' if h == "*" else f"[{h}]" if ":" in h else h for h in settings.allowed_hosts]
     return {
@@ -98,7 +98,7 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
         "allowed_hosts.map": "".join(f"{host} 1;\n" for host in hosts),
         "cors_origins.map": "".join(f'"{o}" "{o}";\n' for o in settings.cors_origins),
         # The project's own locations, in the server block (NGINX_LOCATIONS): one include.
-        "locations.conf": f"include {locations};\n" if (locations := settings.nginx_locations) else "",
+        "locations.conf": f"include {locations};\n" if locations else "",
     }
 
 

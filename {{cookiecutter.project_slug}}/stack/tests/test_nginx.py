@@ -85,7 +85,7 @@ def test_a_projects_locations_are_included_and_a_0_4_copy_still_serves(tmp_path:
     assert included == f"include {tmp_path / LOCATIONS};\n"
     assert settings.nginx_conf == tmp_path / LEGACY_CONFIGS["nginx_conf"]
     assert settings.gunicorn_conf == tmp_path / LEGACY_CONFIGS["gunicorn_conf"]
-    with pytest.raises(SettingError, match="^NGINX_LOCATIONS='gone.conf' is refused: no such"):
+    with pytest.raises(SettingError, match=r"^NGINX_LOCATIONS='gone\.conf' is refused: no such"):
         load({"NGINX_LOCATIONS": "gone.conf"})
 
 

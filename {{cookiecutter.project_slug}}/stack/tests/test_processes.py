@@ -13,7 +13,6 @@ from serving_stack import gunicorn_config, log_relay, startup
 from serving_stack.settings import APP_DEADLINE_NAME, OWN_CONFIGS, load
 
 
-
 def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

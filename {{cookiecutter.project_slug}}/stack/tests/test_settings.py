@@ -17,7 +17,6 @@ from serving_stack.settings import (
     variable_names,
 )
 
-
 # variable, a non-default value and what it reads as, a boundary, a wrong value.
 CASES: list[tuple[str, str, Any, str, str]] = [
     ("PORT", "8000", 8000, "65535", "0"),

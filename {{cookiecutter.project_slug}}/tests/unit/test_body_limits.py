@@ -1,5 +1,5 @@
-"""Body limits (api/body_limits.py) against deploy/nginx-locations.conf, read as text (no nginx needed),
-and the app's OpenAPI document (no server)."""
+"""Body limits (api/body_limits.py) against deploy/nginx-locations.conf, read as text (no nginx
+needed), and the app's OpenAPI document (no server)."""
 
 import re
 from pathlib import Path
