@@ -8,8 +8,8 @@ import sys
 import time
 from typing import TextIO
 
-from serving_stack.jsonlog import JsonFormatter as StackJsonFormatter
-from serving_stack.jsonlog import extra_fields
+from serving_stack import JsonFormatter as StackJsonFormatter
+from serving_stack import extra_fields
 
 from .context import REQUEST_ID
 from .middleware.deadline import DeadlineExceeded

@@ -32,7 +32,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 {%- else %}
 from pydantic_settings import BaseSettings, SettingsConfigDict
 {%- endif %}
-from serving_stack.settings import (
+from serving_stack import (
     APP_CORS_NAME,
     APP_DEADLINE_NAME,
     DEADLINE_DEFAULT,

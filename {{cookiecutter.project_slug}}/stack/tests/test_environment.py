@@ -1,6 +1,7 @@
 """The installed versions against the stack's ranges: what breaks them, named in one line."""
 
 import pytest
+
 from serving_stack import environment
 
 REQUIREMENTS = ["gunicorn<28,>=25.1", "uvicorn[standard]<1,>=0.34", "pydantic>=2.11,<3"]

@@ -5,6 +5,7 @@ import json
 import logging
 
 import pytest
+
 from serving_stack import jsonlog
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector
+
 from serving_stack import log_relay
 
 HEAD = b"2026/01/02 03:04:05 [warn] 12#12: *3 "

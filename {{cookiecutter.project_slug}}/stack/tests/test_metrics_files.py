@@ -8,6 +8,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
+
 from serving_stack.metrics_files import INITIAL_SIZE
 from serving_stack.metrics_listener import Archive
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from serving_stack import ServeError, cpus, nginx_conf
 from serving_stack.settings import LEGACY_CONFIGS, LOCATIONS, OWN_CONFIGS, SettingError, load
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from gunicorn.app.wsgiapp import WSGIApplication
 from gunicorn.config import Chdir
+
 from serving_stack import gunicorn_config, log_relay, startup
 from serving_stack.settings import APP_DEADLINE_NAME, OWN_CONFIGS, load
 

@@ -8,6 +8,7 @@ from typing import Any
 from unittest.mock import AsyncMock
 
 import pytest
+
 from serving_stack.response_guard import ResponseGuard
 
 Message = MutableMapping[str, Any]

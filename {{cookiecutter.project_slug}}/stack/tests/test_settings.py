@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from serving_stack import nginx_conf
 from serving_stack.settings import (
     APP_CORS_NAME,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving_stack.settings import DRAIN_MARGIN, PROXY_MARGIN
+from serving_stack import DRAIN_MARGIN, PROXY_MARGIN
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 

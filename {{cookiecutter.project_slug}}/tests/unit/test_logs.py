@@ -6,7 +6,7 @@ import re
 import sys
 
 import pytest
-from serving_stack.jsonlog import CONTRACT_KEYS
+from serving_stack import CONTRACT_KEYS
 
 from {{ cookiecutter.package_name }}.context import REQUEST_ID
 from {{ cookiecutter.package_name }}.logs import (
