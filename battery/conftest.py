@@ -47,7 +47,7 @@ from harness.stack import PATH as SYSTEM_PATH
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 APPS = Path(__file__).resolve().parent / "apps"
 # Dedicated numeric identities for the stack and for an outsider when the battery runs as
@@ -254,7 +254,7 @@ class Stacks:
         self.nginx_bin = nginx_bin
         self.identity = identity
         self.processes = Processes(grace=STOP_GRACE_S)
-        self.started: list[Stack] = []
+        self.started: list[RunningStack] = []
 
     def start(
         self,
@@ -265,7 +265,7 @@ class Stacks:
         extra_env: Mapping[str, str] | None = None,
         nginx_directives: Mapping[str, str] | None = None,
         **env: str,
-    ) -> Stack:
+    ) -> RunningStack:
         """Start the runner; with ready, wait until GET /livez answers through nginx; with
         shipped_limits, under the stack's own per-client limits, as a deployment has them.
 
@@ -335,17 +335,17 @@ def stacks(nginx_bin: str, identity: Identity) -> Iterator[Stacks]:
 
 
 @pytest.fixture
-def start_stack(stacks: Stacks) -> Callable[..., Stack]:
+def start_stack(stacks: Stacks) -> Callable[..., RunningStack]:
     """Start a stack of the real app plus /slow (apps/slow_app.py) by default."""
 
-    def start(app_module: str = SLOW_APP, **env: str) -> Stack:
+    def start(app_module: str = SLOW_APP, **env: str) -> RunningStack:
         return stacks.start(app_module, **env)
 
     return start
 
 
 @pytest.fixture(scope="module")
-def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """One stack for a module of tests that only send requests (they do not stop it)."""
     started = Stacks(nginx_bin, identity)
     yield started.start(FAULT_APP, TRUSTED_PROXIES="192.0.2.0/24")
@@ -353,7 +353,7 @@ def shared_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
-def real_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def real_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """The service's own app, as deployed, with its API docs and schema published."""
     started = Stacks(nginx_bin, identity)
     yield started.start(REAL_APP, **{f"{PACKAGE.upper()}_API_DOCS": "true"})
@@ -363,21 +363,21 @@ def real_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
 # --- logs -----------------------------------------------------------------------------------
 
 
-def lines_of(stack: Stack, logger: str) -> list[dict[str, object]]:
+def lines_of(stack: RunningStack, logger: str) -> list[dict[str, object]]:
     """The stack's JSON log lines written by one logger ("nginx.access", the app's, ...)."""
     return [line for line in stack.log_lines() if line.get("logger") == logger]
 
 
-def nginx_access(stack: Stack) -> list[dict[str, object]]:
+def nginx_access(stack: RunningStack) -> list[dict[str, object]]:
     return lines_of(stack, "nginx.access")
 
 
-def app_access(stack: Stack) -> list[dict[str, object]]:
+def app_access(stack: RunningStack) -> list[dict[str, object]]:
     return lines_of(stack, APP_ACCESS_LOGGER)
 
 
 def wait_for_line(
-    stack: Stack, predicate: Callable[[dict[str, object]], bool], what: str, count: int = 1
+    stack: RunningStack, predicate: Callable[[dict[str, object]], bool], what: str, count: int = 1
 ) -> list[dict[str, object]]:
     """Poll the stack's log until count lines match; return them."""
     found: list[dict[str, object]] = []
@@ -390,7 +390,7 @@ def wait_for_line(
     return found
 
 
-def server_errors(stack: Stack) -> list[dict[str, object]]:
+def server_errors(stack: RunningStack) -> list[dict[str, object]]:
     """nginx access-log lines with a 5xx, or a 499 (the client gave up waiting)."""
     return [
         line
@@ -399,7 +399,7 @@ def server_errors(stack: Stack) -> list[dict[str, object]]:
     ]
 
 
-def error_lines(stack: Stack, last: int = 6) -> list[str]:
+def error_lines(stack: RunningStack, last: int = 6) -> list[str]:
     """The stack's last error lines (nginx's upstream errors, the app's tracebacks cut
     short): what an assertion on statuses prints, so a rare 5xx says where it came from."""
     said = [line for line in stack.log_lines() if line.get("level") in {"error", "critical"}]
@@ -543,13 +543,13 @@ def needs_the_example() -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=f"no {missing}: the template's example routes")
 
 
-def worker_pids(stack: Stack, master: int | None = None) -> set[int]:
+def worker_pids(stack: RunningStack, master: int | None = None) -> set[int]:
     """The pids of the stack's live gunicorn workers: the children of ``master`` (by default
     the gunicorn the runner started first)."""
     return set(children(stack.child_pid("gunicorn") if master is None else master))
 
 
-def never_reaches_app(stack: Stack, send: Callable[[], bytes]) -> int:
+def never_reaches_app(stack: RunningStack, send: Callable[[], bytes]) -> int:
     """Run send(); prove nginx answered it alone; return the status nginx answered."""
     # Lines arrive a moment after their answers: a sentinel request before and after
     # brackets the hostile one, and each is waited for in both logs.
@@ -569,7 +569,7 @@ def never_reaches_app(stack: Stack, send: Callable[[], bytes]) -> int:
     return parse_response(raw)[0]
 
 
-def _sentinel(stack: Stack) -> str:
+def _sentinel(stack: RunningStack) -> str:
     """Send a request the app answers (404) and wait for its line in both access logs."""
     path = f"/sentinel-{uuid.uuid4().hex}"
     assert get(stack.port, path)[0] == 404

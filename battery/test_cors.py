@@ -17,7 +17,7 @@ from .conftest import needs_the_example
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = [pytest.mark.live, needs_the_example()]
 
@@ -30,7 +30,7 @@ PREFLIGHT = {
 
 
 def send(
-    stack: Stack, method: str, path: str, headers: dict[str, str]
+    stack: RunningStack, method: str, path: str, headers: dict[str, str]
 ) -> tuple[int, http.client.HTTPMessage]:
     connection = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=30)
     try:
@@ -43,7 +43,7 @@ def send(
 
 
 def test_preflight_from_an_allowed_origin_is_answered(
-    start_stack: Callable[..., Stack],
+    start_stack: Callable[..., RunningStack],
 ) -> None:
     """A listed origin's preflight gets 200 with the CORS headers, through nginx."""
     stack = start_stack(**{ORIGINS: f"{ALLOWED},http://localhost:5173"})
@@ -72,7 +72,7 @@ def test_preflight_from_an_allowed_origin_is_answered(
     assert "Access-Control-Allow-Origin" not in headers
 
 
-def test_cors_is_off_by_default(start_stack: Callable[..., Stack]) -> None:
+def test_cors_is_off_by_default(start_stack: Callable[..., RunningStack]) -> None:
     """Without origins, a preflight is just an OPTIONS the API does not serve."""
     stack = start_stack()
     status, headers = send(stack, "OPTIONS", "/items", {"Origin": ALLOWED, **PREFLIGHT})

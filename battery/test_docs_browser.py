@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = pytest.mark.live
 
@@ -81,7 +81,7 @@ def status_and_csp(url: str) -> tuple[int, list[str]]:
 
 
 def test_docs_render_every_operation_offline_under_their_csp(
-    start_stack: Callable[..., Stack], chromium: str, docs_csp: str, tmp_path: Path
+    start_stack: Callable[..., RunningStack], chromium: str, docs_csp: str, tmp_path: Path
 ) -> None:
     """Development: /docs lists each operation, and Chromium reports no CSP violation."""
     stack = start_stack(**{ENVIRONMENT: "development"})
@@ -93,7 +93,7 @@ def test_docs_render_every_operation_offline_under_their_csp(
     assert set(service_openapi()["paths"]) <= set(OPERATION.findall(dom))
 
 
-def test_docs_are_off_in_production(start_stack: Callable[..., Stack]) -> None:
+def test_docs_are_off_in_production(start_stack: Callable[..., RunningStack]) -> None:
     """By default production answers 404 for the page and the schema, through nginx."""
     stack = start_stack()
     for path in ["/docs", "/openapi.json", "/docs/assets/swagger-ui-bundle.js"]:
@@ -103,7 +103,7 @@ def test_docs_are_off_in_production(start_stack: Callable[..., Stack]) -> None:
 
 
 def test_docs_can_be_turned_on_in_production(
-    start_stack: Callable[..., Stack], docs_csp: str
+    start_stack: Callable[..., RunningStack], docs_csp: str
 ) -> None:
     """The one setting publishes them in production."""
     stack = start_stack(**{API_DOCS: "true"})

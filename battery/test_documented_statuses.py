@@ -20,7 +20,7 @@ from harness.clients import request
 from .conftest import service_openapi
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = pytest.mark.live
 
@@ -73,7 +73,7 @@ def probes(path: str, operation: dict[str, Any]) -> list[tuple[str, bytes | None
 
 @pytest.mark.parametrize(("path", "method", "operation"), operations())
 def test_live_statuses_are_the_documented_ones(
-    real_stack: Stack, path: str, method: str, operation: dict[str, Any]
+    real_stack: RunningStack, path: str, method: str, operation: dict[str, Any]
 ) -> None:
     """Each probe of an operation gets a JSON answer with a status the operation documents."""
     documented = set(operation["responses"])

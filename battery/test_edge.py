@@ -25,7 +25,7 @@ from lab.side_faults import worst_items_body
 from .conftest import app_access, lines_of, needs_the_example, nginx_access, parse_json
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Stacks
 
@@ -40,7 +40,7 @@ def as_client(address: str) -> dict[str, str]:
     return {"X-Forwarded-For": address}
 
 
-def limited_count(stack: Stack, zone: str, *, dry_run: bool) -> float:
+def limited_count(stack: RunningStack, zone: str, *, dry_run: bool) -> float:
     """nginx_limited_requests_total for a zone, from the metrics port (0 when not there)."""
     _, _, body = get(stack.metrics_port, "/metrics")
     wanted = {f'zone="{zone}"', f'dry_run="{str(dry_run).lower()}"'}
@@ -52,11 +52,11 @@ def limited_count(stack: Stack, zone: str, *, dry_run: bool) -> float:
     return 0.0
 
 
-def refusal_lines_of(stack: Stack, logger: str, text: str) -> list[dict[str, object]]:
+def refusal_lines_of(stack: RunningStack, logger: str, text: str) -> list[dict[str, object]]:
     return [line for line in lines_of(stack, logger) if text in str(line["message"])]
 
 
-def refusal_lines(stack: Stack, text: str) -> list[dict[str, object]]:
+def refusal_lines(stack: RunningStack, text: str) -> list[dict[str, object]]:
     return refusal_lines_of(stack, "nginx.error", text)
 
 
@@ -261,7 +261,7 @@ def test_a_client_over_its_requests_in_flight_gets_a_json_503(stacks: Stacks) ->
 
 
 @needs_the_example()
-def test_the_worst_items_body_is_refused_by_nginx(shared_stack: Stack) -> None:
+def test_the_worst_items_body_is_refused_by_nginx(shared_stack: RunningStack) -> None:
     """POST /items declares 8 KiB: the worst 1 MiB body (~117,000 unknown keys, 0.5 s of a
     worker's CPU to validate) is nginx's 413 and never reaches the app; the worst body
     under 8 KiB is the app's 422."""

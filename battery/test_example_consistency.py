@@ -21,7 +21,7 @@ from .conftest import needs_the_example
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = [pytest.mark.live, needs_the_example()]
 
@@ -38,7 +38,7 @@ def fetch(url: str, data: bytes | None = None) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def test_sixty_parallel_gets_after_a_post_agree(start_stack: Callable[..., Stack]) -> None:
+def test_sixty_parallel_gets_after_a_post_agree(start_stack: Callable[..., RunningStack]) -> None:
     """Every GET, whichever worker takes it, finds the item the POST created."""
     stack = start_stack(WEB_CONCURRENCY="2")
     status, body = fetch(f"{stack.base}/items", json.dumps(NEW).encode())

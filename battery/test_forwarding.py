@@ -18,7 +18,7 @@ from harness.clients import exchange, get, parse_response
 from .conftest import never_reaches_app, parse_json
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = pytest.mark.live
 
@@ -34,7 +34,7 @@ FOREIGN = {
 }
 
 
-def test_foreign_forwarding_headers_never_reach_the_app(shared_stack: Stack) -> None:
+def test_foreign_forwarding_headers_never_reach_the_app(shared_stack: RunningStack) -> None:
     """The app sees nginx's X-Forwarded-For/-Proto only, whatever the client sends."""
     status, _, body = get(shared_stack.port, "/fault/headers", {**FOREIGN, "X-Forwarded-For": "1"})
     assert status == 200
@@ -54,7 +54,7 @@ def _json_error(raw: bytes, status: int) -> None:
 
 
 @pytest.mark.parametrize("method", ["FOO", "PROPFIND", "MKCOL", "LOCK", "SEARCH", "PURGE"])
-def test_unknown_method_is_a_json_405_from_nginx(shared_stack: Stack, method: str) -> None:
+def test_unknown_method_is_a_json_405_from_nginx(shared_stack: RunningStack, method: str) -> None:
     """Methods outside GET HEAD POST PUT PATCH DELETE OPTIONS never reach the app."""
     wire = f"{method} /hostile-{uuid.uuid4().hex} HTTP/1.1\r\nHost: localhost\r\n"
     wire += "Connection: close\r\n\r\n"
@@ -73,7 +73,9 @@ def test_unknown_method_is_a_json_405_from_nginx(shared_stack: Stack, method: st
 @pytest.mark.parametrize(
     "character", ['"', "<", ">", "\\", "^", "`", "{", "|", "}", "\x7f", "\xff", "\xc3\xa9"]
 )
-def test_odd_request_target_is_a_json_400_from_nginx(shared_stack: Stack, character: str) -> None:
+def test_odd_request_target_is_a_json_400_from_nginx(
+    shared_stack: RunningStack, character: str
+) -> None:
     """A target with a character RFC 3986 does not allow is refused by nginx, in JSON."""
     wire = f"GET /hostile-{uuid.uuid4().hex}?q=a{character}b HTTP/1.1\r\nHost: localhost\r\n"
     wire += "Connection: close\r\n\r\n"
@@ -99,13 +101,13 @@ def test_odd_request_target_is_a_json_400_from_nginx(shared_stack: Stack, charac
     ids=["garbage", "HTTP/9.9", "9 KB target", "9 KB header", "2 MB body"],
 )
 def test_nginx_errors_are_json_with_the_request_id(
-    shared_stack: Stack, wire: bytes, status: int
+    shared_stack: RunningStack, wire: bytes, status: int
 ) -> None:
     """nginx's own refusals use the app's error shape, not an HTML page."""
     _json_error(exchange(shared_stack.port, wire), status)
 
 
-def test_well_formed_targets_still_pass(shared_stack: Stack) -> None:
+def test_well_formed_targets_still_pass(shared_stack: RunningStack) -> None:
     """Percent-encoding and every RFC 3986 sub-delimiter reach the app."""
     status, _, body = get(shared_stack.port, "/fault/headers?a=%20b&c=d,e;f=(g)*!'$+~:@/?")
     assert status == 200

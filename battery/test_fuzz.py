@@ -22,7 +22,7 @@ from harness.clients import get
 from .conftest import service_openapi
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = pytest.mark.live
 
@@ -37,7 +37,7 @@ EXCLUDED_CHECKS = [
 ]
 
 
-def test_live_stack_serves_the_schema_under_test(real_stack: Stack) -> None:
+def test_live_stack_serves_the_schema_under_test(real_stack: RunningStack) -> None:
     """The schema fuzzed below is the one the live stack publishes."""
     status, _, body = get(real_stack.port, "/openapi.json")
     assert status == 200
@@ -50,6 +50,6 @@ def test_live_stack_serves_the_schema_under_test(real_stack: Stack) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-def test_api_honours_its_schema(case: schemathesis.Case[Any], real_stack: Stack) -> None:
+def test_api_honours_its_schema(case: schemathesis.Case[Any], real_stack: RunningStack) -> None:
     """No 5xx and no answer that contradicts the schema, for generated inputs."""
     case.call_and_validate(base_url=real_stack.base, excluded_checks=EXCLUDED_CHECKS)

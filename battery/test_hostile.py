@@ -19,7 +19,7 @@ from harness.clients import exchange, get, request
 from .conftest import app_access, needs_the_example, never_reaches_app, parse_json
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Stacks
 
@@ -56,33 +56,33 @@ BAD_REQUESTS = {
 
 
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=list(BAD_REQUESTS))
-def test_malformed_requests_get_400(shared_stack: Stack, case: str) -> None:
+def test_malformed_requests_get_400(shared_stack: RunningStack, case: str) -> None:
     """Requests a lenient server might misread (smuggling, no Host) are 400 from nginx."""
     wire = BAD_REQUESTS[case].replace(b"{path}", _path().encode())
     status = never_reaches_app(shared_stack, lambda: exchange(shared_stack.port, wire))
     assert status == 400
 
 
-def test_unknown_http_version_gets_505(shared_stack: Stack) -> None:
+def test_unknown_http_version_gets_505(shared_stack: RunningStack) -> None:
     """HTTP/9.9 is refused with 505 by nginx."""
     wire = f"GET {_path()} HTTP/9.9\r\n{HEAD}\r\n".encode()
     assert never_reaches_app(shared_stack, lambda: exchange(shared_stack.port, wire)) == 505
 
 
-def test_overlong_uri_gets_414(shared_stack: Stack) -> None:
+def test_overlong_uri_gets_414(shared_stack: RunningStack) -> None:
     """A 9 KB URI (over large_client_header_buffers' 8k) is 414 from nginx."""
     wire = f"GET {_path()}?{'a' * 9000} HTTP/1.1\r\n{HEAD}\r\n".encode()
     assert never_reaches_app(shared_stack, lambda: exchange(shared_stack.port, wire)) == 414
 
 
-def test_overlong_header_gets_400_or_431(shared_stack: Stack) -> None:
+def test_overlong_header_gets_400_or_431(shared_stack: RunningStack) -> None:
     """A 9 KB header line is refused by nginx (400 "Request Header Or Cookie Too Large")."""
     wire = f"GET {_path()} HTTP/1.1\r\n{HEAD}X-Big: {'b' * 9000}\r\n\r\n".encode()
     status = never_reaches_app(shared_stack, lambda: exchange(shared_stack.port, wire))
     assert status in {400, 431}
 
 
-def test_body_over_limit_by_content_length_gets_413(shared_stack: Stack) -> None:
+def test_body_over_limit_by_content_length_gets_413(shared_stack: RunningStack) -> None:
     """A declared 2 MiB body is refused with 413 before nginx reads it."""
     wire = f"POST {_path()} HTTP/1.1\r\n{HEAD}Content-Length: {2 * MIB}\r\n\r\n".encode()
     pieces = [wire, b"x" * 1024]
@@ -90,7 +90,7 @@ def test_body_over_limit_by_content_length_gets_413(shared_stack: Stack) -> None
     assert status == 413
 
 
-def test_body_over_limit_by_chunks_gets_413(shared_stack: Stack) -> None:
+def test_body_over_limit_by_chunks_gets_413(shared_stack: RunningStack) -> None:
     """A chunked body that grows past 1 MiB is refused with 413 while it streams in."""
     head = f"POST {_path()} HTTP/1.1\r\n{HEAD}Transfer-Encoding: chunked\r\n\r\n".encode()
     chunk = b"10000\r\n" + b"c" * 0x10000 + b"\r\n"  # 64 KiB per chunk, 20 chunks = 1.25 MiB
@@ -98,7 +98,7 @@ def test_body_over_limit_by_chunks_gets_413(shared_stack: Stack) -> None:
     assert never_reaches_app(shared_stack, lambda: exchange(shared_stack.port, wire)) == 413
 
 
-def test_expect_continue_over_limit_gets_413_without_100(shared_stack: Stack) -> None:
+def test_expect_continue_over_limit_gets_413_without_100(shared_stack: RunningStack) -> None:
     """With Expect: 100-continue, an oversized body is refused before the client sends it."""
     wire = (
         f"POST {_path()} HTTP/1.1\r\n{HEAD}Content-Length: {2 * MIB}\r\n"
@@ -120,7 +120,7 @@ def test_expect_continue_over_limit_gets_413_without_100(shared_stack: Stack) ->
 SPOOF = {"X-Forwarded-For": "6.6.6.6", "X-Forwarded-Proto": "https", "X-Forwarded-Ssl": "on"}
 
 
-def test_client_cannot_spoof_address_or_scheme(shared_stack: Stack) -> None:
+def test_client_cannot_spoof_address_or_scheme(shared_stack: RunningStack) -> None:
     """An untrusted client's X-Forwarded-* headers change nothing the app sees."""
     status, _, body = get(shared_stack.port, "/fault/whoami", SPOOF)
     assert status == 200
@@ -140,7 +140,7 @@ def test_trusted_proxy_sets_address_and_scheme(stacks: Stacks) -> None:
 
 
 @needs_the_example()
-def test_security_headers_on_every_status(shared_stack: Stack) -> None:
+def test_security_headers_on_every_status(shared_stack: RunningStack) -> None:
     """200, 404, 422, 500 from the app and 413, 502 from nginx all carry the headers."""
     port = shared_stack.port
     answers = {

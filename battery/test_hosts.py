@@ -17,7 +17,7 @@ from harness.clients import exchange, get, parse_response
 from .conftest import needs_the_example, never_reaches_app, parse_json
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Stacks
 
@@ -36,7 +36,7 @@ def raw_get(port: int, path: str, host: str | None, version: str = "1.1") -> byt
 @pytest.mark.parametrize(
     "host", ["evil.example", "localhost.evil.example", "127.0.0.2", "_", "[::2]:8080"]
 )
-def test_unknown_host_is_refused_before_the_app(shared_stack: Stack, host: str) -> None:
+def test_unknown_host_is_refused_before_the_app(shared_stack: RunningStack, host: str) -> None:
     """A Host outside ALLOWED_HOSTS (default: localhost, 127.0.0.1, ::1) is nginx's JSON 400."""
     answers: list[bytes] = []
 
@@ -51,7 +51,7 @@ def test_unknown_host_is_refused_before_the_app(shared_stack: Stack, host: str) 
 
 @live
 @needs_the_example()
-def test_redirect_keeps_the_clients_port(shared_stack: Stack) -> None:
+def test_redirect_keeps_the_clients_port(shared_stack: RunningStack) -> None:
     """Starlette's trailing-slash redirect points at the host and port the client used."""
     port = shared_stack.port
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "localhost"):
@@ -62,7 +62,7 @@ def test_redirect_keeps_the_clients_port(shared_stack: Stack) -> None:
 
 @live
 @needs_the_example()
-def test_request_url_has_the_clients_host_and_port(shared_stack: Stack) -> None:
+def test_request_url_has_the_clients_host_and_port(shared_stack: RunningStack) -> None:
     """request.url in the app is the URL the client asked for, not the socket's."""
     port = shared_stack.port
     status, _, body = parse_response(raw_get(port, "/fault/headers?a=1", f"localhost:{port}"))
@@ -85,7 +85,7 @@ def test_request_url_has_the_clients_host_and_port(shared_stack: Stack) -> None:
     ],
 )
 def test_no_answer_contains_an_internal_path(
-    shared_stack: Stack, path: str, host: str | None, version: str
+    shared_stack: RunningStack, path: str, host: str | None, version: str
 ) -> None:
     """No Host, an empty or odd one: no answer names the run directory or the socket."""
     raw = raw_get(shared_stack.port, path, host, version)
@@ -97,7 +97,7 @@ def test_no_answer_contains_an_internal_path(
 
 @live
 @pytest.mark.parametrize("path", ["/livez", "/readyz"])
-def test_probes_answer_any_host(shared_stack: Stack, path: str) -> None:
+def test_probes_answer_any_host(shared_stack: RunningStack, path: str) -> None:
     """Kubernetes probes send the pod's IP as Host: health answers it."""
     status, _, _ = parse_response(raw_get(shared_stack.port, path, "10.1.2.3:8080"))
     assert status == 200

@@ -22,7 +22,7 @@ import pytest
 from harness import procfs
 from harness.clients import fetch
 from harness.ports import wait_for
-from harness.stack import Stack
+from harness.stack import RunningStack
 
 from .conftest import DEADLINE_VARIABLE, OUTSIDER_UID, PACKAGE, setpriv
 
@@ -41,15 +41,15 @@ SECURITY_HEADERS = {
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., Stack]) -> None:
+def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., RunningStack]) -> None:
     """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per 4 CPUs this cgroup and affinity
     allow, at least one (cpus.py, runner.py), the runner logs that decision once, and
     gunicorn counted the same CPUs."""
     stack = start_stack(NGINX_WORKER_PROCESSES="auto")
     lines = stack.log_lines()
     decided = [line for line in lines if str(line["message"]).endswith("count decided")]
-    (nginx,) = [line for line in decided if line["logger"] == "serve"]
-    (gunicorn,) = [line for line in decided if line["logger"] != "serve"]
+    (nginx,) = [line for line in decided if line["logger"] == "supervisor"]
+    (gunicorn,) = [line for line in decided if line["logger"] != "supervisor"]
 
     # The stack's own count, read from its log (its command line is all the battery uses):
     # this process's affinity, lowered by a cgroup quota where there is one.
@@ -68,16 +68,16 @@ def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., Stack
     )
 
 
-def _count(stack: Stack, logger: str) -> int:
+def _count(stack: RunningStack, logger: str) -> int:
     return sum(line.get("logger") == logger for line in stack.log_lines())
 
 
-def _app_lines(stack: Stack) -> list[dict[str, object]]:
+def _app_lines(stack: RunningStack) -> list[dict[str, object]]:
     return [line for line in stack.log_lines() if str(line.get("logger", "")).startswith(PACKAGE)]
 
 
 def test_socket_is_0660_and_refuses_outsiders(
-    start_stack: Callable[..., Stack], identity: Identity
+    start_stack: Callable[..., RunningStack], identity: Identity
 ) -> None:
     """The socket is 0660, owned by the stack's user; another user gets EACCES."""
     stack = start_stack()
@@ -114,7 +114,7 @@ def test_socket_is_0660_and_refuses_outsiders(
 
 @pytest.mark.parametrize("victim", ["nginx", "gunicorn"])
 def test_runner_exits_non_zero_when_a_process_dies(
-    start_stack: Callable[..., Stack], victim: str
+    start_stack: Callable[..., RunningStack], victim: str
 ) -> None:
     """Killing nginx or gunicorn stops the other and makes the runner exit non-zero."""
     stack = start_stack()
@@ -150,7 +150,7 @@ def raw_request(port: int, request: bytes) -> bytes:
 
 
 def test_a_longer_fractional_deadline_gets_the_apps_504(
-    start_stack: Callable[..., Stack],
+    start_stack: Callable[..., RunningStack],
 ) -> None:
     """A fractional deadline above nginx's old fixed 35 s: nginx's timeouts follow it, and the
     slow request ends in the app's JSON 504 with its request id, not nginx's."""
@@ -183,7 +183,7 @@ def test_a_longer_fractional_deadline_gets_the_apps_504(
 CONTRACT = ["time", "level", "logger", "message"]
 
 
-def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., Stack]) -> None:
+def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., RunningStack]) -> None:
     """After a 413, a 404, an oversized header and non-UTF-8 bytes, every line is JSON."""
     stack = start_stack()
     too_large, _, _ = fetch(f"{stack.base}/livez", data=b"x" * (2 * 1024 * 1024))
@@ -218,7 +218,13 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., Stack]
     for line in lines:
         assert list(line)[:4] == CONTRACT, line
     loggers = {line["logger"] for line in lines}
-    assert {"serve", "gunicorn.error", "uvicorn.error", "nginx.access", "nginx.error"} <= loggers
+    assert {
+        "supervisor",
+        "gunicorn.error",
+        "uvicorn.error",
+        "nginx.access",
+        "nginx.error",
+    } <= loggers
     agents = [line.get("user_agent") for line in lines if line["logger"] == "nginx.access"]
     # The client's bytes survive, as the characters \xff (never lone surrogates, which
     # strict JSON readers refuse): nothing is dropped or invented.
@@ -228,7 +234,7 @@ def test_every_line_of_a_live_run_is_utf8_json(start_stack: Callable[..., Stack]
 
 
 def test_a_clean_start_and_stop_says_only_what_an_operator_needs(
-    start_stack: Callable[..., Stack],
+    start_stack: Callable[..., RunningStack],
 ) -> None:
     """At info level, no gunicorn chatter (worker class, closing a closed socket)."""
     stack = start_stack()

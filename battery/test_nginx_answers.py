@@ -23,7 +23,7 @@ from .conftest import Stacks, app_access, needs_the_example, nginx_access
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Identity
 
@@ -37,7 +37,7 @@ BAD_PORTS = ["localhost:99999", "localhost:0", "localhost:00080", "localhost:655
 
 
 @pytest.fixture(scope="module")
-def stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     started = Stacks(nginx_bin, identity)
     yield started.start(CORS_ORIGINS=ALLOWED_ORIGIN)
     started.stop_all()
@@ -48,7 +48,7 @@ def get_wire(target: str, host: str) -> bytes:
 
 
 def assert_refused_before_the_app(
-    stack: Stack, answer: tuple[int, dict[str, str], bytes], expected: int
+    stack: RunningStack, answer: tuple[int, dict[str, str], bytes], expected: int
 ) -> None:
     """nginx's own error: JSON with the request id, which never reached the app."""
     status, headers, body = answer
@@ -59,7 +59,7 @@ def assert_refused_before_the_app(
 
 
 @pytest.mark.parametrize("host", BAD_PORTS)
-def test_a_port_outside_1_to_65535_is_a_400(stack: Stack, host: str) -> None:
+def test_a_port_outside_1_to_65535_is_a_400(stack: RunningStack, host: str) -> None:
     """Host's port must be 1-65535 without leading zeros: nginx's JSON 400, for any path."""
     for target in ("/items/", "/livez"):
         answer = parse_response(exchange(stack.port, get_wire(target, host)))
@@ -67,7 +67,7 @@ def test_a_port_outside_1_to_65535_is_a_400(stack: Stack, host: str) -> None:
 
 
 @needs_the_example()
-def test_no_answer_names_a_filesystem_path(stack: Stack) -> None:
+def test_no_answer_names_a_filesystem_path(stack: RunningStack) -> None:
     """Redirects take their authority from the checked host and port only, also for an
     absolute-form target; no answer, header or body, contains the run directory."""
     wires = [get_wire("/items/", host) for host in [*BAD_PORTS, "localhost:8080", "LOCALHOST:1"]]
@@ -94,7 +94,7 @@ def test_no_answer_names_a_filesystem_path(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize("probe", ["/livez", "/readyz", "/nginx-health"])
-def test_the_probes_take_no_body(stack: Stack, probe: str) -> None:
+def test_the_probes_take_no_body(stack: RunningStack, probe: str) -> None:
     """A probe is GET or HEAD without a body: POST is nginx's 405, a GET with a body its 400,
     neither read: nothing to spool, nothing to fill (battery/test_side_doors.py: chunked)."""
     assert_refused_before_the_app(stack, request(stack.port, "POST", probe, b"x"), 405)
@@ -103,7 +103,7 @@ def test_the_probes_take_no_body(stack: Stack, probe: str) -> None:
 
 
 @needs_the_example()
-def test_a_route_declaring_a_body_limit_gets_it_at_nginx(stack: Stack) -> None:
+def test_a_route_declaring_a_body_limit_gets_it_at_nginx(stack: RunningStack) -> None:
     """POST /items declares 8 KiB (api/items.py): a larger body is nginx's 413, before the app
     reads a byte, logged as POST /items; one under it reaches the app (a 422 for this key)."""
     over = json.dumps({"x": "a" * 8200}).encode()
@@ -136,7 +136,7 @@ def raw_head(port: int, wire: bytes) -> bytes:
 
 
 @needs_the_example()
-def test_nginx_errors_carry_cors_headers_for_an_allowed_origin(stack: Stack) -> None:
+def test_nginx_errors_carry_cors_headers_for_an_allowed_origin(stack: RunningStack) -> None:
     """nginx's own 413 carries the app's CORS headers for a listed origin (exposing
     Retry-After and X-Request-ID), none for another origin; the app's answers carry the
     app's own, once."""
@@ -156,7 +156,7 @@ def test_nginx_errors_carry_cors_headers_for_an_allowed_origin(stack: Stack) -> 
     assert expected in by_app, by_app
 
 
-def test_every_log_line_is_printable_ascii_json(stack: Stack) -> None:
+def test_every_log_line_is_printable_ascii_json(stack: RunningStack) -> None:
     """DEL, controls, UTF-8 and bytes that are not UTF-8 in a request's path and headers are
     escaped in every line: printable ASCII JSON, bytes as \\xff, never lone surrogates."""
     marker = "edge-log-bytes"
@@ -181,7 +181,7 @@ def test_every_log_line_is_printable_ascii_json(stack: Stack) -> None:
     assert access["path"] == f"/{marker}/\\xff\x7f\u00e9", access
 
 
-def test_the_status_socket_is_reachable_by_the_stacks_user_only(stack: Stack) -> None:
+def test_the_status_socket_is_reachable_by_the_stacks_user_only(stack: RunningStack) -> None:
     """nginx's stub_status socket (mode 0666, as nginx makes it) is in a 0700 directory."""
     (status_socket,) = stack.run_dir.rglob("nginx-status.sock")
 

@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from harness.clients import fetch
 from harness.ports import free_port, wait_for
 from harness.processes import Processes
-from harness.stack import Stack
+from harness.stack import RunningStack
 
 from . import conftest
 from .conftest import PACKAGE, SYSTEM_PATH, Stacks, needs_the_example, wait_for_line, worker_pids
@@ -54,7 +54,7 @@ TRACEPARENT = f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"
 class Observed:
     """A live stack and the port of its metrics listener."""
 
-    stack: Stack
+    stack: RunningStack
     metrics_port: int
 
     @property
@@ -104,7 +104,7 @@ def sample(text: str, name: str) -> float | None:
     return None
 
 
-def kill_worker(stack: Stack, pid: int) -> None:
+def kill_worker(stack: RunningStack, pid: int) -> None:
     """SIGKILL one worker and wait until gunicorn has replaced it."""
     before = worker_pids(stack)
     assert pid in before

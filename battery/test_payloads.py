@@ -22,7 +22,7 @@ from harness.clients import get, request
 from .conftest import error_lines, needs_the_example, parse_json, server_errors
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
 pytestmark = pytest.mark.live
 
@@ -51,13 +51,13 @@ HOSTILE = {
 }
 
 
-def worker_cpu_seconds(stack: Stack) -> float:
+def worker_cpu_seconds(stack: RunningStack) -> float:
     """User + system CPU seconds of gunicorn's process group (the master and its workers)."""
     return procfs.cpu_seconds(procfs.group_members(stack.child_pid("gunicorn")))
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
-def test_hostile_body_gets_a_small_4xx(shared_stack: Stack, case: str) -> None:
+def test_hostile_body_gets_a_small_4xx(shared_stack: RunningStack, case: str) -> None:
     """Each body is answered 400/422 in strict JSON with the request id, in under 4 KiB."""
     body, expected = HOSTILE[case]
     before = worker_cpu_seconds(shared_stack)
@@ -74,7 +74,7 @@ def test_hostile_body_gets_a_small_4xx(shared_stack: Stack, case: str) -> None:
     assert server_errors(shared_stack) == []
 
 
-def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: Stack) -> None:
+def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: RunningStack) -> None:
     """Four clients sending the worst body back to back: every /livez probe still gets 200."""
     stop = threading.Event()
     statuses: list[int] = []
@@ -113,7 +113,7 @@ def test_livez_answers_while_workers_chew_on_the_worst_case(shared_stack: Stack)
 
 
 @needs_the_example()
-def test_a_valid_item_still_works(shared_stack: Stack) -> None:
+def test_a_valid_item_still_works(shared_stack: RunningStack) -> None:
     """The bounded handler changes error answers only: a valid body is still 201."""
     status, _, body = request(
         shared_stack.port, "POST", "/items", b'{"name":"lamp","price_cents":1}', headers=JSON

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from harness.postgres import Database
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Stacks
 
@@ -80,12 +80,12 @@ def database() -> Iterator[Database]:
     DATABASE.running_again()
 
 
-def readiness(stack: Stack) -> tuple[int, dict[str, object]]:
+def readiness(stack: RunningStack) -> tuple[int, dict[str, object]]:
     status, _, body = get(stack.port, probe("readinessProbe")["httpGet"]["path"])
     return status, parse_json(body)
 
 
-def database_metric(stack: Stack) -> str:
+def database_metric(stack: RunningStack) -> str:
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()

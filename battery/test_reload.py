@@ -26,14 +26,14 @@ from harness.ports import wait_for
 from .conftest import mixed_load, nginx_access, server_errors
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Identity, LoadReport, Stacks
 
 pytestmark = pytest.mark.live
 
 
-def assert_nothing_lost(stack: Stack, report: LoadReport, what: str) -> None:
+def assert_nothing_lost(stack: RunningStack, report: LoadReport, what: str) -> None:
     """No failed request on either side, and every POST applied exactly once."""
     print(
         f"{what}: {dict(report.ok)} ok, {len(report.failures)} failed,"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.ports import wait_for
-from harness.stack import Stack
+from harness.stack import RunningStack
 
 from .conftest import FAULT_APP, Identity, Stacks, lines_of
 
@@ -46,12 +46,12 @@ FLOOR = 0.8
 # The template's CI runs the battery beside image builds: a round whose phases met different
 # background load is run again, up to this many times (an attack that works fails them all).
 ROUNDS = 5
-ZONES = {"client_rate", "oversized", "client_requests", "app_requests", "probes"}
-ZONES |= {"probe_connections"}
+# The limit zones the rendered nginx.conf declares: the relay's only labels.
+ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s+\S+\s+zone=(\w+):", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
-def door_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def door_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """One stack with the shipped per-client limits; each test leaves it serving."""
     started = Stacks(nginx_bin, identity)
     stack = started.start(FAULT_APP, shipped_limits=True)
@@ -60,7 +60,7 @@ def door_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     started.stop_all()
 
 
-def scrape(stack: Stack) -> str | None:
+def scrape(stack: RunningStack) -> str | None:
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -243,7 +243,7 @@ async def flood(port: int, wire: bytes, seconds: float, connections: int = 16) -
 
 
 def test_a_forged_referer_neither_counts_refusals_nor_names_the_client(
-    door_stack: Stack,
+    door_stack: RunningStack,
 ) -> None:
     """Error lines whose Referer imitates a refusal and a client field count nothing, add no
     series, and the relayed line names the real client address."""
@@ -275,7 +275,9 @@ def test_a_forged_referer_neither_counts_refusals_nor_names_the_client(
     )
     after = limited(scrape(door_stack) or "")
     assert set(after) == set(before), f"series added: {set(after) - set(before)}"
-    assert {zone for zone, _ in after} == ZONES
+    rendered = (door_stack.run_dir / "nginx.conf").read_text(encoding="utf-8")
+    assert {zone for zone, _ in after} == set(ZONE.findall(rendered))
+    assert {"websockets", "websocket_handshakes"} <= set(ZONE.findall(rendered))
     assert after == before, "a refusal counted from a client's Referer"
     forged_lines = [
         line for line in lines_of(door_stack, "nginx.error") if "forged_zone" in str(line)
@@ -289,7 +291,7 @@ def test_a_forged_referer_neither_counts_refusals_nor_names_the_client(
 @pytest.mark.parametrize(
     "target", ["/livez", "/livez?flood", "/x/../livez", "/readyz?x"], ids=lambda t: t
 )
-def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: Stack, target: str) -> None:
+def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: RunningStack, target: str) -> None:
     """A flood of probe requests from one address (the exact path, or a variant the old
     exemption matched) is held to a probe's limit: the victim keeps its throughput."""
 
@@ -313,7 +315,7 @@ def test_a_probe_flood_is_held_to_the_clients_limits(door_stack: Stack, target: 
     assert attacked.rate >= FLOOR * alone.rate, report(target, alone, attacked)
 
 
-def test_a_probe_takes_no_body(door_stack: Stack) -> None:
+def test_a_probe_takes_no_body(door_stack: RunningStack) -> None:
     """POST /livez, a body on GET /livez and a chunked /livez are refused at once."""
 
     async def send(wire: bytes) -> int:
@@ -338,7 +340,7 @@ def test_a_probe_takes_no_body(door_stack: Stack) -> None:
 # --- finding 2: slow uploads cannot hold the overload cap --------------------------------------
 
 
-def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: Stack) -> None:
+def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: RunningStack) -> None:
     """Four addresses opening 128 slow uploads each (a byte sent, the rest never) do not fill
     the overload cap: the victim keeps its throughput."""
     attackers = [f"127.0.0.{n}" for n in range(2, 6)]
@@ -366,7 +368,7 @@ def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: Stac
 # --- finding 4: refusals cost bounded bytes and never block nginx -------------------------------
 
 
-def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: Stack) -> None:
+def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: RunningStack) -> None:
     """Bad-Host requests with a 7 KB User-Agent of 0xFF bytes: each access line stays short
     (the agent and path cut) and the victim keeps its throughput."""
     agent = b"\xff" * 7000
@@ -398,7 +400,7 @@ def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: Stack
 # --- finding 5: a 413 stops reading after a short bound -------------------------------------------
 
 
-def test_a_refused_body_is_not_read_for_long(door_stack: Stack) -> None:
+def test_a_refused_body_is_not_read_for_long(door_stack: RunningStack) -> None:
     """After its 413, a client still sending a huge body has its connection closed within a
     few seconds, not nginx's default 30 s of lingering reads."""
     head = b"POST /fault/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000000000\r\n\r\n"

@@ -27,7 +27,7 @@ import pytest
 from harness import procfs
 from harness.clients import get
 from harness.ports import wait_for
-from harness.stack import Stack
+from harness.stack import RunningStack
 
 from .conftest import FAULT_APP, Identity, Stacks, lines_of, worker_pids
 
@@ -41,7 +41,7 @@ BUCKET = "http_server_request_duration_seconds_bucket"
 
 
 @pytest.fixture(scope="module")
-def side_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def side_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """One stack for the module; each test leaves it serving."""
     started = Stacks(nginx_bin, identity)
     stack = started.start(FAULT_APP)
@@ -50,7 +50,7 @@ def side_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
     started.stop_all()
 
 
-def scrape(stack: Stack) -> str | None:
+def scrape(stack: RunningStack) -> str | None:
     """The listener's exposition, or None when it does not answer 200."""
     url = f"http://127.0.0.1:{stack.metrics_port}/metrics"
     try:
@@ -74,11 +74,11 @@ def series(text: str, name: str, **labels: str) -> dict[str, float]:
     return found
 
 
-def current_gunicorn(stack: Stack) -> int:
+def current_gunicorn(stack: RunningStack) -> int:
     """The pid of gunicorn's master."""
     started = [
         line["pid"]
-        for line in lines_of(stack, "serve")
+        for line in lines_of(stack, "supervisor")
         if str(line.get("message", "")).startswith("started gunicorn")
     ]
     assert started, stack.log_text()
@@ -87,12 +87,12 @@ def current_gunicorn(stack: Stack) -> int:
     return pid
 
 
-def workers(stack: Stack) -> set[int]:
+def workers(stack: RunningStack) -> set[int]:
     """gunicorn's workers."""
     return worker_pids(stack, current_gunicorn(stack))
 
 
-def kill_workers(stack: Stack, count: int) -> None:
+def kill_workers(stack: RunningStack, count: int) -> None:
     """SIGKILL a worker count times, each time waiting until gunicorn has replaced it."""
     for _ in range(count):
         before = workers(stack)
@@ -107,14 +107,16 @@ def kill_workers(stack: Stack, count: int) -> None:
         )
 
 
-def metric_files(stack: Stack) -> list[Path]:
+def metric_files(stack: RunningStack) -> list[Path]:
     return sorted((stack.run_dir / "metrics").glob("*.db"))
 
 
-def listener_pid(stack: Stack) -> int:
+def listener_pid(stack: RunningStack) -> int:
     """The pid of the metrics listener started last."""
     started = [
-        line["pid"] for line in lines_of(stack, "serve") if line.get("message") == "started metrics"
+        line["pid"]
+        for line in lines_of(stack, "supervisor")
+        if line.get("message") == "started metrics"
     ]
     assert started, stack.log_text()
     pid = started[-1]
@@ -132,7 +134,7 @@ def closed(conn: socket.socket) -> bool:
         return True
 
 
-def not_json(stack: Stack) -> list[str]:
+def not_json(stack: RunningStack) -> list[str]:
     return [line for line in stack.log_text().splitlines() if not line.startswith("{")]
 
 
@@ -200,7 +202,7 @@ def test_a_full_run_directory_never_kills_a_worker(stacks: Stacks, small_tmpfs: 
 # --- 2. dead workers' metric files ------------------------------------------------------------
 
 
-def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Stack) -> None:
+def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: RunningStack) -> None:
     """Requests, then 4 worker kills: the counts and buckets are unchanged, and
     only the live workers' files are left (the dead ones' values are in the archive)."""
     stack = side_stack
@@ -237,7 +239,7 @@ def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: St
 
 
 def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
-    side_stack: Stack,
+    side_stack: RunningStack,
 ) -> None:
     """300 idle connections: a bounded number of threads, and each is closed (at once past
     the listener's slots, else after its socket timeout); clients hanging up mid-answer log
@@ -275,7 +277,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
 # --- 4. a dead metrics listener ---------------------------------------------------------------
 
 
-def test_a_killed_metrics_listener_is_restarted_alone(side_stack: Stack) -> None:
+def test_a_killed_metrics_listener_is_restarted_alone(side_stack: RunningStack) -> None:
     """kill -9 of the listener: the public port keeps answering, the runner restarts the
     listener (a log line), scrapes work again, nginx and gunicorn are the same processes."""
     stack = side_stack
@@ -292,7 +294,7 @@ def test_a_killed_metrics_listener_is_restarted_alone(side_stack: Stack) -> None
     assert scrape(stack) is not None
     assert set(statuses) <= {200}
     assert (stack.child_pid("nginx"), current_gunicorn(stack)) == (nginx, gunicorn)
-    serve = lines_of(stack, "serve")
+    serve = lines_of(stack, "supervisor")
     restarting = [line for line in serve if "restarting" in str(line.get("message", ""))]
     assert len(restarting) == 1, restarting
 

@@ -19,7 +19,7 @@ from .conftest import APP_ACCESS_LOGGER, Stacks, parse_json, wait_for_line
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Identity
 
@@ -29,14 +29,14 @@ PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture(scope="module")
-def trusting_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def trusting_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """A stack whose nginx trusts the loopback client as its load balancer."""
     started = Stacks(nginx_bin, identity)
     yield started.start(TRUSTED_PROXIES="127.0.0.1/32")
     started.stop_all()
 
 
-def seen(stack: Stack, headers: dict[str, str]) -> tuple[str, dict[str, object]]:
+def seen(stack: RunningStack, headers: dict[str, str]) -> tuple[str, dict[str, object]]:
     """The id the client got back, and the headers the app received."""
     status, answer, body = get(stack.port, "/fault/headers", headers)
     assert status == 200
@@ -45,7 +45,7 @@ def seen(stack: Stack, headers: dict[str, str]) -> tuple[str, dict[str, object]]
     return answer["x-request-id"], received
 
 
-def test_trusted_proxy_id_and_trace_are_kept(trusting_stack: Stack) -> None:
+def test_trusted_proxy_id_and_trace_are_kept(trusting_stack: RunningStack) -> None:
     """From a trusted proxy: the id is echoed, logged by the app, and traceparent passes."""
     request_id = "lb-7f3a.9_Z"
     echoed, received = seen(
@@ -76,7 +76,7 @@ def test_trusted_proxy_id_and_trace_are_kept(trusting_stack: Stack) -> None:
     ],
 )
 def test_malformed_id_or_trace_from_a_trusted_proxy_is_replaced(
-    trusting_stack: Stack, request_id: str, parent: str
+    trusting_stack: RunningStack, request_id: str, parent: str
 ) -> None:
     """A malformed id gets a fresh one; a malformed traceparent is dropped with its tracestate."""
     echoed, received = seen(
@@ -93,7 +93,7 @@ def test_malformed_id_or_trace_from_a_trusted_proxy_is_replaced(
     assert "tracestate" not in received
 
 
-def test_untrusted_client_id_and_trace_are_replaced(shared_stack: Stack) -> None:
+def test_untrusted_client_id_and_trace_are_replaced(shared_stack: RunningStack) -> None:
     """From a client outside TRUSTED_PROXIES, even a well-formed id and trace are replaced."""
     echoed, received = seen(
         shared_stack, {"X-Request-ID": "client-chosen", "traceparent": PARENT, "tracestate": "a=b"}

@@ -27,7 +27,7 @@ from .conftest import Stacks, parse_json
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from harness.stack import Stack
+    from harness.stack import RunningStack
 
     from .conftest import Identity
 
@@ -50,7 +50,7 @@ def handshake(port: int, path: str, *headers: str) -> tuple[socket.socket, bytes
 
 
 @pytest.fixture(scope="module")
-def ws_stack(nginx_bin: str, identity: Identity) -> Iterator[Stack]:
+def ws_stack(nginx_bin: str, identity: Identity) -> Iterator[RunningStack]:
     """One stack serving streams_app.py, the default per-client WebSocket limits on."""
     started = Stacks(nginx_bin, identity)
     yield started.start(STREAMS_APP)
@@ -66,7 +66,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", HOSTILE)
-def test_a_malformed_handshake_is_refused_as_json(ws_stack: Stack, case: str) -> None:
+def test_a_malformed_handshake_is_refused_as_json(ws_stack: RunningStack, case: str) -> None:
     """A handshake uvicorn refuses is a JSON 400 with the request id (nginx's error page, not
     uvicorn's plain text); a session on the same route still opens after it."""
     client, answer = handshake(ws_stack.port, "/ws", *HOSTILE[case])
@@ -94,7 +94,9 @@ class SocketSession:
         self.client.close()
 
 
-def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack: Stack) -> None:
+def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(
+    ws_stack: RunningStack,
+) -> None:
     """A handshake to a path without a WebSocket route gets the app's 403; one whose Connection
     header does not ask for the upgrade is a plain GET (the app's JSON 404)."""
     with SocketSession(ws_stack.port, "/no-such-socket") as head:
@@ -106,7 +108,7 @@ def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(ws_stack:
     assert answer.startswith(b"HTTP/1.1 404 "), answer[:300]
 
 
-def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: Stack) -> None:
+def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: RunningStack) -> None:
     """A frame header announcing 1 GiB (over uvicorn's 16 MiB) ends the session with a close
     frame 1009 (message too big) at once, without the server reading the rest; the worker
     answers the next request."""
@@ -122,7 +124,7 @@ def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: Stac
     assert get(ws_stack.port, "/livez")[0] == 200
 
 
-def metric(stack: Stack, name: str) -> float:
+def metric(stack: RunningStack, name: str) -> float:
     """A sample's value on the metrics port (0 when absent)."""
     page = get(stack.metrics_port, "/metrics")[2].decode()
     found = re.search(rf"^{re.escape(name)} (\S+)$", page, re.MULTILINE)

@@ -7,7 +7,7 @@ divides each process group's CPU time (user + system, /proc/<pid>/stat, children
 and wrk's own by the requests served. On a machine whose CPUs are all busy, the hop's ratio
 can be no better than (app + wrk) / (app' + nginx + wrk): the printed "CPU-bound ratio".
 
-Depends on the template's lab (servers, wrk, experiments' Stack and Front) and Linux's
+Depends on the template's lab (servers, wrk, experiments' ServerSet and Front) and Linux's
 /proc. Run through `scripts/experiments --cpu-share`.
 """
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from harness import procfs
 from harness.processes import Processes
-from lab.experiments import LARGE, SMALL, Front, Stack
+from lab.experiments import LARGE, SMALL, Front, ServerSet
 from lab.servers import Launcher
 from lab.wrk import WrkResult, find_wrk, parse_wrk_output, wrk_command
 
@@ -67,9 +67,9 @@ def cpu_share(project: Project, seconds: int = 8) -> str:
         Path(workdir).chmod(0o755)  # nginx's workers (another user as root) reach the socket
         launcher = Launcher(project, Path(workdir), processes)
         try:
-            direct_url = launcher.start(Stack(), SMALL)
+            direct_url = launcher.start(ServerSet(), SMALL)
             (direct,) = processes.running
-            nginx_url = launcher.start(Stack(front=Front()), SMALL)
+            nginx_url = launcher.start(ServerSet(front=Front()), SMALL)
             app, proxy = processes.running[1:]
             groups = {
                 "direct": direct.popen.pid,

@@ -1,6 +1,6 @@
 """The template's experiment grid: every choice the generated stack ships with, re-measured.
 
-Pure data, in the shapes of lab/experiments.py (Experiment, Config, Stack,
+Pure data, in the shapes of lab/experiments.py (Experiment, Config, ServerSet,
 Front), run by its runner. These experiments argue the template's defaults (pure ASGI over
 BaseHTTPMiddleware, socket and keepalive over TCP, buffering on, the worker count, the
 server); `./scripts/bench` measures a service with the lean list. The grid's middleware
@@ -21,7 +21,7 @@ from lab.experiments import (
     Config,
     Experiment,
     Front,
-    Stack,
+    ServerSet,
     experiments,
 )
 
@@ -87,22 +87,22 @@ def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
                 Config(
                     "tcp-close",
                     "nginx -> TCP, no keepalive",
-                    Stack(front=Front("tcp", keepalive=False)),
+                    ServerSet(front=Front("tcp", keepalive=False)),
                     quick=True,
                 ),
-                Config("tcp-keepalive", "nginx -> TCP + keepalive", Stack(front=Front("tcp"))),
+                Config("tcp-keepalive", "nginx -> TCP + keepalive", ServerSet(front=Front("tcp"))),
                 Config(
                     "socket-close",
                     "nginx -> socket, no keepalive",
-                    Stack(front=Front("unix", keepalive=False)),
+                    ServerSet(front=Front("unix", keepalive=False)),
                 ),
                 Config(
                     "socket-keepalive",
                     "nginx -> socket + keepalive (shipped)",
-                    Stack(front=production),
+                    ServerSet(front=production),
                     quick=True,
                 ),
-                Config("direct", "gunicorn direct (no nginx)", Stack()),
+                Config("direct", "gunicorn direct (no nginx)", ServerSet()),
             ),
         ),
         Experiment(
@@ -112,10 +112,10 @@ def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
             "the shipped stack? `def` endpoints run in AnyIO's thread pool.",
             baseline="async-small",
             configs=(
-                Config("async-small", "async def, small JSON", Stack(front=production), SMALL),
-                Config("def-small", "def, small JSON", Stack(front=production), SMALL_SYNC),
-                Config("async-1mb", "async def, 1 MiB", Stack(front=production), LARGE),
-                Config("def-1mb", "def, 1 MiB", Stack(front=production), LARGE_SYNC),
+                Config("async-small", "async def, small JSON", ServerSet(front=production), SMALL),
+                Config("def-small", "def, small JSON", ServerSet(front=production), SMALL_SYNC),
+                Config("async-1mb", "async def, 1 MiB", ServerSet(front=production), LARGE),
+                Config("def-1mb", "def, 1 MiB", ServerSet(front=production), LARGE_SYNC),
             ),
         ),
         Experiment(
@@ -126,15 +126,18 @@ def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
             baseline="buffering-on",
             configs=(
                 Config(
-                    "buffering-on", "proxy_buffering on (shipped)", Stack(front=production), LARGE
+                    "buffering-on",
+                    "proxy_buffering on (shipped)",
+                    ServerSet(front=production),
+                    LARGE,
                 ),
                 Config(
                     "buffering-off",
                     "proxy_buffering off (seeds)",
-                    Stack(front=Front(buffering=False)),
+                    ServerSet(front=Front(buffering=False)),
                     LARGE,
                 ),
-                Config("direct-1mb", "gunicorn direct (no nginx)", Stack(), LARGE),
+                Config("direct-1mb", "gunicorn direct (no nginx)", ServerSet(), LARGE),
             ),
         ),
         Experiment(
@@ -149,14 +152,14 @@ def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
                     Config(
                         f"workers-{n}",
                         f"{n} worker{'s' if n > 1 else ''}",
-                        Stack(workers=n, front=production),
+                        ServerSet(workers=n, front=production),
                     )
                     for n in worker_counts
                 ),
                 Config(
                     "threads",
                     f"{default_workers} workers x 4 threads",
-                    Stack(workers=default_workers, threads=4, front=production),
+                    ServerSet(workers=default_workers, threads=4, front=production),
                 ),
             ),
             line=True,
@@ -172,17 +175,17 @@ def grid(cpus: int, default_workers: int, *, package: str) -> list[Experiment]:
                 Config(
                     "gunicorn-uvicorn",
                     "gunicorn + UvicornWorker (shipped)",
-                    Stack(workers=default_workers),
+                    ServerSet(workers=default_workers),
                 ),
                 Config(
                     "gunicorn-asgi",
                     "gunicorn worker_class=asgi",
-                    Stack(server="gunicorn-asgi", workers=default_workers),
+                    ServerSet(server="gunicorn-asgi", workers=default_workers),
                 ),
                 Config(
                     "uvicorn",
                     "uvicorn --workers (FastAPI docs)",
-                    Stack(server="uvicorn", workers=default_workers),
+                    ServerSet(server="uvicorn", workers=default_workers),
                 ),
             ),
         ),

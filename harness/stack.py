@@ -45,14 +45,14 @@ def started(log: Path) -> list[int]:
     return [
         pid
         for line in json_lines(log)
-        if line.get("logger") == "serve"
+        if line.get("logger") == "supervisor"
         and str(line.get("message", "")).startswith("started ")
         and isinstance(pid := line.get("pid"), int)
     ]
 
 
 @dataclass
-class Stack:
+class RunningStack:
     """One running `python -m serving_stack`."""
 
     runner: Process
@@ -95,7 +95,7 @@ class Stack:
     def child_pid(self, name: str) -> int:
         """The pid of the first child the runner logged as started ("nginx", "gunicorn")."""
         for line in self.log_lines():
-            if line.get("logger") == "serve" and line.get("message") == f"started {name}":
+            if line.get("logger") == "supervisor" and line.get("message") == f"started {name}":
                 pid = line["pid"]
                 if isinstance(pid, int):
                     return pid
@@ -130,7 +130,7 @@ def start(  # noqa: PLR0913 - what differs between callers, all by keyword
     prefix: Sequence[str] = (),
     owner: tuple[int, int] | None = None,
     log: bool = True,
-) -> Stack:
+) -> RunningStack:
     """Start `python -m serving_stack` with env over this process's environment.
 
     prefix runs before the interpreter (setpriv, to drop root); owner (uid, gid) then owns
@@ -157,4 +157,4 @@ def start(  # noqa: PLR0913 - what differs between callers, all by keyword
     argv = [*prefix, python, "-m", MODULE]
     output = workdir / "stack.log" if log else None
     runner = processes.start("stack", argv, environment, cwd, output)
-    return Stack(runner, port, metrics_port, workdir, processes)
+    return RunningStack(runner, port, metrics_port, workdir, processes)

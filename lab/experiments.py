@@ -46,7 +46,7 @@ class Front:
 
 
 @dataclass(frozen=True)
-class Stack:
+class ServerSet:
     """A set of processes serving one app variant; configurations may share one."""
 
     # A variant of lab/apps.py ("bare", "shipped"), or any "module:attribute" app.
@@ -62,7 +62,7 @@ class Stack:
 class Config:
     id: str
     label: str
-    stack: Stack
+    stack: ServerSet
     path: str = SMALL
     quick: bool = False
     # A wrk Lua script that shapes the request (a POST with its body); None: a plain GET.
@@ -99,7 +99,7 @@ def experiments(
     """
     del cpus  # the lean list does not vary with the machine; the signature is shared
     production = Front()  # what the stack ships: unix socket, upstream keepalive, buffering on
-    direct = Stack()  # gunicorn as shipped, wrk straight to it over TCP
+    direct = ServerSet()  # gunicorn as shipped, wrk straight to it over TCP
     chosen = [
         Experiment(
             id="middleware",
@@ -112,18 +112,20 @@ def experiments(
             baseline="bare",
             configs=(
                 Config(
-                    "bare", "bare app (no middleware)", Stack(app="bare", workers=1), quick=True
+                    "bare", "bare app (no middleware)", ServerSet(app="bare", workers=1), quick=True
                 ),
                 Config(
                     "default",
                     "default pure-ASGI stack",
-                    Stack(app="shipped", workers=1),
+                    ServerSet(app="shipped", workers=1),
                     quick=True,
                 ),
                 Config(
                     "default-access-log",
                     "default stack + the app's access log",
-                    Stack(app="shipped", workers=1, env=((access_log_variable(package), "true"),)),
+                    ServerSet(
+                        app="shipped", workers=1, env=((access_log_variable(package), "true"),)
+                    ),
                 ),
             ),
         ),
@@ -140,7 +142,7 @@ def experiments(
                 Config(
                     "nginx-small",
                     "nginx -> socket -> gunicorn, small JSON",
-                    Stack(front=production),
+                    ServerSet(front=production),
                     SMALL,
                     quick=True,
                 ),
@@ -148,7 +150,7 @@ def experiments(
                 Config(
                     "nginx-1mb",
                     "nginx -> socket -> gunicorn, 1 MiB",
-                    Stack(front=production),
+                    ServerSet(front=production),
                     LARGE,
                     quick=True,
                 ),
@@ -181,7 +183,7 @@ def experiments(
                 Config(
                     "nginx-read",
                     "nginx -> socket -> gunicorn, GET /items/{id}",
-                    Stack(front=production),
+                    ServerSet(front=production),
                     f"{ITEMS}/{item_id}",
                     quick=True,
                 ),
@@ -196,7 +198,7 @@ def experiments(
                 Config(
                     "nginx-create",
                     "nginx -> socket -> gunicorn, POST /items",
-                    Stack(front=production),
+                    ServerSet(front=production),
                     ITEMS,
                     quick=True,
                     script=ITEMS_CREATE_SCRIPT,

@@ -22,7 +22,7 @@ from lab.project import FACTORY_VARIABLE
 
 if TYPE_CHECKING:
     from harness.processes import Process, Processes
-    from lab.experiments import Stack
+    from lab.experiments import ServerSet
     from lab.project import Project
 
 
@@ -35,7 +35,7 @@ def shipped_worker_count(project: Project) -> int:
 
 
 class Launcher:
-    """Starts the processes of a Stack and returns the URL wrk should load."""
+    """Starts the processes of a ServerSet and returns the URL wrk should load."""
 
     def __init__(self, project: Project, workdir: Path, processes: Processes) -> None:
         self.project = project
@@ -55,7 +55,7 @@ class Launcher:
         if project.factory is not None:
             self.env[FACTORY_VARIABLE] = project.factory
 
-    def start(self, stack: Stack, ready_path: str) -> str:
+    def start(self, stack: ServerSet, ready_path: str) -> str:
         self.count += 1
         run_dir = self.workdir / f"stack-{self.count}"
         run_dir.mkdir()
@@ -76,7 +76,9 @@ class Launcher:
         wait_ready(proxy, ("127.0.0.1", site.port), ready_path)
         return f"http://127.0.0.1:{site.port}"
 
-    def _start_app(self, stack: Stack, run_dir: Path, address: Path | tuple[str, int]) -> Process:
+    def _start_app(
+        self, stack: ServerSet, run_dir: Path, address: Path | tuple[str, int]
+    ) -> Process:
         module = stack.app if ":" in stack.app else f"lab.apps:{stack.app}"
         env = dict(self.env, **dict(stack.env))
         if stack.server == "uvicorn":

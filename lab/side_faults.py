@@ -44,7 +44,7 @@ from harness.ports import wait_for
 from harness.processes import Processes
 
 if TYPE_CHECKING:
-    from harness.stack import Stack
+    from harness.stack import RunningStack
     from lab.project import Project
 
 ROUTE_LIMIT = 8 * 1024  # POST /items's own client_max_body_size (api/items.py, nginx.conf)
@@ -119,7 +119,7 @@ def markdown(rows: Rows) -> str:
     return "\n".join(lines)
 
 
-def start(project: Project, processes: Processes, workdir: Path) -> Stack:
+def start(project: Project, processes: Processes, workdir: Path) -> RunningStack:
     """The project's stack, as `make serve` starts it, stopped with processes."""
     env = {
         "WEB_CONCURRENCY": str(WORKERS),
@@ -134,13 +134,13 @@ def start(project: Project, processes: Processes, workdir: Path) -> Stack:
     return stack
 
 
-def get(stack: Stack, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
+def get(stack: RunningStack, path: str, *, metrics: bool = False) -> tuple[int, bytes]:
     """GET path through nginx (or on the metrics port); status 0 when nothing came back."""
     status, _, body = clients.get(stack.metrics_port if metrics else stack.port, path, timeout=30)
     return status, body
 
 
-def gunicorn(stack: Stack) -> int:
+def gunicorn(stack: RunningStack) -> int:
     """The serving gunicorn master."""
     masters = procfs.children(stack.process.pid, "-m gunicorn")
     if len(masters) != 1:
@@ -148,11 +148,11 @@ def gunicorn(stack: Stack) -> int:
     return masters[0]
 
 
-def workers(stack: Stack) -> list[int]:
+def workers(stack: RunningStack) -> list[int]:
     return procfs.children(gunicorn(stack))
 
 
-def listener(stack: Stack) -> int:
+def listener(stack: RunningStack) -> int:
     found = procfs.children(stack.process.pid, "metrics_listener")
     if len(found) != 1:
         raise UnavailableError(f"{len(found)} metrics listeners under the runner")
@@ -167,12 +167,12 @@ def post(port: int, body: bytes) -> str:
     return str(status) if status else "no answer"
 
 
-def workers_cpu(stack: Stack) -> float:
+def workers_cpu(stack: RunningStack) -> float:
     """CPU seconds the serving workers have used, from /proc."""
     return procfs.cpu_seconds(workers(stack))
 
 
-def body_rows(stack: Stack) -> Rows:
+def body_rows(stack: RunningStack) -> Rows:
     rows = []
     for limit, name in ((ROUTE_LIMIT, "8 KiB"), (GLOBAL_LIMIT, "1 MiB")):
         body = worst_items_body(limit)
@@ -195,7 +195,7 @@ def threads_and_rss(pid: int) -> str:
     return f"threads {int(fields['Threads'])}, RSS {rss:.0f} MiB"
 
 
-def listener_rows(stack: Stack) -> Rows:
+def listener_rows(stack: RunningStack) -> Rows:
     pid = listener(stack)
     rows = [("metrics listener, idle", threads_and_rss(pid))]
     idle, refused = [], 0
@@ -219,7 +219,7 @@ def listener_rows(stack: Stack) -> Rows:
     return rows
 
 
-def directory(stack: Stack, statuses: list[int]) -> str:
+def directory(stack: RunningStack, statuses: list[int]) -> str:
     """Files and bytes in the metrics directory, the median scrape, and how many of the app's
     answers to GET /items/{item_id} (``statuses``: 404) the scrape counts."""
     get(stack, "/metrics", metrics=True)
@@ -247,7 +247,7 @@ def others(statuses: list[int]) -> str:
     return f" (besides: {listed})" if listed else ""
 
 
-def kill_worker(stack: Stack) -> None:
+def kill_worker(stack: RunningStack) -> None:
     """SIGKILL the oldest worker that has served (it has a histogram file, as a recycled or
     crashed worker has) and wait until gunicorn has replaced (and reaped) it."""
     time.sleep(0.5)  # the app counts a request after answering it: let the last be counted
@@ -263,7 +263,7 @@ def kill_worker(stack: Stack) -> None:
     )
 
 
-def metrics_rows(stack: Stack) -> Rows:
+def metrics_rows(stack: RunningStack) -> Rows:
     statuses: list[int] = []
 
     def request() -> None:

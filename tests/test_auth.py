@@ -37,7 +37,7 @@ from harness.clients import request
 from harness.npm import install_locked
 from harness.ports import free_port, wait_for
 from harness.processes import Processes, wait_ready
-from harness.stack import PATH, Stack
+from harness.stack import PATH, RunningStack
 
 from .conftest import (
     CACHE_DIR,
@@ -172,7 +172,7 @@ def auth_env(auth_bake: Bake, project_env: ProjectEnv) -> ProjectEnv:
 
 
 def call(
-    stack: Stack, method: str, path: str, token: str | None = None, body: object = None
+    stack: RunningStack, method: str, path: str, token: str | None = None, body: object = None
 ) -> tuple[int, dict[str, str], dict[str, object]]:
     """Status, headers (lower case) and JSON body of one request through nginx."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
@@ -187,11 +187,11 @@ def call(
     return status, fields, parsed
 
 
-def write(stack: Stack, token: str | None) -> tuple[int, dict[str, str], dict[str, object]]:
+def write(stack: RunningStack, token: str | None) -> tuple[int, dict[str, str], dict[str, object]]:
     return call(stack, "POST", "/items", token, {"name": "lamp", "price_cents": 1999})
 
 
-def access_lines(stack: Stack) -> list[dict[str, object]]:
+def access_lines(stack: RunningStack) -> list[dict[str, object]]:
     """The app's access lines (its logger is <package>.access; nginx's is nginx.access)."""
     return [
         line
@@ -206,7 +206,7 @@ def stack(
     auth_env: ProjectEnv,
     provider: Provider,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
+) -> Iterator[RunningStack]:
     """The bake's production stack trusting ``provider``: one worker, its access line on."""
     if shutil.which("nginx", path=PATH) is None:
         pytest.skip("nginx is not installed (sudo apt-get install -y nginx-light)")
@@ -252,7 +252,7 @@ def invalid(description: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_valid_token_writes_and_reads_stay_open(stack: Stack, provider: Provider) -> None:
+def test_a_valid_token_writes_and_reads_stay_open(stack: RunningStack, provider: Provider) -> None:
     """valid: a writer's token creates an item (its subject in the access line); reads,
     /livez and /readyz need none; no token at all is a 401 with the bare challenge."""
     status, headers, item = write(stack, provider.token())
@@ -267,7 +267,7 @@ def test_a_valid_token_writes_and_reads_stay_open(stack: Stack, provider: Provid
 
 
 @pytest.mark.slow
-def test_a_token_without_the_scope_is_a_403(stack: Stack, provider: Provider) -> None:
+def test_a_token_without_the_scope_is_a_403(stack: RunningStack, provider: Provider) -> None:
     """insufficient_scope: the reader client's token holds items:read only."""
     token = provider.token("reader", scope="items:read")
     assert parts(token)[1]["scope"] == "items:read"
@@ -276,7 +276,7 @@ def test_a_token_without_the_scope_is_a_403(stack: Stack, provider: Provider) ->
 
 
 @pytest.mark.slow
-def test_an_expired_token_is_a_401(stack: Stack, provider: Provider) -> None:
+def test_an_expired_token_is_a_401(stack: RunningStack, provider: Provider) -> None:
     """expired: the "short" client's tokens live 1 s; the stack's leeway here is 0."""
     token = provider.token("short")
     time.sleep(2.1)
@@ -284,7 +284,7 @@ def test_an_expired_token_is_a_401(stack: Stack, provider: Provider) -> None:
 
 
 @pytest.mark.slow
-def test_a_token_for_another_audience_is_a_401(stack: Stack, provider: Provider) -> None:
+def test_a_token_for_another_audience_is_a_401(stack: RunningStack, provider: Provider) -> None:
     """wrong audience: minted by the same issuer and key for another resource."""
     token = provider.token(resource="https://other.test")
     assert parts(token)[1]["aud"] == "https://other.test"
@@ -293,7 +293,7 @@ def test_a_token_for_another_audience_is_a_401(stack: Stack, provider: Provider)
 
 @pytest.mark.slow
 def test_a_token_from_another_issuer_is_a_401(
-    stack: Stack, provider: Provider, provider_script: Path
+    stack: RunningStack, provider: Provider, provider_script: Path
 ) -> None:
     """wrong issuer: a second provider signing with the very same keys (the kid is known)."""
     other = start_provider(provider_script, provider_script.parent / "keys.json")
@@ -306,7 +306,7 @@ def test_a_token_from_another_issuer_is_a_401(
 
 
 @pytest.mark.slow
-def test_a_tampered_token_is_a_401(stack: Stack, provider: Provider) -> None:
+def test_a_tampered_token_is_a_401(stack: RunningStack, provider: Provider) -> None:
     """tampered: the reader's token with items:write added after signing."""
     header, claims, signature = parts(provider.token("reader", scope="items:read"))
     forged = reassemble(header, {**claims, "scope": "items:write"}, signature)
@@ -314,7 +314,9 @@ def test_a_tampered_token_is_a_401(stack: Stack, provider: Provider) -> None:
 
 
 @pytest.mark.slow
-def test_alg_none_and_hs256_with_the_public_key_are_401s(stack: Stack, provider: Provider) -> None:
+def test_alg_none_and_hs256_with_the_public_key_are_401s(
+    stack: RunningStack, provider: Provider
+) -> None:
     """alg none, and HS256 keyed with the provider's published public key (key confusion)."""
     header, claims, _ = parts(provider.token())
     unsigned = reassemble({**header, "alg": "none"}, claims, "")
@@ -328,7 +330,7 @@ def test_alg_none_and_hs256_with_the_public_key_are_401s(stack: Stack, provider:
 
 
 @pytest.mark.slow
-def test_a_token_naming_an_unknown_key_is_a_401(stack: Stack, provider: Provider) -> None:
+def test_a_token_naming_an_unknown_key_is_a_401(stack: RunningStack, provider: Provider) -> None:
     """unknown kid: a valid token's header pointing at a key the provider never published."""
     header, claims, signature = parts(provider.token())
     relabelled = reassemble({**header, "kid": uuid.uuid4().hex}, claims, signature)
@@ -336,7 +338,9 @@ def test_a_token_naming_an_unknown_key_is_a_401(stack: Stack, provider: Provider
 
 
 @pytest.mark.slow
-def test_a_rotated_key_is_picked_up_without_a_restart(stack: Stack, provider: Provider) -> None:
+def test_a_rotated_key_is_picked_up_without_a_restart(
+    stack: RunningStack, provider: Provider
+) -> None:
     """rotation: the provider's new key signs the next token; the same worker verifies it
     once the cooldown allows a refetch."""
     worker_pids, fetches = pids_of(stack), provider.requests("/jwks")
@@ -349,14 +353,14 @@ def test_a_rotated_key_is_picked_up_without_a_restart(stack: Stack, provider: Pr
     assert provider.requests("/jwks") == fetches + 1
 
 
-def pids_of(stack: Stack) -> set[int]:
+def pids_of(stack: RunningStack) -> set[int]:
     """The stack's process tree below the runner (nginx, gunicorn, its worker)."""
     return {proc.pid for proc in procfs.tree(stack.process.pid)} - {stack.process.pid}
 
 
 @pytest.mark.slow
 def test_a_flood_of_random_kids_refetches_no_more_than_the_cooldown_allows(
-    stack: Stack, provider: Provider
+    stack: RunningStack, provider: Provider
 ) -> None:
     """200 tokens naming random kids: every one a 401, never a 5xx; the JWKS fetched at most
     once per cooldown of the flood's duration (counted at the provider), plus one."""
@@ -373,7 +377,9 @@ def test_a_flood_of_random_kids_refetches_no_more_than_the_cooldown_allows(
 
 
 @pytest.mark.slow
-def test_a_16_kb_token_is_refused_by_nginx_before_the_app(stack: Stack, provider: Provider) -> None:
+def test_a_16_kb_token_is_refused_by_nginx_before_the_app(
+    stack: RunningStack, provider: Provider
+) -> None:
     """A 16 KB Authorization header: nginx's 400 (its header buffers are 8 KB); no app line."""
     lines = len(access_lines(stack))
     huge = provider.token() + "A" * (16 * 1024)
@@ -385,7 +391,7 @@ def test_a_16_kb_token_is_refused_by_nginx_before_the_app(stack: Stack, provider
 
 
 @pytest.mark.slow
-def test_no_token_reaches_the_logs(stack: Stack, provider: Provider) -> None:
+def test_no_token_reaches_the_logs(stack: RunningStack, provider: Provider) -> None:
     """Every line every process wrote so far: no token's signature in any of them."""
     token = provider.token()
     assert write(stack, token)[0] == 201
@@ -397,7 +403,7 @@ def test_no_token_reaches_the_logs(stack: Stack, provider: Provider) -> None:
 
 @pytest.mark.slow
 def test_the_provider_stopped_known_keys_verify_unknown_fail_closed(
-    stack: Stack, provider: Provider
+    stack: RunningStack, provider: Provider
 ) -> None:
     """provider stopped (last: it stops the module's provider): a token from a key the worker
     knows still writes, one from a key it never saw is a 401 (never a 500), /readyz is 200."""

@@ -49,6 +49,50 @@ def test_gixy_finds_nothing_in_the_rendered_config(
     assert gixy.returncode == 0, gixy.stdout + gixy.stderr
 
 
+# What the app and the stack each make of the deadline, in one process of the bake's venv:
+# the app's deadline and nginx's proxy timeout, or the first line each refuses with.
+DEADLINES = """\
+import os
+from my_service.settings import Settings, refusal
+from pydantic import ValidationError
+from serving_stack import nginx_conf, settings
+try:
+    print(Settings().request_timeout_seconds)
+except ValidationError as refused:
+    print(refusal(refused))
+try:
+    print(nginx_conf.nginx_values(settings.load(os.environ), 1)["PROXY_TIMEOUT"])
+except settings.SettingError as refused:
+    print(refused)
+"""
+MISNAMED = "MY_SERVICE_REQUEST_TIMEOUT_SECONDS is not read: set REQUEST_TIMEOUT_SECONDS"
+
+
+@pytest.mark.parametrize(
+    ("variable", "answers"),
+    [
+        ("REQUEST_TIMEOUT_SECONDS", ["60.0", "65s"]),
+        ("MY_SERVICE_REQUEST_TIMEOUT_SECONDS", [MISNAMED, MISNAMED]),
+    ],
+)
+def test_the_deadline_has_one_name_and_one_answer(
+    default_bake: Bake, project_env: ProjectEnv, tmp_path: Path, variable: str, answers: list[str]
+) -> None:
+    """Set by its name, the deadline is the app's and nginx's alike (60 s, then 65 s); under the
+    app's prefix (its name before serving-stack 0.2), both refuse it in the same line, where the
+    app took 60 s and nginx kept 35 s."""
+    env = project_env.environ(default_bake.project) | {variable: "60"}
+    env["APP_MODULE"] = f"{default_bake.package_name}.main:app"
+    python = str(project_env.venv / "bin" / "python")
+
+    done = run_captured([python, "-c", DEADLINES], cwd=tmp_path, env=env, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert [
+        line[: len(answer)] for line, answer in zip(done.stdout.splitlines(), answers, strict=True)
+    ] == answers
+
+
 def test_gunicorn_accepts_its_config_and_the_app(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:

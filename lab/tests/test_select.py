@@ -2,9 +2,9 @@
 
 import pytest
 
-from lab.experiments import Config, Experiment, Stack, select
+from lab.experiments import Config, Experiment, ServerSet, select
 
-STACK = Stack()
+STACK = ServerSet()
 WITH_QUICK = Experiment(
     "middleware",
     "t",

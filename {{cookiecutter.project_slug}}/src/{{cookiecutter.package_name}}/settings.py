@@ -3,6 +3,7 @@
 you add too), naming the variable to fix. Two variables are the serving stack's, read by its
 names (REQUEST_TIMEOUT_SECONDS, CORS_ORIGINS: one definition each, in serving_stack)."""
 
+import os
 import re
 from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any, Literal, Self
 {%- if cookiecutter.database == "postgresql" %}
@@ -39,6 +40,7 @@ from serving_stack import (
     Deadline,
     LogLevel,
     Origins,
+    misnamed,
     variable_names,
 )
 
@@ -170,6 +172,10 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _leave_the_stack_its_variables(cls, data: Any) -> Any:
+        # MY_SERVICE_REQUEST_TIMEOUT_SECONDS would be read here by field name, never by the
+        # stack (nginx would keep its own timeout): refused on both sides, in one line.
+        if wrong := misnamed(ENV_PREFIX, os.environ):
+            raise ValueError(wrong)
         # .env's stack variables (PORT, ...) are no misspellings for extra="forbid" to refuse.
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k in cls.model_fields or k not in STACK_KEYS}

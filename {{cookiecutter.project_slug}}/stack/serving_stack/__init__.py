@@ -20,6 +20,7 @@ from .settings import (  # noqa: E402
     Deadline,
     LogLevel,
     Origins,
+    misnamed,
     variable_names,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "Origins",
     "ServeError",
     "extra_fields",
+    "misnamed",
     "variable_names",
 ]

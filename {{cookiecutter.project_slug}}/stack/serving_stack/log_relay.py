@@ -8,11 +8,12 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from .jsonlog import json_line, nginx_error_line, write_line
+from .child_lines import nginx_error_line
+from .jsonlog import json_line, write_line
 from .metrics_files import prepare_worker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
     from prometheus_client import Counter
@@ -24,22 +25,13 @@ _LIMITED = re.compile(
     rb"limiting (requests|connections)(, dry run)?(?:, excess: \d+\.\d{3})? "
     rb'by zone "(\w+)", client: '
 )
-# deploy/nginx.conf's zones, the only labels counted: the counter file never grows.
-ZONES = (
-    "client_rate",
-    "oversized",
-    "client_requests",
-    "app_requests",
-    "probes",
-    "probe_connections",
-)
 # An error line is cut here before it is read, so a client's long request line, Host and Referer
 # cannot make the relay's CPU and the log's bytes its own (README.md's design notes).
 MAX_ERROR_LINE = 1024
 # Error lines relayed a second at most; the rest dropped and counted (refusals counted first).
 ERROR_LINES_PER_SECOND = 200
 
-log = functools.partial(write_line, "serve")
+log = functools.partial(write_line, "supervisor")
 
 
 class LineRelay:
@@ -67,7 +59,12 @@ class LineRelay:
 class LimitCounter:
     """Counts nginx's refusals by a limit from its error lines, into this process's metric file."""
 
-    def __init__(self, metrics_dir: Path, budget: int = ERROR_LINES_PER_SECOND) -> None:
+    def __init__(
+        self, metrics_dir: Path, zones: Iterable[str], budget: int = ERROR_LINES_PER_SECOND
+    ) -> None:
+        # The rendered config's zones (nginx_conf.declared_zones), the only labels counted: the
+        # counter file's series are fixed at start and it never grows.
+        self.zones = frozenset(zones)
         self.counter: Counter | None = None
         self.dropped_counter: Counter | None = None
         self.budget = budget
@@ -85,9 +82,8 @@ class LimitCounter:
 
         self.counter = Counter(
             "nginx_limited_requests",
-            "Requests nginx refused (or, in dry run, would have refused) by a limit: 429s by"
-            " the per-client rate or oversized bodies' queue, 503s by the per-client or the"
-            " overload connection limit",
+            "Requests nginx refused (or, in dry run, would have refused) by a limit, by its"
+            " zone in nginx.conf: 429s by a rate, 503s by a connection limit",
             ["zone", "dry_run"],
             registry=None,  # read from the file by the listener, never served from here
         )
@@ -97,7 +93,7 @@ class LimitCounter:
             registry=None,
         )
         # Every series exists from the start (at 0), so a dashboard's rate() has a baseline.
-        for zone in ZONES:
+        for zone in self.zones:
             for dry_run in ("false", "true"):
                 self.counter.labels(zone=zone, dry_run=dry_run)
 
@@ -105,7 +101,7 @@ class LimitCounter:
         """An nginx error line as JSON, counted when a refusal; "" past the second's budget."""
         raw = raw[:MAX_ERROR_LINE]
         match = _LIMITED.match(raw)
-        if match is not None and (zone := match[3].decode("ascii")) in ZONES:
+        if match is not None and (zone := match[3].decode("ascii")) in self.zones:
             dry_run = "true" if match[2] else "false"
             self._count(self.counter, zone=zone, dry_run=dry_run)
         said = self._over_budget()
@@ -118,7 +114,7 @@ class LimitCounter:
         if now != self.second:
             if self.dropped:
                 said = json_line(
-                    "serve",
+                    "supervisor",
                     "warning",
                     "nginx's error lines over the budget were dropped",
                     dropped=self.dropped,

@@ -22,6 +22,7 @@ CPUS_PER_NGINX_WORKER = 4
 # emptied by nginx.conf's map, and this number (limit_conn's largest).
 UNCOUNTED_LIMIT = 65535
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
+_ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s+\S+\s+zone=(\w+):", re.MULTILINE)
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
@@ -30,6 +31,11 @@ def render(template: str, values: Mapping[str, str]) -> str:
     if missing:
         raise ServeError(f"no value for placeholder(s) {', '.join(missing)}")
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+def declared_zones(conf: str) -> list[str]:
+    """Every limit zone a rendered nginx.conf declares: the relay counts refusals by these."""
+    return _ZONE.findall(conf)
 
 
 def nginx_time(seconds: float) -> str:

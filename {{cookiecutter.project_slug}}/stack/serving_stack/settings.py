@@ -7,10 +7,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
+from dotenv import dotenv_values
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -59,6 +61,14 @@ REMOVED = {
     "MAX_REQUESTS_JITTER": "use GUNICORN_CMD_ARGS=--max-requests-jitter=N",
     "WORKER_TMP_DIR": "use GUNICORN_CMD_ARGS=--worker-tmp-dir=DIR",
     **dict.fromkeys(("WORKERS_PER_CORE", "MIN_WORKERS", "MAX_WORKERS"), "use WEB_CONCURRENCY=N"),
+}
+# gunicorn flags whose value the stack derives and checks: in GUNICORN_CMD_ARGS, refused.
+DERIVED_FLAGS = {
+    **dict.fromkeys(("--workers", "-w"), "WEB_CONCURRENCY"),
+    **dict.fromkeys(("--timeout", "-t"), "GUNICORN_TIMEOUT"),
+    "--graceful-timeout": "GRACEFUL_TIMEOUT",
+    "--keep-alive": "KEEPALIVE",
+    **dict.fromkeys(("--bind", "-b"), "GUNICORN_SOCKET (the socket is the stack's)"),
 }
 
 
@@ -372,11 +382,42 @@ def variable_names() -> dict[str, str]:
     return {str(field.validation_alias or field.alias): name for name, field in fields}
 
 
+def misnamed(prefix: str, environ: Mapping[str, str]) -> str | None:
+    """A variable the app reads by the stack's name, under the app's prefix instead
+    (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the deadline's name before 0.2), in environ or .env: the
+    app would read it by field name, the stack never. One line naming the one name both read,
+    else None (the app refuses it alike)."""
+    given = {name.upper() for name in {**dotenv_values(".env"), **environ}}
+    for name in (APP_DEADLINE_NAME, APP_CORS_NAME):
+        if f"{prefix}{name}".upper() in given:
+            return f"{prefix}{name} is not read: set {name}, which the app and the stack read"
+    return None
+
+
+def _refusal(environ: Mapping[str, str]) -> str | None:
+    """A removed variable (environment or .env), a misnamed one, a flag the stack derives."""
+    given = {**dotenv_values(".env"), **environ}
+    for name, instead in REMOVED.items():
+        if (given.get(name) or "").strip():
+            return f"{name} was removed in serving-stack 0.4.0: {instead}"
+    package = re.split(r"[.:]", given.get("APP_MODULE") or "")[0].strip().upper()
+    if package and (wrong := misnamed(f"{package}_", environ)):
+        return wrong
+    for arg in shlex.split(environ.get("GUNICORN_CMD_ARGS", "")):
+        name = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
+        # gunicorn applies these after its config, unchecked; argparse takes a long flag's
+        # prefix (--work=4) as the flag.
+        long = name.startswith("--") and len(name) > 3
+        if found := [f for f in DERIVED_FLAGS if name == f or (long and f.startswith(name))]:
+            instead = DERIVED_FLAGS[found[0]]
+            return f"GUNICORN_CMD_ARGS sets {name}, which the stack derives: set {instead}"
+    return None
+
+
 def load(environ: Mapping[str, str]) -> StackSettings:
     """Every variable from environ, else from .env; ``SettingError`` (one line) when refused."""
-    for name, instead in REMOVED.items():
-        if environ.get(name, "").strip():
-            raise SettingError(f"{name} was removed in serving-stack 0.4.0: {instead}")
+    if refused := _refusal(environ):
+        raise SettingError(refused)
     given = {name: value for name in variable_names() if (value := environ.get(name, "").strip())}
     # pydantic validates the environment's strings; mypy would want each field's own type.
     build: Callable[..., StackSettings] = StackSettings

@@ -14,7 +14,7 @@ from . import ServeError, environment
 from .log_relay import log
 from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
 from .settings import LEGACY_CONFIGS, LOCATIONS, NO_APP_MODULE, OWN_CONFIGS, StackSettings, load
-from .supervisor import HEALTH, Stack
+from .supervisor import HEALTH, Supervisor
 
 # As root, nginx's workers would run as nobody (no access to the 0660 socket), the app as root.
 ROOT_REFUSED = (
@@ -92,7 +92,7 @@ def serve(settings: StackSettings) -> int:
         stop_needs=settings.stop_budget,
     )
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
-    return Stack(settings, nginx_globals).run()
+    return Supervisor(settings, nginx_globals).run()
 
 
 def check(settings: StackSettings) -> int:

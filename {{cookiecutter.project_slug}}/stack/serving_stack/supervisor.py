@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import ServeError
-from .jsonlog import access_lines, stderr_line
+from .child_lines import access_lines, stderr_line
 from .log_relay import LimitCounter, LineRelay, log
-from .nginx_conf import nginx_command
+from .nginx_conf import declared_zones, nginx_command
 from .settings import STOP_MARGIN, StackSettings
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Child:
             os.kill(self.pid, signum)
 
 
-class Stack:
+class Supervisor:
     """One select() loop: signals by a wakeup fd, children and orphans reaped, output relayed."""
 
     def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
@@ -212,7 +212,8 @@ class Stack:
         env = {"PATH": os.environ.get("PATH", os.defpath), "TZ": "UTC"}
         command = nginx_command(self.settings, "-g", f"daemon off; {self.nginx_globals}".strip())
         # The access log (stdout): JSON made printable ASCII; the error log (stderr): counted.
-        err = LimitCounter(self.settings.metrics_dir).line
+        zones = declared_zones(self.settings.rendered_conf.read_text(encoding="utf-8"))
+        err = LimitCounter(self.settings.metrics_dir, zones).line
         child = self.spawn("nginx", command, env, err, out=access_lines)
         if self.wait_accepting(child, (self.settings.local_address, self.settings.port), 10.0):
             log("info", "ready", url=f"{self.settings.local_url}/")

@@ -1,5 +1,5 @@
-"""The one JSON log formatter in depth: every value type, odd names, the time cache, nginx's
-error and access lines (the contract a service relies on: the project's tests/unit)."""
+"""The one JSON log formatter in depth: every value type, odd names, the time cache (the
+contract a service relies on: the project's tests/unit)."""
 
 import json
 import logging
@@ -96,61 +96,8 @@ def test_extra_fields_of_any_record() -> None:
     assert jsonlog.extra_fields(plain) == {"k": 1}
 
 
-def test_the_runners_lines_share_the_shape() -> None:
+def test_the_supervisors_lines_share_the_shape() -> None:
     """The runner's own lines come from the same formatter, protected keys included."""
-    line = json.loads(jsonlog.json_line("serve", "warning", "hi", level="x", name="n", pid=3))
+    line = json.loads(jsonlog.json_line("supervisor", "warning", "hi", level="x", name="n", pid=3))
     assert list(line) == ["time", "level", "logger", "message", "extra_level", "extra_name", "pid"]
-    assert (line["level"], line["logger"], line["message"]) == ("warning", "serve", "hi")
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        (
-            (
-                b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
-                b" temporary file /run/x, client: 127.0.0.1, server: _,"
-                b' request: "POST /a\xff HTTP/1.1", host: "h\x7f",'
-                b' referrer: "r, client: 1.2.3.4"\n'
-            ),
-            {
-                "time": "2026-01-02T03:04:05.000Z",
-                "level": "warning",
-                "message": "a client request body is buffered to a temporary file /run/x",
-                "pid": 12,
-                "connection": 7,
-                "client": "127.0.0.1",
-                "server": "_",
-                "request": "POST /a\\xff HTTP/1.1",
-                "host": "h\x7f",
-                "referrer": "r, client: 1.2.3.4",
-            },
-        ),
-        (
-            b'nginx: [emerg] unknown directive "x" in /c',
-            {"level": "critical", "message": 'unknown directive "x" in /c'},
-        ),
-        (b"something else \xfe\x7f", {"level": "error", "message": "something else \\xfe\x7f"}),
-    ],
-    ids=["error log", "early message", "anything else"],
-)
-def test_nginx_error_lines_become_json(raw: bytes, expected: dict[str, object]) -> None:
-    """nginx's error line gives its time, level, pid, connection and context as fields (a
-    client's text imitating the context, a Referer's `", client: `, stays in its field);
-    early messages and unexpected text still give one JSON line."""
-    line = jsonlog.nginx_error_line(raw)
-    assert printable(line), line
-    fields = json.loads(line)
-    assert fields["logger"] == "nginx.error"
-    assert {key: fields.get(key) for key in expected} == expected
-
-
-def test_an_access_line_that_is_not_json_becomes_one() -> None:
-    """A JSON access line passes as printable ASCII (the bytes a client sent escaped in every
-    live line: the battery's test_nginx_answers.py); one that is not JSON (an edited
-    log_format) becomes a JSON line too."""
-    out = jsonlog.access_lines(b'{"b":1}\nnot json \xfe\x7f').decode("ascii")
-    first, second = (json.loads(line) for line in out.splitlines())
-    assert all(map(printable, out.splitlines())), out
-    assert (first, second["logger"]) == ({"b": 1}, "nginx.access")
-    assert second["message"] == "not json \\xfe\x7f"
+    assert (line["level"], line["logger"], line["message"]) == ("warning", "supervisor", "hi")

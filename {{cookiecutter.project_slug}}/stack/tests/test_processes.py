@@ -19,11 +19,11 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
 ) -> None:
     """The stack's gunicorn config, loaded as the supervisor does with the deadline in .env only: a
     0660 socket, the watchdog at least the deadline, no control socket; gunicorn's own
-    GUNICORN_CMD_ARGS wins over the file (91 s there). The worker subclass hands uvicorn what
+    GUNICORN_CMD_ARGS sets what the stack does not derive. The worker subclass hands uvicorn what
     UvicornWorker does not map."""
     (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90.5\n", encoding="utf-8")
     monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
-    monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--graceful-timeout=17 --worker-tmp-dir={tmp_path}")
+    monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--max-requests=17 --worker-tmp-dir={tmp_path}")
     monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(OWN_CONFIGS["gunicorn_conf"])])
     monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
     monkeypatch.setattr(Chdir, "default", str(tmp_path))  # its cwd, else the one at its import
@@ -33,7 +33,7 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     log = gunicorn_config.JsonLogger(cfg)
     worker = gunicorn_config.Worker(0, os.getpid(), [], None, 30, cfg, log)
     worker.tmp.close()  # its heartbeat file: only its config is looked at
-    assert worker.config.timeout_graceful_shutdown == 17
+    assert (worker.config.timeout_graceful_shutdown, cfg.max_requests) == (90.5, 17)
     assert worker.config.limit_concurrency == 123
     conf = [cfg.bind, cfg.umask, cfg.timeout, cfg.keepalive, cfg.control_socket_disable]
     assert conf == [["unix:/run/app/gunicorn.sock"], 0o117, 91, 75, True]

@@ -89,22 +89,44 @@ def test_trusted_proxies_refuse_every_address(proxies: str) -> None:
         load({"TRUSTED_PROXIES": proxies})
 
 
+DERIVED = "GUNICORN_CMD_ARGS sets {}, which the stack derives: set {}"
+
+
 @pytest.mark.parametrize(
-    ("environ", "named"),
+    ("given", "named"),
     [
-        ({"GRACEFUL_TIMEOUT": "20"}, "GRACEFUL_TIMEOUT=20 is below"),
-        ({"GUNICORN_TIMEOUT": "20"}, "GUNICORN_TIMEOUT=20 is below"),
-        ({"STOP_GRACE_PERIOD": "79"}, "STOP_GRACE_PERIOD=79 is below the stack's graceful stop"),
-        ({"METRICS_PORT": "8080"}, "METRICS_PORT=8080 is PORT too"),
-        ({"BACKLOG": "64"}, "BACKLOG was removed in serving-stack 0.4.0: use GUNICORN_CMD_ARGS="),
-        ({"MIN_WORKERS": "9"}, "MIN_WORKERS was removed in serving-stack 0.4.0"),
+        ("GRACEFUL_TIMEOUT=20", "GRACEFUL_TIMEOUT=20 is below"),
+        ("GUNICORN_TIMEOUT=20", "GUNICORN_TIMEOUT=20 is below"),
+        ("STOP_GRACE_PERIOD=79", "STOP_GRACE_PERIOD=79 is below the stack's graceful stop"),
+        ("METRICS_PORT=8080", "METRICS_PORT=8080 is PORT too"),
+        ("BACKLOG=64", "BACKLOG was removed in serving-stack 0.4.0: use GUNICORN_CMD_ARGS="),
+        (".env MIN_WORKERS=9", "MIN_WORKERS was removed in serving-stack 0.4.0"),
+        # APP_MODULE is any.module:app: the app's prefix is ANY_.
+        ("ANY_REQUEST_TIMEOUT_SECONDS=60", "ANY_REQUEST_TIMEOUT_SECONDS is not read: set REQUEST_"),
+        (".env any_cors_origins=https://a.test", "ANY_CORS_ORIGINS is not read: set CORS_ORIGINS"),
+        ("GUNICORN_CMD_ARGS=--workers=4", DERIVED.format("--workers", "WEB_CONCURRENCY")),
+        ("GUNICORN_CMD_ARGS=-w 4", DERIVED.format("-w", "WEB_CONCURRENCY")),
+        ("GUNICORN_CMD_ARGS=--work=4", DERIVED.format("--work", "WEB_CONCURRENCY")),
+        ("GUNICORN_CMD_ARGS=-t90", DERIVED.format("-t", "GUNICORN_TIMEOUT")),
+        ("GUNICORN_CMD_ARGS=--graceful-timeout 1", DERIVED.format("--graceful-timeout", "GRACE")),
+        ("GUNICORN_CMD_ARGS=--keep-alive=5", DERIVED.format("--keep-alive", "KEEPALIVE")),
+        ("GUNICORN_CMD_ARGS=-b 0.0.0.0:80", DERIVED.format("-b", "GUNICORN_SOCKET")),
     ],
 )
-def test_values_that_break_the_chain_are_refused(environ: dict[str, str], named: str) -> None:
-    """A pair out of order is refused in one line naming both sides; a removed variable (not
-    ignored), naming what replaces it."""
+def test_values_that_break_the_chain_or_a_name_are_refused(given: str, named: str) -> None:
+    """A pair out of order is refused in one line naming both sides; a removed variable (in the
+    environment or .env, not ignored), naming what replaces it; a stack variable under the
+    app's prefix, naming the one name; a gunicorn flag the stack derives, naming its variable.
+    Other gunicorn flags pass."""
+    app, (name, _, value) = (
+        {"APP_MODULE": "any.module:app"},
+        given.removeprefix(".env ").partition("="),
+    )
+    load({"GUNICORN_CMD_ARGS": "--max-requests=9 --backlog 64 --worker-class=x -k y"})
+    if given.startswith(".env "):
+        Path(".env").write_text(f"{name}={value}\n", encoding="utf-8")
     with pytest.raises(SettingError, match=f"^{re.escape(named)}[^\n]*$"):
-        load(environ)
+        load(app if given.startswith(".env ") else {**app, name: value})
 
 
 def test_the_timeout_chain_follows_a_deadline_set_in_dotenv_only(tmp_path: Path) -> None:

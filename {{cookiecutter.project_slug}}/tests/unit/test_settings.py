@@ -139,6 +139,9 @@ def test_a_wrong_value_stops_the_start_naming_it(
         ("LOG_LEVEL", "loud-secret", "LOG_LEVEL is refused: Input should be"),
         # A check across variables: its own message, which names both and shows their values.
         ("STREAM_IDLE_TIMEOUT_SECONDS", "31", "STREAM_IDLE_TIMEOUT_SECONDS=31 is above"),
+        # The stack's variable under this prefix (its name before serving-stack 0.2): the app
+        # would read it, the stack never (serving_stack.misnamed: both refuse it alike).
+        ("REQUEST_TIMEOUT_SECONDS", "60", "REQUEST_TIMEOUT_SECONDS is not read: set REQUEST_"),
     ],
 )
 def test_a_refused_setting_stops_the_servers_import_in_one_line(
@@ -163,7 +166,8 @@ def test_a_refused_setting_stops_the_servers_import_in_one_line(
 def test_dotenv_is_read_the_environment_wins_and_typos_are_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``.env`` sets values, the environment wins, and a misspelt key there is an error."""
+    """``.env`` sets values, the environment wins, and a misspelt key there is an error, and
+    so is a stack variable under the app's prefix."""
     dotenv = tmp_path / ".env"
     dotenv.write_text(f"{ENV_PREFIX}ENVIRONMENT=development\n{ENV_PREFIX}LOG_LEVEL=debug\n")
     monkeypatch.setenv(ENV_PREFIX + "LOG_LEVEL", "error")
@@ -173,6 +177,9 @@ def test_dotenv_is_read_the_environment_wins_and_typos_are_refused(
         Settings()
     with pytest.raises(ValidationError, match="extra_forbidden"):
         Settings(debgu=True)  # type: ignore[call-arg]
+    dotenv.write_text(f"{ENV_PREFIX}CORS_ORIGINS=https://a.test\n")
+    with pytest.raises(ValidationError, match=f"{ENV_PREFIX}CORS_ORIGINS is not read: set CORS_"):
+        Settings()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,116 @@
+"""Lines the supervisor relays from processes that do not log through Python's logging, as the
+stack's JSON lines (jsonlog): nginx's error and access logs, and what a child writes to stderr
+outside its logging. Bytes that are not UTF-8 stay visible as \\xff (README.md, design notes)."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+
+from .jsonlog import json_line, render_value
+
+# nginx's error log: "2026/01/02 03:04:05 [error] 12#12: *3 text, client: ..., request: ...".
+_NGINX_ERROR = re.compile(
+    rb"(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?P<level>\w+)\] (?P<pid>\d+)#\d+: "
+    rb"(?:\*(?P<connection>\d+) )?(?P<text>.*)"
+)
+# Before its error_log is open (a bad config, say), nginx writes "nginx: [emerg] text".
+_NGINX_EARLY = re.compile(rb"nginx: \[(?P<level>\w+)\] (?P<text>.*)")
+# The context nginx appends to a message: ", client: 1.2.3.4, server: _, request: "GET / ..."".
+_NGINX_CONTEXT = re.compile(r", (?=(?:client|server|request|upstream|host|referrer): )")
+# The order nginx writes them in (ngx_http_log_error_handler); client and server always.
+_NGINX_CONTEXT_ORDER = ("client", "server", "request", "upstream", "host", "referrer")
+_NGINX_LEVELS = {"emerg": "critical", "alert": "critical", "crit": "critical", "error": "error"}
+_NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": "debug"}
+# Invalid UTF-8 kept by surrogateescape (C's fast path: README.md's design notes), each byte
+# then written as the \xff that backslashreplace writes.
+_BYTE_ESCAPES = {0xDC00 + byte: f"\\x{byte:02x}" for byte in range(0x80, 0x100)}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(raw: bytes) -> str:
+    # Whatever bytes a client sent stay visible: invalid UTF-8 as \xff (never a lone
+    # surrogate, which strict JSON readers refuse); the formatter escapes the rest to ASCII.
+    text = raw.decode("utf-8", "surrogateescape")
+    return text if text.isascii() else text.translate(_BYTE_ESCAPES)
+
+
+def nginx_error_line(raw: bytes) -> str:
+    """One line of nginx's error log (stderr) as the stack's JSON line, logger nginx.error."""
+    raw = raw.rstrip(b"\r\n")
+    match = _NGINX_ERROR.fullmatch(raw)
+    fields: dict[str, object] = {}
+    created = None
+    if match:
+        stamp = time.strptime(match["time"].decode("ascii"), "%Y/%m/%d %H:%M:%S")
+        created = float(calendar.timegm(stamp))  # nginx runs with TZ=UTC
+        fields["pid"] = int(match["pid"])
+        if match["connection"]:
+            fields["connection"] = int(match["connection"])
+    else:
+        match = _NGINX_EARLY.fullmatch(raw)
+    if match is None:
+        return json_line("nginx.error", "error", _text(raw))
+    message, *context = _NGINX_CONTEXT.split(_text(match["text"]))
+    fields |= _nginx_context(context)
+    level = _NGINX_LEVELS.get(match["level"].decode("ascii"), "error")
+    return json_line("nginx.error", level, message, created, **fields)
+
+
+def _nginx_context(items: list[str]) -> dict[str, str]:
+    """The context nginx appends, in its order: a key out of that order (or again) is a client's
+    text imitating it (a Referer's `", client: `), kept inside the field before it."""
+    raw: dict[str, str] = {}
+    last = -1
+    for item in items:
+        key, _, value = item.partition(": ")
+        if key in _NGINX_CONTEXT_ORDER and _NGINX_CONTEXT_ORDER.index(key) > last:
+            raw[key], last = value, _NGINX_CONTEXT_ORDER.index(key)
+        elif raw:
+            previous = _NGINX_CONTEXT_ORDER[last]
+            raw[previous] += ", " + item
+    return {
+        key: value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+        for key, value in raw.items()
+    }
+
+
+def stderr_line(logger: str, raw: bytes) -> str:
+    """A line a process wrote to stderr outside its logging (a warning, a traceback) as JSON."""
+    return json_line(logger, "warning", _text(raw.rstrip(b"\r\n")))
+
+
+def access_lines(block: bytes) -> bytes:
+    """Lines of nginx's JSON access log (no final newline) as printable ASCII JSON lines:
+    ``escape=json`` passes DEL and bytes over 0x7f through, re-encoded here as ``\\uXXXX``
+    (text) or ``\\xff`` (other bytes), never lone surrogates."""
+    if block.isascii() and b"\x7f" not in block:
+        return block + b"\n"
+    return b"".join(_access_line(line) for line in block.split(b"\n") if line.strip())
+
+
+def _access_line(raw: bytes) -> bytes:
+    try:
+        parsed = json.loads(raw.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return (stderr_line("nginx.access", raw) + "\n").encode("ascii")
+    return (render_value(_without_surrogates(parsed)) + "\n").encode("ascii")
+
+
+def _without_surrogates(value: object) -> object:
+    """A parsed line's strings with the bytes surrogateescape kept written as \\xff."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        escaped = value.translate(_BYTE_ESCAPES)
+        if _SURROGATE.search(escaped) is None:
+            return escaped
+        # A surrogate escaped in the line itself ("\\ud800"), which translate leaves.
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {key: _without_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    return value

@@ -1,0 +1,62 @@
+"""nginx's error and access lines, relayed by the supervisor, as the stack's JSON lines."""
+
+import json
+
+import pytest
+
+from serving_stack import child_lines
+
+from .test_jsonlog import printable
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            (
+                b"2026/01/02 03:04:05 [warn] 12#12: *7 a client request body is buffered to a"
+                b" temporary file /run/x, client: 127.0.0.1, server: _,"
+                b' request: "POST /a\xff HTTP/1.1", host: "h\x7f",'
+                b' referrer: "r, client: 1.2.3.4"\n'
+            ),
+            {
+                "time": "2026-01-02T03:04:05.000Z",
+                "level": "warning",
+                "message": "a client request body is buffered to a temporary file /run/x",
+                "pid": 12,
+                "connection": 7,
+                "client": "127.0.0.1",
+                "server": "_",
+                "request": "POST /a\\xff HTTP/1.1",
+                "host": "h\x7f",
+                "referrer": "r, client: 1.2.3.4",
+            },
+        ),
+        (
+            b'nginx: [emerg] unknown directive "x" in /c',
+            {"level": "critical", "message": 'unknown directive "x" in /c'},
+        ),
+        (b"something else \xfe\x7f", {"level": "error", "message": "something else \\xfe\x7f"}),
+    ],
+    ids=["error log", "early message", "anything else"],
+)
+def test_nginx_error_lines_become_json(raw: bytes, expected: dict[str, object]) -> None:
+    """nginx's error line gives its time, level, pid, connection and context as fields (a
+    client's text imitating the context, a Referer's `", client: `, stays in its field);
+    early messages and unexpected text still give one JSON line."""
+    line = child_lines.nginx_error_line(raw)
+    assert printable(line), line
+    fields = json.loads(line)
+    assert fields["logger"] == "nginx.error"
+    assert {key: fields.get(key) for key in expected} == expected
+
+
+def test_an_access_line_that_is_not_json_becomes_one() -> None:
+    """A JSON access line passes as printable ASCII (the bytes a client sent escaped in every
+    live line: the battery's test_nginx_answers.py); one that is not JSON (an edited
+    log_format) becomes a JSON line too."""
+    out = child_lines.access_lines(b'{"b":1}\nnot json \xfe\x7f').decode("ascii")
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert all(map(printable, out.splitlines())), out
+    assert (first, second["logger"]) == ({"b": 1}, "nginx.access")
+    assert second["message"] == "not json \\xfe\x7f"
