@@ -54,7 +54,7 @@ APPS = Path(__file__).resolve().parent / "apps"
 # root. They need no /etc/passwd entry: nothing in the stack looks its user up by name.
 STACK_UID = 48151
 OUTSIDER_UID = 48152
-# The runner stops gracefully within GRACEFUL_TIMEOUT (30 s as shipped): tests leave slow
+# The supervisor stops gracefully within GRACEFUL_TIMEOUT (30 s as shipped): tests leave slow
 # requests in flight, so a stack gets twice that before it is killed.
 STOP_GRACE_S = 60.0
 
@@ -140,7 +140,7 @@ def run_python(
     )
 
 
-def run_runner(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def run_supervisor(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m serving_stack` run to its end with only env, the project's nginx locations
     and how its interpreter finds the project (PYTHONPATH, where the project is not installed)."""
     given = {
@@ -209,7 +209,7 @@ def identity() -> Identity:
     env = {"PATH": SYSTEM_PATH, "PYTHONPATH": os.pathsep.join(pythonpath), "HOME": "/"}
     if "DATABASE_URL" in os.environ:  # importing main.py builds the app, which may need it
         env["DATABASE_URL"] = os.environ["DATABASE_URL"]
-    # The runner starts gunicorn with sys.executable: that must work too, as this user (a
+    # The supervisor starts gunicorn with sys.executable: that must work too, as this user (a
     # first exec may still pass where the second, without root's capabilities, does not).
     check = (
         "import subprocess, sys\n"
@@ -266,7 +266,7 @@ class Stacks:
         nginx_directives: Mapping[str, str] | None = None,
         **env: str,
     ) -> RunningStack:
-        """Start the runner; with ready, wait until GET /livez answers through nginx; with
+        """Start the supervisor; with ready, wait until GET /livez answers through nginx; with
         shipped_limits, under the stack's own per-client limits, as a deployment has them.
 
         The staging directory is one a non-root user can read: pytest's own temporary
@@ -545,7 +545,7 @@ def needs_the_example() -> pytest.MarkDecorator:
 
 def worker_pids(stack: RunningStack, master: int | None = None) -> set[int]:
     """The pids of the stack's live gunicorn workers: the children of ``master`` (by default
-    the gunicorn the runner started first)."""
+    the gunicorn the supervisor started first)."""
     return set(children(stack.child_pid("gunicorn") if master is None else master))
 
 

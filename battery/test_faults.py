@@ -34,9 +34,9 @@ pytestmark = pytest.mark.live
 
 
 def test_sigterm_lets_requests_in_flight_finish(stacks: Stacks) -> None:
-    """SIGTERM: four slow requests in flight complete with 200; the runner exits 0 in budget."""
+    """SIGTERM: four slow requests in flight complete with 200; the supervisor exits 0 in budget."""
     graceful = 5
-    # The drain may not be shorter than the app's deadline (the runner refuses it): both 5 s.
+    # The drain may not be shorter than the app's deadline (the supervisor refuses it): both 5 s.
     stack = stacks.start(GRACEFUL_TIMEOUT=str(graceful), extra_env={DEADLINE_VARIABLE: "5"})
     results: list[int] = []
 
@@ -63,7 +63,7 @@ def test_sigterm_lets_requests_in_flight_finish(stacks: Stacks) -> None:
 def test_request_longer_than_the_budget_is_cut(stacks: Stacks) -> None:
     """SIGTERM: a request longer than the drain budget is cut there, not waited for."""
     # The stop budget: nginx drains for worker_shutdown_timeout, then gunicorn for
-    # GRACEFUL_TIMEOUT (docs/serving.md, "The timeout chain"). The runner refuses a drain
+    # GRACEFUL_TIMEOUT (docs/serving.md, "The timeout chain"). The supervisor refuses a drain
     # shorter than the app's deadline, where the app's 504 would always come first: only
     # nginx's drain, overridden in this stack's nginx.conf, can be shorter, and it cuts.
     deadline, drain = 5, 1
@@ -121,7 +121,7 @@ def test_sigkill_of_one_worker_loses_at_most_its_requests(stacks: Stacks) -> Non
 def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
     """A handler blocking its event loop: the worker is killed and replaced; others serve."""
     timeout = 2
-    # The watchdog may not be shorter than the app's deadline (the runner refuses it).
+    # The watchdog may not be shorter than the app's deadline (the supervisor refuses it).
     stack = stacks.start(GUNICORN_TIMEOUT=str(timeout), extra_env={DEADLINE_VARIABLE: "2"})
     workers = worker_pids(stack)
     blocked: list[tuple[int, float]] = []
@@ -151,8 +151,8 @@ def test_blocked_event_loop_is_killed_by_the_heartbeat(stacks: Stacks) -> None:
 
 
 @pytest.mark.parametrize("how", ["import", "lifespan"])
-def test_app_failing_at_startup_stops_the_runner(stacks: Stacks, how: str) -> None:
-    """An app that cannot start: the runner exits non-zero within seconds, no respawn loop."""
+def test_app_failing_at_startup_stops_the_supervisor(stacks: Stacks, how: str) -> None:
+    """An app that cannot start: the supervisor exits non-zero within seconds, no respawn loop."""
     started = time.monotonic()
     stack = stacks.start(ready=False, FAULT_APP_FAIL_AT_STARTUP=how)
     code = stack.wait_exit(30)

@@ -131,7 +131,7 @@ def test_any_host_when_asked(stacks: Stacks) -> None:
 
 @live
 @pytest.mark.parametrize("value", ["exa_mple.com", "-bad.com", "a..b", "x/y"])
-def test_a_wrong_allowed_hosts_stops_the_runner_in_one_line(stacks: Stacks, value: str) -> None:
+def test_a_wrong_allowed_hosts_stops_the_supervisor_in_one_line(stacks: Stacks, value: str) -> None:
     """A malformed ALLOWED_HOSTS: exit 1 and one line naming the variable, before serving."""
     stack = stacks.start(ready=False, ALLOWED_HOSTS=value)
     assert stack.wait_exit(30) == 1

@@ -1,6 +1,6 @@
-"""Live tests: client -> nginx (TCP) -> unix socket -> gunicorn -> app, started by the runner.
+"""Live tests: client -> nginx (TCP) -> unix socket -> gunicorn -> app, started by the supervisor.
 
-Each starts the runner (`python -m serving_stack`) as the container does, on this host,
+Each starts the supervisor (`python -m serving_stack`) as the container does, on this host,
 as a non-root user, with real nginx and gunicorn processes. Skipped, with the reason,
 where nginx is missing.
 """
@@ -43,7 +43,7 @@ REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 def test_nginx_and_gunicorn_count_the_same_cpus(start_stack: Callable[..., RunningStack]) -> None:
     """NGINX_WORKER_PROCESSES=auto: nginx runs one worker per 4 CPUs this cgroup and affinity
-    allow, at least one (cpus.py, runner.py), the runner logs that decision once, and
+    allow, at least one (cpus.py, supervisor.py), the supervisor logs that decision once, and
     gunicorn counted the same CPUs."""
     stack = start_stack(NGINX_WORKER_PROCESSES="auto")
     lines = stack.log_lines()
@@ -113,10 +113,10 @@ def test_socket_is_0660_and_refuses_outsiders(
 
 
 @pytest.mark.parametrize("victim", ["nginx", "gunicorn"])
-def test_runner_exits_non_zero_when_a_process_dies(
+def test_supervisor_exits_non_zero_when_a_process_dies(
     start_stack: Callable[..., RunningStack], victim: str
 ) -> None:
-    """Killing nginx or gunicorn stops the other and makes the runner exit non-zero."""
+    """Killing nginx or gunicorn stops the other and makes the supervisor exit non-zero."""
     stack = start_stack()
     survivor = "gunicorn" if victim == "nginx" else "nginx"
     survivor_pid = stack.child_pid(survivor)
@@ -130,7 +130,7 @@ def test_runner_exits_non_zero_when_a_process_dies(
     assert f"{victim} (exit status -9) exited unexpectedly" in stack.log_text()
     with pytest.raises(ProcessLookupError):
         os.kill(survivor_pid, 0)  # the survivor was stopped and reaped, not left behind
-    # The dead master's workers would serve on, orphaned: the runner stopped them too.
+    # The dead master's workers would serve on, orphaned: the supervisor stopped them too.
     assert not set(procfs.group_members(victim_pid)) & workers, (
         f"{victim}'s workers were left running"
     )

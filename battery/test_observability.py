@@ -1,6 +1,6 @@
 """Live observability tests: a real Prometheus scrapes the stack; a real OTLP receiver gets spans.
 
-Each starts the runner (`python -m serving_stack`) as the container does (2 gunicorn
+Each starts the supervisor (`python -m serving_stack`) as the container does (2 gunicorn
 workers, real nginx) serving apps/observed_app.py (the real app plus a /hold route).
 Prometheus is Debian's `prometheus` (skipped, with the reason, where it is missing); the
 OTLP/HTTP receiver is a small HTTP server in this process that decodes what the exporter
@@ -76,7 +76,7 @@ def observed_stack(stacks: Stacks) -> Callable[..., Observed]:
         wait_for(
             lambda: stack.process.poll() is not None or _ok(metrics_url), 30, "the metrics listener"
         )
-        assert stack.process.poll() is None, f"the runner exited:\n{stack.log_text()}"
+        assert stack.process.poll() is None, f"the supervisor exited:\n{stack.log_text()}"
         return Observed(stack, stack.metrics_port)
 
     return start

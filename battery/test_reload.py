@@ -50,7 +50,7 @@ def assert_nothing_lost(stack: RunningStack, report: LoadReport, what: str) -> N
             if line.get("path") == "/fault/echo" and line.get("status") == 201
         )
 
-    # nginx's lines reach the log through the runner a moment after the answers.
+    # nginx's lines reach the log through the supervisor a moment after the answers.
     wait_for(lambda: posts_logged() >= report.ok["POST"], 30, "nginx's lines for every POST")
     assert posts_logged() == report.ok["POST"], "a POST was applied twice or lost"
     assert server_errors(stack) == []

@@ -222,7 +222,7 @@ def test_dead_workers_counts_are_archived_and_their_files_removed(side_stack: Ru
     assert sum(series(after, COUNT, **route).values()) == requests
     assert series(after, BUCKET, **route) == buckets_before
     # The archive holds the dead, a file of each kind in prometheus_client's format: the
-    # others are the live workers' (and the runner's, where it counts nginx's refusals), a
+    # others are the live workers' (and the supervisor's, where it counts nginx's refusals), a
     # few kinds each.
     files = metric_files(stack)
     archive = [path.name for path in files if path.stem.endswith("_archive")]
@@ -278,7 +278,7 @@ def test_the_metrics_listener_bounds_its_threads_and_times_out_idle_clients(
 
 
 def test_a_killed_metrics_listener_is_restarted_alone(side_stack: RunningStack) -> None:
-    """kill -9 of the listener: the public port keeps answering, the runner restarts the
+    """kill -9 of the listener: the public port keeps answering, the supervisor restarts the
     listener (a log line), scrapes work again, nginx and gunicorn are the same processes."""
     stack = side_stack
     old, nginx, gunicorn = listener_pid(stack), stack.child_pid("nginx"), current_gunicorn(stack)

@@ -3,7 +3,7 @@ stack's public command line, with only an environment, a working directory and a
 
 Each stack gets a work directory of its own: RUN_DIR is work/run (nginx's config, the
 sockets, the metrics files), and work/stack.log holds every line the stack writes (the
-runner's, gunicorn's, the app's and nginx's JSON). Ports are free ones on 127.0.0.1, never
+supervisor's, gunicorn's, the app's and nginx's JSON). Ports are free ones on 127.0.0.1, never
 the defaults: stacks run side by side, and one may be a developer's.
 """
 
@@ -41,7 +41,7 @@ def json_lines(log: Path) -> list[dict[str, object]]:
 
 
 def started(log: Path) -> list[int]:
-    """Pids of every process a runner logged as started (`make serve`'s too)."""
+    """Pids of every process a supervisor logged as started (`make serve`'s too)."""
     return [
         pid
         for line in json_lines(log)
@@ -55,7 +55,7 @@ def started(log: Path) -> list[int]:
 class RunningStack:
     """One running `python -m serving_stack`."""
 
-    runner: Process
+    supervisor: Process
     port: int
     metrics_port: int
     workdir: Path
@@ -63,7 +63,7 @@ class RunningStack:
 
     @property
     def process(self) -> subprocess.Popen[bytes]:
-        return self.runner.popen
+        return self.supervisor.popen
 
     @property
     def base(self) -> str:
@@ -85,39 +85,39 @@ class RunningStack:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def log_lines(self) -> list[dict[str, object]]:
-        """Every JSON line the stack wrote so far (runner, gunicorn, app, nginx)."""
+        """Every JSON line the stack wrote so far (supervisor, gunicorn, app, nginx)."""
         return json_lines(self.log_path)
 
     def children(self) -> list[int]:
-        """Pids of every process the runner logged as started (each leads its process group)."""
+        """Pids of every process the supervisor logged as started (each leads its process group)."""
         return started(self.log_path)
 
     def child_pid(self, name: str) -> int:
-        """The pid of the first child the runner logged as started ("nginx", "gunicorn")."""
+        """The pid of the first child the supervisor logged as started ("nginx", "gunicorn")."""
         for line in self.log_lines():
             if line.get("logger") == "supervisor" and line.get("message") == f"started {name}":
                 pid = line["pid"]
                 if isinstance(pid, int):
                     return pid
-        raise LookupError(f"the runner never logged starting {name}:\n{self.log_text()}")
+        raise LookupError(f"the supervisor never logged starting {name}:\n{self.log_text()}")
 
     def wait_ready(
         self, path: str = "/livez", timeout: float = 90, *, metrics: bool = False
     ) -> None:
         """Wait until GET path answers 200 (through nginx, or on the metrics port)."""
         port = self.metrics_port if metrics else self.port
-        wait_ready(self.runner, ("127.0.0.1", port), path, timeout)
+        wait_ready(self.supervisor, ("127.0.0.1", port), path, timeout)
 
     def wait_exit(self, timeout: float) -> int:
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            message = f"the runner was still running after {timeout:g} s:\n{self.log_text()}"
+            message = f"the supervisor was still running after {timeout:g} s:\n{self.log_text()}"
             raise ServerError(message) from None
 
     def stop(self) -> None:
-        """Stop the runner and every process group it logged as started, even after it died."""
-        self.processes.stop(self.runner, self.children() if self.runner.log else [])
+        """Stop the supervisor and every process group it logged as started, even after it died."""
+        self.processes.stop(self.supervisor, self.children() if self.supervisor.log else [])
 
 
 def start(  # noqa: PLR0913 - what differs between callers, all by keyword
@@ -156,5 +156,5 @@ def start(  # noqa: PLR0913 - what differs between callers, all by keyword
     }
     argv = [*prefix, python, "-m", MODULE]
     output = workdir / "stack.log" if log else None
-    runner = processes.start("stack", argv, environment, cwd, output)
-    return RunningStack(runner, port, metrics_port, workdir, processes)
+    supervisor = processes.start("stack", argv, environment, cwd, output)
+    return RunningStack(supervisor, port, metrics_port, workdir, processes)

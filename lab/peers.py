@@ -5,7 +5,7 @@ under attack, side by side in one run.
 
 Servers (each with the worker count the shipped gunicorn.conf.py decides on this machine):
 
-- stack: `make serve`'s production stack, the project's own runner (`python -m <stack>`):
+- stack: `make serve`'s production stack, the project's own supervisor (`python -m <stack>`):
   nginx -> unix socket -> gunicorn + UvicornWorker, access log on as shipped, with the edge
   limits of EDGE_LIMITS;
 - uvicorn: `uvicorn --workers N` (what `fastapi run` runs);
@@ -31,7 +31,7 @@ held, the normal clients load GET /items/{id} (under the flood for at least FLOO
 The normal clients are wrk, 64 keep-alive connections, each from its own address
 (lab/source_address.c). Rounds are interleaved (the servers' order rotates each round); each
 figure is the median of the rounds. For each run the CPU time of every process of the
-server (runner, nginx, app, metrics listener) and of the clients is read from /proc, per
+server (supervisor, nginx, app, metrics listener) and of the clients is read from /proc, per
 normal request: where the time goes.
 
 DIR/peers.json (every run) and DIR/peers.md (the tables) leave through lab/results.publish
@@ -140,7 +140,7 @@ PEERS = (
     Server("gunicorn-asgi", "gunicorn `-k asgi`, direct on TCP", "gunicorn-asgi"),
 )
 # Access lines written 4 KiB at a time, at least every second: at most PIPE_BUF, so the lines
-# of two nginx workers never interleave in the runner's pipe. Shipped since: the stack's
+# of two nginx workers never interleave in the supervisor's pipe. Shipped since: the stack's
 # nginx.conf writes its access_log so, and the variants below keep that line as it is.
 SHIPPED_LOG = "access_log /dev/stdout json buffer=4k flush=1s "
 LOG_BUFFER = (SHIPPED_LOG, SHIPPED_LOG)
@@ -367,13 +367,13 @@ def gunicorn_has_asgi_worker() -> str | None:
 
 
 def tree_cpu(root: int, *, stack: bool) -> dict[str, float]:
-    """CPU seconds of root and its descendants, by role: runner, nginx, metrics, app."""
-    totals = {"runner": 0.0, "nginx": 0.0, "metrics": 0.0, "app": 0.0}
+    """CPU seconds of root and its descendants, by role: supervisor, nginx, metrics, app."""
+    totals = {"supervisor": 0.0, "nginx": 0.0, "metrics": 0.0, "app": 0.0}
     for proc in procfs.tree(root):
         if not stack:
             role = "app"
         elif proc.pid == root:
-            role = "runner"
+            role = "supervisor"
         elif proc.comm == "nginx":
             role = "nginx"
         elif "metrics_listener" in procfs.cmdline(proc.pid):
@@ -514,7 +514,7 @@ class PeerLauncher:
         env = {**self.env, "APP_MODULE": APP, **dict(EDGE_LIMITS)}
         if os.geteuid() == 0:
             # The lab runs as root in CI containers: serve as root rather than as a user the
-            # machine may not have (the runner says so in a warning).
+            # machine may not have (the supervisor says so in a warning).
             env["SERVE_AS_ROOT"] = "on"
         env.update(server.env)
         if server.nginx_edits:
@@ -524,7 +524,7 @@ class PeerLauncher:
             self.processes, run_dir, env, python=sys.executable, cwd=self.project.root, log=False
         )
         stack.wait_ready("/livez", 60)
-        return Running(server, stack.runner, stack.port)
+        return Running(server, stack.supervisor, stack.port)
 
     def restart(self, running: Running) -> Running:
         """The server stopped and started afresh, on a new port."""
@@ -1007,8 +1007,8 @@ def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after
         ),
         "",
         (
-            "| condition | server | runner | nginx | app | metrics | clients | attacker | total "
-            "| server memory MiB |"
+            "| condition | server | supervisor | nginx | app | metrics | clients | attacker "
+            "| total | server memory MiB |"
         ),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -1018,7 +1018,7 @@ def markdown(results: dict[str, Any]) -> str:  # noqa: PLR0912 - one table after
             if cell is None:
                 continue
             cpu = cell.cpu_us
-            roles = ("runner", "nginx", "app", "metrics", "clients", "attacker")
+            roles = ("supervisor", "nginx", "app", "metrics", "clients", "attacker")
             values = " | ".join(f"{cpu.get(r, 0.0):,.0f}" if cell.requests else "-" for r in roles)
             total = f"{sum(cpu.values()):,.0f}" if cell.requests else "-"
             out.append(
@@ -1066,7 +1066,7 @@ def _attacker_table(
                 seconds = float(attacker["duration_s"])
                 rates.append(attacker["requests"] / seconds)
                 refused.append(attacker["non_2xx"] / attacker["requests"])
-                server_s = sum(cpu[role] for role in ("runner", "nginx", "app", "metrics"))
+                server_s = sum(cpu[role] for role in ("supervisor", "nginx", "app", "metrics"))
                 answered = attacker["requests"] * float(normal["duration_s"]) / seconds
                 per_request.append(server_s / (answered + int(normal["requests"])) * 1e6)
             if not rates:

@@ -35,7 +35,7 @@ class ProjectError(RuntimeError):
 class Project:
     root: Path
     package: str  # the app's top-level package (APP_MODULE's first part)
-    stack: str  # the serving stack's package (runner, settings)
+    stack: str  # the serving stack's package (supervisor, settings)
     app_module: str  # module:attribute, what gunicorn serves
     factory: str | None  # module:function building a fresh app; None when there is none
     database: bool  # the app keeps its data in a database (the items example)

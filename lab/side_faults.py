@@ -144,7 +144,7 @@ def gunicorn(stack: RunningStack) -> int:
     """The serving gunicorn master."""
     masters = procfs.children(stack.process.pid, "-m gunicorn")
     if len(masters) != 1:
-        raise UnavailableError(f"{len(masters)} gunicorn masters under the runner")
+        raise UnavailableError(f"{len(masters)} gunicorn masters under the supervisor")
     return masters[0]
 
 
@@ -155,7 +155,7 @@ def workers(stack: RunningStack) -> list[int]:
 def listener(stack: RunningStack) -> int:
     found = procfs.children(stack.process.pid, "metrics_listener")
     if len(found) != 1:
-        raise UnavailableError(f"{len(found)} metrics listeners under the runner")
+        raise UnavailableError(f"{len(found)} metrics listeners under the supervisor")
     return found[0]
 
 

@@ -354,7 +354,7 @@ def test_a_rotated_key_is_picked_up_without_a_restart(
 
 
 def pids_of(stack: RunningStack) -> set[int]:
-    """The stack's process tree below the runner (nginx, gunicorn, its worker)."""
+    """The stack's process tree below the supervisor (nginx, gunicorn, its worker)."""
     return {proc.pid for proc in procfs.tree(stack.process.pid)} - {stack.process.pid}
 
 

@@ -367,7 +367,7 @@ def test_kube_score_and_polaris_rules_pass_but_the_accepted(project: Path, overl
 def test_probes_answer_the_right_question(kubernetes_bake: Bake) -> None:
     """Liveness asks nginx alone (a location that returns, never counted); readiness and startup
     go through nginx to a worker, readiness exempt from the in-flight cap, and waits longer than
-    the app's own checks; startup allows as long as the runner gives gunicorn."""
+    the app's own checks; startup allows as long as the supervisor gives gunicorn."""
     project = kubernetes_bake.project
     container = app_container(objects(project, "base"))
     live, ready, start = (container[p] for p in ("livenessProbe", "readinessProbe", "startupProbe"))
@@ -446,11 +446,11 @@ def test_the_network_policy_opens_http_to_all_and_metrics_to_monitoring(
 
 
 @pytest.mark.slow
-def test_the_grace_period_covers_every_process_the_runner_stops(
+def test_the_grace_period_covers_every_process_the_supervisor_stops(
     kubernetes_bake: Bake, project_env: ProjectEnv
 ) -> None:
     """terminationGracePeriodSeconds = the preStop sleep + STOP_GRACE_PERIOD (+ spare), and
-    STOP_GRACE_PERIOD covers the runner's stop one process at a time: nginx's drain, the
+    STOP_GRACE_PERIOD covers the supervisor's stop one process at a time: nginx's drain, the
     metrics listener, gunicorn's graceful_timeout (as gunicorn itself reads it), each + margin;
     the stack's own stop_budget counts the same."""
     project = kubernetes_bake.project

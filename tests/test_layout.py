@@ -179,6 +179,7 @@ def test_the_stack_asks_for_few_dependencies_and_the_app_for_the_stack(default_b
         "prometheus-client",  # the metrics listener and its archive of dead workers' values
         "pydantic-settings",
         "pydantic",  # the stack's settings
+        "python-dotenv",  # .env read as pydantic-settings reads it, for the one-line refusals
     }
     assert all(",<" in r for r in requirements), "each range has an upper bound"
     assert stack["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["serving_stack"]
@@ -194,7 +195,7 @@ def test_the_stack_asks_for_few_dependencies_and_the_app_for_the_stack(default_b
 
 def test_dockerfile_installs_the_stack_with_the_app_in_one_pass(serving_bake: Bake) -> None:
     """deploy/Dockerfile installs ./stack and the repository's requirements in one pip run,
-    copies the repository, and runs the installed package's runner."""
+    copies the repository, and runs the installed package's supervisor."""
     dockerfile = (serving_bake.project / "deploy" / "Dockerfile").read_text(encoding="utf-8")
     ignored = (serving_bake.project / ".dockerignore").read_text(encoding="utf-8").splitlines()
     assert "pip install --no-cache-dir ./stack --requirement requirements.txt;" in dockerfile
@@ -357,7 +358,7 @@ def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake
         log = log_path.read_text(errors="replace")
         assert "Exception in ASGI application after its response was sent" in log
 
-        # Ctrl-C, as a person stops `make serve`: make, its shell and the runner all get it.
+        # Ctrl-C, as a person stops `make serve`: make, its shell and the supervisor all get it.
         os.killpg(process.pid, signal.SIGINT)
         process.wait(timeout=90)
         logged = [json.loads(line) for line in log_path.read_text().splitlines() if line[:1] == "{"]

@@ -1,4 +1,4 @@
-"""The default bake's serving stack, checked from outside: gixy on the nginx.conf the runner
+"""The default bake's serving stack, checked from outside: gixy on the nginx.conf the supervisor
 renders, `gunicorn --check-config` on serving_stack/gunicorn_conf.py with the real app, the image's
 entrypoint, and the package's boundaries (it never imports the app; only its settings module
 reads the environment).
@@ -32,7 +32,7 @@ def _stack(bake: Bake) -> Path:
 def test_gixy_finds_nothing_in_the_rendered_config(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path, extra: dict[str, str]
 ) -> None:
-    """gixy (the maintained fork) reports no issue in nginx.conf as the runner renders it."""
+    """gixy (the maintained fork) reports no issue in nginx.conf as the supervisor renders it."""
     env = project_env.environ(default_bake.project) | {"RUN_DIR": str(tmp_path), **extra}
     render = [str(project_env.venv / "bin" / "python"), "-m", "serving_stack"]
 
@@ -135,7 +135,7 @@ def test_the_stack_never_imports_the_app(default_bake: Bake) -> None:
 def test_only_the_settings_module_reads_the_environment(default_bake: Bake) -> None:
     """Every variable is a field of the settings model: no other module reads one itself."""
     reads = re.compile(r"environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]*)\"\s*[,)\]](?!\s*=)")
-    # PATH finds nginx (load() and the runner); the others are written for child processes.
+    # PATH finds nginx (load() and the supervisor); the others are written for child processes.
     allowed = {"PATH"}
 
     found = {

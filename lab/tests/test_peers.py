@@ -120,7 +120,7 @@ def _run(server: str, condition: str, requests: int, non_2xx: int = 0) -> dict[s
             "p99_ms": 9.0,
         },
         "cpu_s": {
-            "runner": 0.0,
+            "supervisor": 0.0,
             "nginx": 0.0,
             "metrics": 0.0,
             "app": 1.0,

@@ -116,7 +116,7 @@ def on_starting(server: Any) -> None:
     stack, (count, facts) = settings(), workers()
     directory = stack.metrics_dir
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
-    # Given, the runner cleaned it; started alone, a previous run's files would add up here.
+    # Given, the supervisor cleaned it; started alone, a previous run's files would add up here.
     if stack.prometheus_multiproc_dir is None and directory.is_dir():
         for stale in directory.glob("*.db"):  # the archive files too
             stale.unlink(missing_ok=True)

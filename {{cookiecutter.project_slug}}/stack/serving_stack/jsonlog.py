@@ -1,6 +1,6 @@
 """The one JSON log-line formatter of every process (the app, gunicorn, uvicorn, the supervisor;
-nginx's lines through child_lines.py): one printable-ASCII JSON object a line, keys in the contract's order (CONTRACT_KEYS,
-extras before ``exception``; docs/settings.md, "Logs"). Standard library only."""
+nginx's lines through child_lines.py): one printable-ASCII JSON object a line, keys in the
+contract's order (CONTRACT_KEYS, extras before ``exception``). Standard library only."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def _message(record: logging.LogRecord) -> str:
         return f"{record.msg!s} {record.args!r}"
 
 
-# --- lines of processes that do not log through Python: the runner relays them ---
+# --- lines of processes that do not log through Python: the supervisor relays them ---
 LEVEL_NUMBERS = {name: number for number, name in LEVELS.items()}
 _FORMATTER = JsonFormatter()
 
@@ -129,6 +129,6 @@ def json_line(
 
 
 def write_line(logger: str, level: str, message: str, /, **fields: object) -> None:
-    """Write one formatted line to stdout at once (the runner, the metrics listener)."""
+    """Write one formatted line to stdout at once (the supervisor, the metrics listener)."""
     sys.stdout.write(json_line(logger, level, message, **fields) + "\n")
     sys.stdout.flush()

@@ -71,7 +71,7 @@ class LimitCounter:
         # The second (monotonic) the budget is for, the lines it relayed and dropped.
         self.second, self.relayed, self.dropped = 0, 0, 0
         self.failed = False  # a counter raised once: said once
-        # Allocated first, as the workers': SIGBUS on a full RUN_DIR would take the runner down.
+        # Allocated first, as the workers': SIGBUS on a full RUN_DIR would take the supervisor down.
         if refused := prepare_worker(metrics_dir, os.getpid(), ("counter",)):
             problem = "nginx's refusals are not counted: no room for the metric file"
             log("error", problem, directory=str(metrics_dir), error=str(refused))

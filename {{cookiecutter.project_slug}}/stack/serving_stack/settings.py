@@ -36,7 +36,7 @@ WORKERS_EXPORT_NAME = "GUNICORN_WORKERS"
 PROXY_MARGIN = 5.0
 # Beyond nginx's proxy timeouts, a graceful nginx stop waits this long for responses.
 DRAIN_MARGIN = 5.0
-# Beyond each process's own shutdown timeout, the runner waits this long before killing it.
+# Beyond each process's own shutdown timeout, the supervisor waits this long before killing it.
 STOP_MARGIN = 5.0
 # nginx closes idle upstream connections this much before gunicorn does (else: a 502).
 KEEPALIVE_MARGIN = 15
@@ -276,7 +276,7 @@ class StackSettings(BaseSettings):
     log_level: LogLevel = Field("info", alias="LOG_LEVEL")
     """gunicorn's and uvicorn's log level"""
     prometheus_multiproc_dir: SafePath | None = Field(None, alias="PROMETHEUS_MULTIPROC_DIR")
-    """every worker's metric files; unset: $RUN_DIR/metrics (the runner sets and cleans it
+    """every worker's metric files; unset: $RUN_DIR/metrics (the supervisor sets and cleans it
     at start; gunicorn alone cleans it when it starts)"""
 
     @classmethod
@@ -339,7 +339,7 @@ class StackSettings(BaseSettings):
 
     @property
     def stop_budget(self) -> float:
-        """The runner's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
+        """The supervisor's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
         return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful_timeout + STOP_MARGIN
 
     @property

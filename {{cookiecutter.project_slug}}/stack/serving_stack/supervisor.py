@@ -38,7 +38,7 @@ _HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: clos
 
 @dataclass
 class Child:
-    """A process the runner started and will reap."""
+    """A process the supervisor started and will reap."""
 
     name: str
     process: subprocess.Popen[bytes]
@@ -149,7 +149,7 @@ class Supervisor:
         err: Callable[[bytes], str],
         out: Callable[[bytes], bytes] | None = None,
     ) -> Child:
-        """A child leading its own process group, dying with the runner; its stderr relayed as
+        """A child leading its own process group, dying with the supervisor; its stderr relayed as
         err(line) each line, its stdout (given out) as out(lines)."""
 
         def each_line(block: bytes) -> bytes:
@@ -351,9 +351,9 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _die_with_parent(parent: int) -> None:
-    """In a new child, before exec: SIGTERM it when the runner dies (PR_SET_PDEATHSIG)."""
+    """In a new child, before exec: SIGTERM it when the supervisor dies (PR_SET_PDEATHSIG)."""
     _prctl(1, signal.SIGTERM)
-    if os.getppid() != parent:  # the runner died before the signal was armed
+    if os.getppid() != parent:  # the supervisor died before the signal was armed
         os._exit(1)
 
 

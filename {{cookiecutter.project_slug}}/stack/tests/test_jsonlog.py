@@ -4,8 +4,6 @@ contract a service relies on: the project's tests/unit)."""
 import json
 import logging
 
-import pytest
-
 from serving_stack import jsonlog
 
 
@@ -97,7 +95,7 @@ def test_extra_fields_of_any_record() -> None:
 
 
 def test_the_supervisors_lines_share_the_shape() -> None:
-    """The runner's own lines come from the same formatter, protected keys included."""
+    """The supervisor's own lines come from the same formatter, protected keys included."""
     line = json.loads(jsonlog.json_line("supervisor", "warning", "hi", level="x", name="n", pid=3))
     assert list(line) == ["time", "level", "logger", "message", "extra_level", "extra_name", "pid"]
     assert (line["level"], line["logger"], line["message"]) == ("warning", "supervisor", "hi")

@@ -30,10 +30,11 @@ def test_refusals_are_counted_from_nginx_text_only_and_lines_relayed_under_a_bud
 ) -> None:
     """Within one second, past the budget of lines, lines are dropped and counted: nginx's
     refusal shapes still count under their zone, each zone the stack's nginx.conf declares (a
-    WebSocket's too); ten thousand zones it does not declare count nothing and add no series (the counter file keeps its reserved size).
-    The next second says how many were dropped, once, and a 100 KB error line of 0xFF bytes is
-    relayed as a JSON line under 6 KB (a kept byte is written as up to 5 characters)."""
-    # prometheus_client's multiprocess storage in tmp_path, as the runner has it.
+    WebSocket's too); ten thousand zones it does not declare count nothing and add no series
+    (the counter file keeps its reserved size). The next second says how many were dropped,
+    once, and a 100 KB error line of 0xFF bytes is relayed as a JSON line under 6 KB (a kept
+    byte is written as up to 5 characters)."""
+    # prometheus_client's multiprocess storage in tmp_path, as the supervisor has it.
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # restored after the test
     monkeypatch.setattr(values, "ValueClass", values.MultiProcessValue())  # type: ignore[no-untyped-call]  # unannotated upstream
     monkeypatch.setattr(log_relay, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))

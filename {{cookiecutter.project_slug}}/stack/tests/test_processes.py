@@ -1,4 +1,4 @@
-"""gunicorn's config, worker class and count, the runner's line relay and its one-line
+"""gunicorn's config, worker class and count, the supervisor's line relay and its one-line
 refusals, in process: gunicorn's classes are built, not started."""
 
 import json
@@ -76,7 +76,7 @@ def test_the_relay_writes_whole_lines_only() -> None:
     ],
     ids=["no app", "no nginx", "bad RUN_DIR"],
 )
-def test_the_runner_explains_what_stops_it(
+def test_the_supervisor_explains_what_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], environ: dict[str, str], said: list[str]
 ) -> None:
     """Without an app, without nginx, or with a RUN_DIR it cannot use: exit 1 and one JSON

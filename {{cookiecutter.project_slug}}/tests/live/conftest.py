@@ -99,7 +99,7 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 @dataclass
 class LiveStack:
-    """The runner's process, its ports and its log (every line of every process)."""
+    """The supervisor's process, its ports and its log (every line of every process)."""
 
     process: subprocess.Popen[bytes]
     port: int
@@ -207,7 +207,7 @@ def read_stream(port: int, target: str) -> Stream:
 
 @dataclass
 class Stopped:
-    """What the clients of a stack got when it was sent SIGTERM, and how its runner ended."""
+    """What the clients of a stack got when it was sent SIGTERM, and how its supervisor ended."""
 
     streams: list[Stream]  # one of each STREAM_SIZES
     close_code: int | None  # the WebSocket's close frame's; None: the connection was dropped
@@ -216,7 +216,7 @@ class Stopped:
 
 
 def clients_through_sigterm(port: int, log_path: Path, pid: int) -> dict[str, Any]:
-    """SIGTERM the runner ``pid`` once event streams and a WebSocket session are in flight; what
+    """SIGTERM the supervisor ``pid`` once event streams and a WebSocket session are in flight; what
     each client got (the streams, the close frame's code), as JSON can carry it."""
     drain = STOPPED_DEADLINE_SECONDS + PROXY_MARGIN + DRAIN_MARGIN
     streams = [
@@ -282,7 +282,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish() -> None:
-    """TERM the runners, KILL one that hangs: its children die with it (PR_SET_PDEATHSIG)."""
+    """TERM the supervisors, KILL one that hangs: its children die with it (PR_SET_PDEATHSIG)."""
     for live in LAUNCHED.values():
         live.process.terminate()
         try:

@@ -156,7 +156,7 @@ def test_sigterm_lets_streams_finish_closes_websockets_and_exits_0(stopped: Stop
     request deadline (which bounds the time to the first byte only), arrives whole, event by
     event, each before the app sent the next (never held back by nginx, small events or 64 KiB
     ones) and never gzipped though the client asked; the WebSocket gets a close frame (1012,
-    service restart) within nginx's drain, not a dropped connection; the runner exits 0, and
+    service restart) within nginx's drain, not a dropped connection; the supervisor exits 0, and
     every line is JSON. Plain requests in flight: the battery's test_faults.py."""
     for size, stream in zip(STREAM_SIZES, stopped.streams, strict=True):
         assert stream.complete, f"the stream of {size}-byte events was cut"

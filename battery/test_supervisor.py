@@ -1,11 +1,11 @@
-"""The runner's faults: SIGHUP, its own death, a busy port, and privileges.
+"""The supervisor's faults: SIGHUP, its own death, a busy port, and privileges.
 
 Classes 5 and 6 of docs/security.md:
 - SIGHUP is logged and ignored: the same processes keep serving (deploys replace the
   container);
-- nginx and gunicorn die with the runner, even when it is killed with SIGKILL;
+- nginx and gunicorn die with the supervisor, even when it is killed with SIGKILL;
 - a port already in use is one line ("port N in use ...; set PORT"), and nothing starts;
-- started as root, the runner never serves as root unless SERVE_AS_ROOT=on.
+- started as root, the supervisor never serves as root unless SERVE_AS_ROOT=on.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from harness import procfs
 from harness.clients import get
 from harness.ports import wait_for
 
-from .conftest import run_runner, wait_for_line
+from .conftest import run_supervisor, wait_for_line
 
 if TYPE_CHECKING:
     from .conftest import Stacks
@@ -41,7 +41,7 @@ def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
     wait_for_line(
         stack,
         lambda line: str(line.get("message", "")).startswith("received SIGHUP: ignored"),
-        "the runner to say it ignores SIGHUP",
+        "the supervisor to say it ignores SIGHUP",
     )
 
     assert [get(stack.port, "/livez")[0] for _ in range(5)] == [200] * 5
@@ -49,8 +49,9 @@ def test_sighup_changes_nothing_and_loses_nothing(stacks: Stacks) -> None:
     assert stack.children() == children
 
 
-def test_children_die_with_the_runner(stacks: Stacks) -> None:
-    """SIGKILL of the runner: nginx, gunicorn (and their workers) and the metrics listener stop."""
+def test_children_die_with_the_supervisor(stacks: Stacks) -> None:
+    """SIGKILL of the supervisor: nginx, gunicorn (and their workers) and the metrics listener
+    stop."""
     stack = stacks.start()
     # gunicorn, nginx, then the metrics listener, which starts just after "ready".
     wait_for(lambda: len(stack.children()) == 3, 30, "the metrics listener")
@@ -85,7 +86,7 @@ def test_a_busy_port_is_one_line_and_nothing_starts(stacks: Stacks) -> None:
 
 
 def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:
-    """An orphan answering on the port must not make a new runner say "ready"."""
+    """An orphan answering on the port must not make a new supervisor say "ready"."""
     first = stacks.start()
     second = stacks.start(ready=False, PORT=str(first.port))
     assert second.wait_exit(30) == 1
@@ -96,12 +97,12 @@ def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:
 
 
 def _run_as_root(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """The runner started as root with the service's interpreter (private to root under /root)."""
-    return run_runner(
+    """The supervisor started as root with the service's interpreter (root's own, in /root)."""
+    return run_supervisor(
         {
             "PATH": f"{os.environ.get('PATH', os.defpath)}:/usr/sbin",
             "RUN_DIR": str(tmp / "run"),
-            "PORT": "1",  # never reached: the runner stops before binding
+            "PORT": "1",  # never reached: the supervisor stops before binding
             "LISTEN_ADDRESS": "127.0.0.1",
             **env,
         }
@@ -125,7 +126,8 @@ def test_root_never_serves_as_root_by_default(tmp_path: Path) -> None:
 
 @needs_root
 def test_serve_as_root_is_an_explicit_choice(tmp_path: Path) -> None:
-    """SERVE_AS_ROOT=on: a warning, then the runner goes on (to a busy port here); "maybe": no."""
+    """SERVE_AS_ROOT=on: a warning, then the supervisor goes on (to a busy port here); "maybe":
+    no."""
     refused = _run_as_root(tmp_path, SERVE_AS_ROOT="maybe")
     assert refused.returncode == 1
     assert "SERVE_AS_ROOT='maybe' is refused" in refused.stdout
