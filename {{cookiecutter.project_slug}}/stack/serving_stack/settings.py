@@ -217,7 +217,7 @@ class StackSettings(BaseSettings):
     """started as root: serve as root (nginx's workers too) rather than refuse; for throwaway
     containers and CI only"""
 
-    # Per-client limits at nginx (docs/settings.md sizes them).
+    # Per-client limits at nginx (README.md's design notes size them).
     rate_limit: Rate = Field(100, alias="RATE_LIMIT")
     """requests per second nginx lets each client address make, per pod (limit_req; over it:
     JSON 429 with Retry-After); 0: off"""
@@ -320,7 +320,7 @@ class StackSettings(BaseSettings):
             )
         return self
 
-    # The timeout chain, derived from the deadline so their order holds (docs/settings.md).
+    # The timeout chain, derived from the deadline so their order holds (README.md).
     @property
     def proxy_timeout(self) -> float:
         """nginx proxy_read_timeout / proxy_send_timeout: the app's 504 must arrive first."""
@@ -383,14 +383,16 @@ def variable_names() -> dict[str, str]:
 
 
 def misnamed(prefix: str, environ: Mapping[str, str]) -> str | None:
-    """A variable the app reads by the stack's name, under the app's prefix instead
-    (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the deadline's name before 0.2), in environ or .env: the
-    app would read it by field name, the stack never. One line naming the one name both read,
-    else None (the app refuses it alike)."""
+    """A stack variable under the app's prefix (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the
+    deadline's name before 0.2) in environ or .env: the stack never reads it (the app would, by
+    field name). One line naming the one name, else None; the app refuses it alike."""
     given = {name.upper() for name in {**dotenv_values(".env"), **environ}}
-    for name in (APP_DEADLINE_NAME, APP_CORS_NAME):
-        if f"{prefix}{name}".upper() in given:
-            return f"{prefix}{name} is not read: set {name}, which the app and the stack read"
+    names = variable_names()
+    for name in names:
+        wrong = f"{prefix}{name}".upper()
+        # <PREFIX>LOG_LEVEL is an app's own level (the bake's); METRICS_PORT is a variable.
+        if wrong in given and name != "LOG_LEVEL" and wrong not in names:
+            return f"{wrong} is not read: set {name}, the one name the stack and the app know"
     return None
 
 
@@ -403,10 +405,13 @@ def _refusal(environ: Mapping[str, str]) -> str | None:
     package = re.split(r"[.:]", given.get("APP_MODULE") or "")[0].strip().upper()
     if package and (wrong := misnamed(f"{package}_", environ)):
         return wrong
-    for arg in shlex.split(environ.get("GUNICORN_CMD_ARGS", "")):
+    try:
+        args = shlex.split(environ.get("GUNICORN_CMD_ARGS", ""))
+    except ValueError as exc:  # gunicorn's own error would be a traceback
+        return f"GUNICORN_CMD_ARGS is refused: {exc}"
+    for arg in args:
         name = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
-        # gunicorn applies these after its config, unchecked; argparse takes a long flag's
-        # prefix (--work=4) as the flag.
+        # Applied after gunicorn's config, unchecked; argparse takes --work=4 for --workers.
         long = name.startswith("--") and len(name) > 3
         if found := [f for f in DERIVED_FLAGS if name == f or (long and f.startswith(name))]:
             instead = DERIVED_FLAGS[found[0]]

@@ -36,14 +36,16 @@ def root_globals(settings: StackSettings) -> str:
 
 def warn_of_legacy_configs(settings: StackSettings) -> None:
     """A 0.4.0 project's deploy/ copy of a stack config still serves, unset: say how to move."""
-    for field, name in (("nginx_conf", "NGINX_CONF"), ("gunicorn_conf", "GUNICORN_CONF")):
-        own = getattr(settings, field) == OWN_CONFIGS[field]
-        if field not in settings.model_fields_set and not own:
+    moves = {"nginx_conf": f"move your own locations to {LOCATIONS}, then ", "gunicorn_conf": ""}
+    for field, move in moves.items():
+        if (
+            field not in settings.model_fields_set
+            and getattr(settings, field) != OWN_CONFIGS[field]
+        ):
             log(
                 "warning",
-                f"{LEGACY_CONFIGS[field]}, serving-stack 0.4.0's copy of its own config, is used"
-                f" as {name}: delete it to take the stack's (your nginx locations move to"
-                f" {LOCATIONS}; stack CHANGELOG.md, 0.4.1)",
+                f"{LEGACY_CONFIGS[field]}, serving-stack 0.4.0's copy of its config, still"
+                f" serves: {move}delete it to take the stack's own (stack/CHANGELOG.md, 0.4.1)",
             )
 
 

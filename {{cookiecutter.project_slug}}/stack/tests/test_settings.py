@@ -104,25 +104,27 @@ DERIVED = "GUNICORN_CMD_ARGS sets {}, which the stack derives: set {}"
         # APP_MODULE is any.module:app: the app's prefix is ANY_.
         ("ANY_REQUEST_TIMEOUT_SECONDS=60", "ANY_REQUEST_TIMEOUT_SECONDS is not read: set REQUEST_"),
         (".env any_cors_origins=https://a.test", "ANY_CORS_ORIGINS is not read: set CORS_ORIGINS"),
+        ("ANY_PORT=9000", "ANY_PORT is not read: set PORT,"),
         ("GUNICORN_CMD_ARGS=--workers=4", DERIVED.format("--workers", "WEB_CONCURRENCY")),
         ("GUNICORN_CMD_ARGS=-w 4", DERIVED.format("-w", "WEB_CONCURRENCY")),
         ("GUNICORN_CMD_ARGS=--work=4", DERIVED.format("--work", "WEB_CONCURRENCY")),
         ("GUNICORN_CMD_ARGS=-t90", DERIVED.format("-t", "GUNICORN_TIMEOUT")),
+        ("GUNICORN_CMD_ARGS=--timeout 90", DERIVED.format("--timeout", "GUNICORN_TIMEOUT")),
         ("GUNICORN_CMD_ARGS=--graceful-timeout 1", DERIVED.format("--graceful-timeout", "GRACE")),
         ("GUNICORN_CMD_ARGS=--keep-alive=5", DERIVED.format("--keep-alive", "KEEPALIVE")),
         ("GUNICORN_CMD_ARGS=-b 0.0.0.0:80", DERIVED.format("-b", "GUNICORN_SOCKET")),
+        ("GUNICORN_CMD_ARGS=--bind=:80", DERIVED.format("--bind", "GUNICORN_SOCKET")),
+        ("GUNICORN_CMD_ARGS=--name 'x", "GUNICORN_CMD_ARGS is refused: No closing quotation"),
     ],
 )
 def test_values_that_break_the_chain_or_a_name_are_refused(given: str, named: str) -> None:
     """A pair out of order is refused in one line naming both sides; a removed variable (in the
     environment or .env, not ignored), naming what replaces it; a stack variable under the
     app's prefix, naming the one name; a gunicorn flag the stack derives, naming its variable.
-    Other gunicorn flags pass."""
-    app, (name, _, value) = (
-        {"APP_MODULE": "any.module:app"},
-        given.removeprefix(".env ").partition("="),
-    )
-    load({"GUNICORN_CMD_ARGS": "--max-requests=9 --backlog 64 --worker-class=x -k y"})
+    Other gunicorn flags pass, and <PREFIX>LOG_LEVEL (an app's own variable)."""
+    app = {"APP_MODULE": "any.module:app", "ANY_LOG_LEVEL": "debug"}
+    name, _, value = given.removeprefix(".env ").partition("=")
+    load({**app, "GUNICORN_CMD_ARGS": "--max-requests=9 --backlog 64 --worker-class=x -k y"})
     if given.startswith(".env "):
         Path(".env").write_text(f"{name}={value}\n", encoding="utf-8")
     with pytest.raises(SettingError, match=f"^{re.escape(named)}[^\n]*$"):
