@@ -192,7 +192,7 @@ def recommendation(results: Results) -> list[str]:
         lines.append(
             f"- `WEB_CONCURRENCY={chosen}`: the fewest workers within "
             f"{WORKER_TOLERANCE:.0%} of the best throughput through the shipped stack here "
-            f"(deploy/gunicorn.conf.py decides {results.settings.get('default_workers')} "
+            f"(the stack's gunicorn config decides {results.settings.get('default_workers')} "
             "on its own)."
         )
     servers = results.experiment("servers")

@@ -3,7 +3,7 @@ under attack, side by side in one run.
 
     ./scripts/bench PROJECT_DIR --peers [--short] [--servers ...] [--conditions ...]
 
-Servers (each with the worker count the shipped gunicorn.conf.py decides on this machine):
+Servers (each with the worker count the stack's gunicorn config decides on this machine):
 
 - stack: `make serve`'s production stack, the project's own supervisor (`python -m <stack>`):
   nginx -> unix socket -> gunicorn + UvicornWorker, access log on as shipped, with the edge
@@ -11,7 +11,7 @@ Servers (each with the worker count the shipped gunicorn.conf.py decides on this
 - uvicorn: `uvicorn --workers N` (what `fastapi run` runs);
 - granian: `granian --interface asgi --workers N` (installed on first use into the lab's own
   directory, the template's build/lab-peers/, never into the project's environment);
-- gunicorn-uvicorn: gunicorn with the project's gunicorn.conf.py and UvicornWorker, on TCP;
+- gunicorn-uvicorn: gunicorn with the stack's gunicorn config and UvicornWorker, on TCP;
 - gunicorn-asgi: the same with gunicorn's own `-k asgi` worker (gunicorn >= 24), skipped
   with the reason when the installed gunicorn has none;
 - stack variants (VARIANTS): the stack with one default changed through its environment

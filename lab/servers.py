@@ -86,7 +86,7 @@ class Launcher:
                 raise ValueError("uvicorn runs only directly on TCP with an explicit worker count")
             argv = [sys.executable, "-m", "uvicorn", module, "--host", address[0]]
             argv += ["--port", str(address[1]), "--workers", str(stack.workers)]
-            # As gunicorn.conf.py: the app logs each request itself; nginx's keepalive.
+            # As the stack's gunicorn config: the app logs each request itself; nginx's keepalive.
             argv += ["--no-access-log", "--timeout-keep-alive", "75"]
             return self.processes.start(f"uvicorn ({stack.app})", argv, env, self.project.root)
         env.update(APP_MODULE=module, RUN_DIR=str(run_dir))

@@ -104,7 +104,7 @@ def tree(project: Path) -> dict[str, bytes]:
     return {
         str(path.relative_to(project)): path.read_bytes()
         for path in sorted(project.rglob("*"))
-        if path.is_file() and not {"__pycache__", ".pytest_cache"} & set(path.parts)
+        if path.is_file() and not {"__pycache__", ".pytest_cache", ".ruff_cache"} & set(path.parts)
     }
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from .conftest import locked_packages, tree
 
 # What each generated suite reads besides its own modules: tests/unit imports the app (src/)
-# and the stack and reads deploy/ (nginx.conf's body limits); the stack's own tests read
-# deploy/ and the stack, never the app. A changed shared test helper (a conftest.py, a module
-# that is no test_*.py) reaches every unit test.
+# and the stack and reads deploy/ (nginx-locations.conf's body limits); the stack's own tests
+# read only the stack. A changed shared test helper (a conftest.py, a module that is no
+# test_*.py) reaches every unit test.
 SUITE_READS = {
-    "stack/tests": ("deploy", "stack"),
+    "stack/tests": ("stack",),
     "tests/unit": ("src", "deploy", "stack"),
 }
 # What pytest and coverage read of pyproject.toml (the rest is packaging's and the linters'):
@@ -27,8 +27,8 @@ TEST_TABLES = ("pytest", "coverage")
 
 def changed_files(project: Path, default: Path) -> set[str]:
     """Paths, relative to the project, that differ between two bakes or exist in one; what
-    running code there leaves (bytecode, pytest's cache) aside, as the default bake is the
-    session's, which other tests import from."""
+    running code there leaves (bytecode, pytest's and ruff's caches) aside, as the default bake
+    is the session's, which other tests import from."""
     ours, theirs = tree(project), tree(default)
     return {name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name)}
 

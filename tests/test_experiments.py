@@ -38,7 +38,7 @@ def test_every_template_variant_loads_under_gunicorn(
     default_bake: Bake, project_env: ProjectEnv, tmp_path: Path
 ) -> None:
     """Each app factory the grid names is one gunicorn imports and calls with the shipped
-    gunicorn.conf.py (`--check-config` loads the app), and a wrong name is refused, so a
+    gunicorn config (`--check-config` loads the app), and a wrong name is refused, so a
     renamed variant fails here rather than minutes into a run."""
     project = default_bake.project
     python = str(project_env.venv / "bin" / "python")

@@ -388,7 +388,7 @@ def test_middleware_snippet_works_on_the_tutorial_app(
         "print(reply.status_code, reply.headers['x-request-id'], reply.json())\n"
     )
     # stack/ too, as if installed (`serving-install`): logs.py formats with the stack's one
-    # formatter, serving_stack.jsonlog.
+    # formatter, serving_stack.JsonFormatter.
     stack = serving_bake.project / "stack"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(stack)])}
     result = run_captured(

@@ -1,6 +1,6 @@
 """The application's logging, configured in one place: JSON lines, or text for people.
 
-Depends on context.py, tracing.py and ``serving_stack.jsonlog`` (the
+Depends on context.py, tracing.py and ``serving_stack.JsonFormatter`` (the
 one JSON contract of the stack). Why: {{ "README.md" if cookiecutter.layout == "serving-only" else "docs/app.md" }}, Logs."""
 
 import logging

@@ -154,7 +154,7 @@ class Settings(BaseSettings):
     )
     # /readyz 503 while the database is away; off, it only reports it (docs/database.md).
     readiness_requires_database: bool = False
-    # gunicorn's worker count (gunicorn.conf.py exports it), or WEB_CONCURRENCY; else 1.
+    # gunicorn's worker count (the stack's gunicorn config exports it), or WEB_CONCURRENCY; else 1.
     workers: int = Field(
         default=1,
         ge=1,

@@ -1,5 +1,5 @@
-"""What deploy/gunicorn.conf.py takes by name: the worker class, the JSON logger, the worker
-count and the metrics hooks. Never imports the app, nor prometheus_client (post_fork)."""
+"""What gunicorn_conf.py (and a 0.4.0 deploy/gunicorn.conf.py) takes by name: the worker class,
+the JSON logger, the worker count, the metrics hooks. Never imports the app or prometheus_client."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Metric files a full filesystem cannot turn into a crash (SIGBUS; docs/observability.md):
+"""Metric files a full filesystem cannot turn into a crash (SIGBUS; README.md's design notes):
 created allocated, each next doubling reserved. Standard library only: the gunicorn master
 imports this and must never import prometheus_client."""
 

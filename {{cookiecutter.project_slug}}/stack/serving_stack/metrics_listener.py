@@ -1,6 +1,6 @@
 """Metrics listener: every gunicorn worker's Prometheus metrics plus nginx's, on METRICS_PORT,
 until SIGTERM; it tends PROMETHEUS_MULTIPROC_DIR (``Archive``). Why a process of its own, its
-client limits and the archive's rules: docs/observability.md."""
+client limits and the archive's rules: README.md's design notes."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def _alive(pid: int) -> bool:
 
 class Archive:
     """The metrics directory's live files and the archive of dead workers' values, under one
-    lock: a scrape never counts a worker twice nor misses one (docs/observability.md)."""
+    lock: a scrape never counts a worker twice nor misses one."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 APT_HINT = "nginx is not installed; install it with: sudo apt-get install -y nginx-light"
-# NGINX_WORKER_PROCESSES=auto: a worker per this many usable CPUs (measured: docs/serving.md).
+# NGINX_WORKER_PROCESSES=auto: a worker per this many usable CPUs (measured: README.md).
 CPUS_PER_NGINX_WORKER = 4
 # nginx refuses a 0 rate or limit_conn: a limit that is off keeps its directives, its key
 # emptied by nginx.conf's map, and this number (limit_conn's largest).
@@ -63,7 +63,7 @@ def limit_req_burst(at_once: int, waiting: int) -> str:
 
 
 def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
-    """deploy/nginx.conf's placeholder values, for this many nginx workers."""
+    """nginx.conf's placeholder values, for this many nginx workers."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     return {
@@ -93,7 +93,7 @@ def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
 
 
 def nginx_lists(settings: StackSettings) -> dict[str, str]:
-    """The files deploy/nginx.conf includes from RUN_DIR, by name: one entry a line."""
+    """The files nginx.conf includes from RUN_DIR, by name: one entry a line."""
     proxies, locations = settings.trusted_proxies, settings.nginx_locations
     # nginx's $host keeps an IPv6 address in brackets; "~." (a regex) matches any Host.
     hosts = ['"~."' if h == "*" else f"[{h}]" if ":" in h else h for h in settings.allowed_hosts]

@@ -1,6 +1,6 @@
 """The supervisor: nginx, gunicorn and the metrics listener as one foreground program (PID 1),
 a dead metrics listener restarted alone; a death of the others, or SIGTERM, stops all in order
-within the stop budget (docs/serving.md)."""
+within the stop budget (README.md's design notes)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ class Supervisor:
                 log("info", f"received {signum.name}: stopping gracefully")
                 self.requested = signum
             elif signum == signal.SIGHUP:
-                # Deploys replace the container (docs/serving.md, "Deploys"): nothing reloads.
+                # Deploys replace the container (README.md's design notes): nothing reloads.
                 log("info", "received SIGHUP: ignored; to deploy, replace the container")
 
     def relayed_pipe(self, convert: Callable[[bytes], bytes]) -> int:
