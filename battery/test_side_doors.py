@@ -47,7 +47,7 @@ FLOOR = 0.8
 # background load is run again, up to this many times (an attack that works fails them all).
 ROUNDS = 5
 # The limit zones the rendered nginx.conf declares: the relay's only labels.
-ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s+\S+\s+zone=(\w+):", re.MULTILINE)
+ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s[^;]*?\bzone=([^:\s;]+):", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _LIMITED = re.compile(
     rb"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\] \d+#\d+: \*\d+ "
     rb"limiting (requests|connections)(, dry run)?(?:, excess: \d+\.\d{3})? "
-    rb'by zone "(\w+)", client: '
+    rb'by zone "([^"\s]+)", client: '
 )
 # An error line is cut here before it is read, so a client's long request line, Host and Referer
 # cannot make the relay's CPU and the log's bytes its own (README.md's design notes).

@@ -22,7 +22,7 @@ CPUS_PER_NGINX_WORKER = 4
 # emptied by nginx.conf's map, and this number (limit_conn's largest).
 UNCOUNTED_LIMIT = 65535
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
-_ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s+\S+\s+zone=(\w+):", re.MULTILINE)
+_ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s[^;]*?\bzone=([^:\s;]+):", re.MULTILINE)
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
