@@ -173,8 +173,14 @@ class Settings(BaseSettings):
     @classmethod
     def _leave_the_stack_its_variables(cls, data: Any) -> Any:
         # MY_SERVICE_REQUEST_TIMEOUT_SECONDS would be read here by field name, never by the
-        # stack (nginx would keep its own timeout): refused on both sides, in one line.
-        if wrong := misnamed(ENV_PREFIX, os.environ):
+        # stack (nginx would keep its own timeout): refused on both sides, in one line; so is
+        # a field read by another name (DATABASE_URL...) spelled under the prefix.
+        aliased = {
+            name.upper(): cls.env_var(name)
+            for name, field in cls.model_fields.items()
+            if field.validation_alias is not None
+        }
+        if wrong := misnamed(ENV_PREFIX, os.environ) or misnamed(ENV_PREFIX, os.environ, aliased):
             raise ValueError(wrong)
         # .env's stack variables (PORT, ...) are no misspellings for extra="forbid" to refuse.
         if isinstance(data, dict):

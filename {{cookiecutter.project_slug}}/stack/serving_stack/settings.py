@@ -382,17 +382,19 @@ def variable_names() -> dict[str, str]:
     return {str(field.validation_alias or field.alias): name for name, field in fields}
 
 
-def misnamed(prefix: str, environ: Mapping[str, str]) -> str | None:
+def misnamed(
+    prefix: str, environ: Mapping[str, str], names: Mapping[str, str] | None = None
+) -> str | None:
     """A stack variable under the app's prefix (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the
     deadline's name before 0.2) in environ or .env: the stack never reads it (the app would, by
-    field name). One line naming the one name, else None; the app refuses it alike."""
+    field name). One line naming the one name, else None; the app refuses it alike, and its own
+    variables read by another name (names: spelling under the prefix -> the one name)."""
     given = {name.upper() for name in {**dotenv_values(".env"), **environ}}
-    names = variable_names()
-    for name in names:
-        wrong = f"{prefix}{name}".upper()
-        # <PREFIX>LOG_LEVEL is an app's own level (the bake's); METRICS_PORT is a variable.
-        if wrong in given and name != "LOG_LEVEL" and wrong not in names:
-            return f"{wrong} is not read: set {name}, the one name the stack and the app know"
+    own = variable_names()
+    # <PREFIX>LOG_LEVEL is an app's own level (the bake's); METRICS_PORT is a variable.
+    for suffix, name in (names or {n: n for n in own if n != "LOG_LEVEL"}).items():
+        if (wrong := f"{prefix}{suffix}".upper()) in given and wrong not in own:
+            return f"{wrong} is not read: set {name}, its one name"
     return None
 
 

@@ -27,8 +27,9 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(OWN_CONFIGS["gunicorn_conf"])])
     monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
     monkeypatch.setattr(Chdir, "default", str(tmp_path))  # its cwd, else the one at its import
-    monkeypatch.setattr(gunicorn_config, "workers", lambda: (2, {}))  # exports GUNICORN_WORKERS
+    monkeypatch.setenv("GUNICORN_WORKERS", "")  # restored after the workers() below sets it
     gunicorn_config.settings.cache_clear()  # read once per process: again for this test
+    gunicorn_config.workers.cache_clear()
     cfg = WSGIApplication().cfg
     log = gunicorn_config.JsonLogger(cfg)
     worker = gunicorn_config.Worker(0, os.getpid(), [], None, 30, cfg, log)
@@ -37,6 +38,7 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     assert worker.config.limit_concurrency == 123
     conf = [cfg.bind, cfg.umask, cfg.timeout, cfg.keepalive, cfg.control_socket_disable]
     assert conf == [["unix:/run/app/gunicorn.sock"], 0o117, 91, 75, True]
+    assert os.environ["GUNICORN_WORKERS"] == str(cfg.workers), "the app's share, exported"
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,8 @@
 """The database settings: DATABASE_URL and its checks, the connection budget the workers share
-(db/engine.py), timeouts below the deadline. Needs settings.py, gunicorn_config.py."""
+(db/engine.py), timeouts below the deadline. Needs settings.py."""
 
 import pytest
 from pydantic import SecretStr, ValidationError
-from serving_stack import gunicorn_config
 
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings
 
@@ -87,15 +86,13 @@ def test_database_timeouts_follow_the_request_deadline() -> None:
 
 
 def test_the_worker_count_gunicorn_decides_sizes_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:
-    """gunicorn's configuration exports the count it decided as GUNICORN_WORKERS, which the
-    app reads to size each worker's pool (1 when unset: `make run`), a budget of as many fits."""
+    """The stack exports the worker count it decided as GUNICORN_WORKERS, which the app reads
+    to size each worker's pool (1 when unset: `make run`), a budget of as many fits; under the
+    app's prefix it is refused, not a second answer."""
     assert Settings().workers == 1
-    monkeypatch.setenv("GUNICORN_WORKERS", "not yet")  # so that monkeypatch restores it
-    for name in ("WEB_CONCURRENCY", BUDGET):
+    for name in ("GUNICORN_WORKERS", BUDGET):
         monkeypatch.setenv(name, "5")
-    gunicorn_config.settings.cache_clear()
-    try:
-        assert gunicorn_config.workers.__wrapped__()[0] == 5
-    finally:
-        gunicorn_config.settings.cache_clear()
     assert (Settings().workers, Settings().database_max_connections) == (5, 5)
+    monkeypatch.setenv(f"{ENV_PREFIX}WORKERS", "7")
+    with pytest.raises(ValidationError, match=f"{ENV_PREFIX}WORKERS is not read: set GUNICORN_"):
+        Settings()
