@@ -9,8 +9,7 @@ class ServeError(Exception):
     """A problem the stack explains in one line and exits on (never a traceback)."""
 
 
-# After ServeError, which these modules import from here (E402 allowed in pyproject.toml);
-# `X as X` marks a re-export.
+# After ServeError, which the modules import from here; `X as X` marks a re-export.
 from .jsonlog import CONTRACT_KEYS as CONTRACT_KEYS
 from .jsonlog import JsonFormatter as JsonFormatter
 from .jsonlog import extra_fields as extra_fields

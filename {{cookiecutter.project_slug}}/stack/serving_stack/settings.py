@@ -385,10 +385,9 @@ def variable_names() -> dict[str, str]:
 def misnamed(
     prefix: str, environ: Mapping[str, str], names: Mapping[str, str] | None = None
 ) -> str | None:
-    """A stack variable under the app's prefix (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the
-    deadline's name before 0.2) in environ or .env: the stack never reads it (the app would, by
-    field name). One line naming the one name, else None; the app refuses it alike, and its own
-    variables read by another name (names: spelling under the prefix -> the one name)."""
+    """A stack variable under the app's prefix (MY_SERVICE_REQUEST_TIMEOUT_SECONDS, the deadline's
+    name before 0.2) in environ or .env, which the app would read by field name: one line naming
+    the one name, else None. The app also passes its own (names: under the prefix -> one name)."""
     given = {name.upper() for name in {**dotenv_values(".env"), **environ}}
     own = variable_names()
     # <PREFIX>LOG_LEVEL is an app's own level (the bake's); METRICS_PORT is a variable.

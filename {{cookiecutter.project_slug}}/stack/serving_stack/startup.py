@@ -38,10 +38,8 @@ def warn_of_legacy_configs(settings: StackSettings) -> None:
     """A 0.4.0 project's deploy/ copy of a stack config still serves, unset: say how to move."""
     moves = {"nginx_conf": f"move your own locations to {LOCATIONS}, then ", "gunicorn_conf": ""}
     for field, move in moves.items():
-        if (
-            field not in settings.model_fields_set
-            and getattr(settings, field) != OWN_CONFIGS[field]
-        ):
+        legacy = getattr(settings, field) != OWN_CONFIGS[field]
+        if legacy and field not in settings.model_fields_set:
             log(
                 "warning",
                 f"{LEGACY_CONFIGS[field]}, serving-stack 0.4.0's copy of its config, still"
