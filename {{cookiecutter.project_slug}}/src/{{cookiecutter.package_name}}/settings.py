@@ -174,7 +174,7 @@ class Settings(BaseSettings):
     def _leave_the_stack_its_variables(cls, data: Any) -> Any:
         # MY_SERVICE_REQUEST_TIMEOUT_SECONDS would be read here by field name, never by the
         # stack (nginx would keep its own timeout): refused on both sides, in one line; so is
-        # a field read by another name (DATABASE_URL...) spelled under the prefix.
+        # a field read by another name (its validation alias) spelled under the prefix.
         aliased = {
             name.upper(): cls.env_var(name)
             for name, field in cls.model_fields.items()

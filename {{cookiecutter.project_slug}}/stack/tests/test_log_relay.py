@@ -1,6 +1,6 @@
 """nginx's error lines through the relay (log_relay.LimitCounter): what it writes, and what it
 counts into its metric file, read back as the metrics listener reads it. A Referer imitating a
-refusal: the template's battery (test_side_doors.py), and the context rule: test_jsonlog.py."""
+refusal: the template's battery (test_side_doors.py), and the context rule: test_child_lines.py."""
 
 import json
 import types
