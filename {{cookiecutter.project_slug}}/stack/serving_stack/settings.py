@@ -412,7 +412,7 @@ def _refusal(environ: Mapping[str, str]) -> str | None:
         return f"GUNICORN_CMD_ARGS is refused: {exc}"
     for arg in args:
         name = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
-        # Applied after gunicorn's config, unchecked; argparse takes --work=4 for --workers.
+        # Applied after gunicorn's config, unchecked; argparse takes --time=90 for --timeout.
         long = name.startswith("--") and len(name) > 3
         if found := [f for f in DERIVED_FLAGS if name == f or (long and f.startswith(name))]:
             instead = DERIVED_FLAGS[found[0]]

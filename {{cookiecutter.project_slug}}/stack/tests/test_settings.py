@@ -107,7 +107,7 @@ DERIVED = "GUNICORN_CMD_ARGS sets {}, which the stack derives: set {}"
         ("ANY_PORT=9000", "ANY_PORT is not read: set PORT,"),
         ("GUNICORN_CMD_ARGS=--workers=4", DERIVED.format("--workers", "WEB_CONCURRENCY")),
         ("GUNICORN_CMD_ARGS=-w 4", DERIVED.format("-w", "WEB_CONCURRENCY")),
-        ("GUNICORN_CMD_ARGS=--work=4", DERIVED.format("--work", "WEB_CONCURRENCY")),
+        ("GUNICORN_CMD_ARGS=--time=90", DERIVED.format("--time", "GUNICORN_TIMEOUT")),
         ("GUNICORN_CMD_ARGS=-t90", DERIVED.format("-t", "GUNICORN_TIMEOUT")),
         ("GUNICORN_CMD_ARGS=--timeout 90", DERIVED.format("--timeout", "GUNICORN_TIMEOUT")),
         ("GUNICORN_CMD_ARGS=--graceful-timeout 1", DERIVED.format("--graceful-timeout", "GRACE")),
