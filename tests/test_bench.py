@@ -33,9 +33,12 @@ from .full_suites import FullSuites
 # little between runs and more with what the process builds before it forks: a full run
 # against a --quick one was 0.1-0.3 % apart here, 0.52 % in the CI run that failed on that.
 # Six full runs of one bake, one beside three CPU hogs: counts within 0.16 %, the judged ratio
-# within 0.06 % (docs/performance.md). A layout that costs a request more costs the bare app alike.
+# within 0.06 % (docs/performance.md); a later CI run put the judged ratio 0.24 % apart
+# (1.1711 then 1.1683), so the ratio is held to what a count is held to: half a per cent,
+# about two thirds of the default bake's margin under its budget (1.171 x against 1.18 x).
+# A layout that costs a request more costs the bare app alike.
 REPEAT_TOLERANCE = 0.005
-RATIO_REPEAT_TOLERANCE = 0.0015
+RATIO_REPEAT_TOLERANCE = 0.005
 
 
 @pytest.fixture

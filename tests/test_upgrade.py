@@ -114,12 +114,15 @@ def serve(project: Path, env: dict[str, str], *, items_limit: bool) -> list[dict
             status, _, _ = request(port, "POST", "/items", OVER_ITEMS_LIMIT, headers=JSON)
             assert status == 413, serving.output()
         # The stack itself, under make's shell: make exits with its code.
-        (stack,) = [
-            proc.pid
+        # The topmost such process: a child it forks carries its command line until it execs.
+        supervisors = [
+            proc
             for proc in procfs.tree(serving.popen.pid)
             if proc.comm.startswith("python")
             and procfs.cmdline(proc.pid).split()[-2:] == ["-m", "serving_stack"]
         ]
+        pids = {proc.pid for proc in supervisors}
+        (stack,) = [proc.pid for proc in supervisors if proc.ppid not in pids]
         os.kill(stack, signal.SIGTERM)
         assert serving.popen.wait(timeout=90) == 0, serving.output()
     finally:
