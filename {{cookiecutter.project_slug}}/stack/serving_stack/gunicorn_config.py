@@ -16,8 +16,10 @@ from uvicorn_worker import UvicornWorker
 from .cpus import usable_cpus
 from .jsonlog import JsonFormatter
 from .metrics_files import prepare_worker
+from .nginx_conf import nginx_workers
 from .response_guard import ResponseGuard
 from .settings import NO_APP_MODULE, WORKERS_EXPORT_NAME, SettingError, StackSettings, load
+from .websocket_protocol import BoundedWebSocketProtocol, SessionBounds
 
 # Info lines of no use to an operator, moved to debug: the (fixed) worker class, and gunicorn
 # 27 closing a closed listener on exit.
@@ -63,7 +65,8 @@ def workers() -> tuple[int, dict[str, Any]]:
 
 class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no types
     """UvicornWorker plus what it does not map: graceful_timeout (else gunicorn kills it
-    mid-response), a concurrency cap (503 at once), WebSocket pings; the app in ResponseGuard."""
+    mid-response), a concurrency cap (503 at once), WebSocket pings and bounds; the app in
+    ResponseGuard."""
 
     wsgi: Any  # gunicorn's name for the loaded app (ASGI here)
 
@@ -73,11 +76,18 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
         stack = settings()
         graceful = min(stack.graceful_timeout, float(self.cfg.graceful_timeout))
         self.config.timeout_graceful_shutdown = graceful
-        self.config.limit_concurrency = stack.limit_concurrency or None
+        # Above all nginx lets through: its JSON 503 comes before uvicorn's plain-text one.
+        self.config.limit_concurrency = stack.worker_concurrency(nginx_workers(stack)[0])
         # nginx closes a WebSocket silent for WEBSOCKET_IDLE_TIMEOUT: a ping every third of it
         # keeps a live client's open, a missed pong ends a dead one's.
         self.config.ws_ping_interval = stack.websocket_idle_timeout / 3
         self.config.ws_ping_timeout = stack.websocket_idle_timeout / 3
+        # A session's bounds (websocket_protocol.py): the message size caps the inflated size
+        # too; compression off, a 16 KB message cannot cost the worker 78 ms of CPU inflating.
+        self.config.ws_max_size = stack.websocket_max_message_bytes
+        self.config.ws_per_message_deflate = stack.websocket_compression
+        bounds = SessionBounds(stack.websocket_max_fragments, stack.websocket_message_rate)
+        self.config.ws = functools.partial(BoundedWebSocketProtocol, bounds=bounds)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()

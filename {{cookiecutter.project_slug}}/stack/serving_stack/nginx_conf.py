@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import ServeError
 from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
-from .settings import UPSTREAM_KEEPALIVE_TIME, StackSettings
+from .settings import (
+    PROBES_PER_CLIENT,
+    REQUESTS_PER_POD,
+    UPSTREAM_IDLE_PER_NGINX_WORKER,
+    UPSTREAM_KEEPALIVE_TIME,
+    StackSettings,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -21,6 +27,9 @@ CPUS_PER_NGINX_WORKER = 4
 # nginx refuses a 0 rate or limit_conn: a limit that is off keeps its directives, its key
 # emptied by nginx.conf's map, and this number (limit_conn's largest).
 UNCOUNTED_LIMIT = 65535
+# Connections no cap counts, beyond the held ones (two each: client and upstream): idle
+# keep-alive clients, probes, clients being refused. All may land on one nginx worker.
+UNCAPPED_CONNECTIONS = 4096
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 _ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s[^;]*?\bzone=([^:\s;]+):", re.MULTILINE)
 
@@ -62,12 +71,25 @@ def limit_req_burst(at_once: int, waiting: int) -> str:
     return f"{burst} delay={at_once}" if at_once else burst
 
 
+def worker_connections(settings: StackSettings) -> int:
+    """nginx's worker_connections: what the pod-wide caps hold, twice, and what none counts."""
+    held = 2 * settings.held_connections + UPSTREAM_IDLE_PER_NGINX_WORKER
+    return held + UNCAPPED_CONNECTIONS
+
+
 def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
     """nginx.conf's placeholder values, for this many nginx workers."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     return {
         "WORKER_PROCESSES": str(workers),
+        "WORKER_CONNECTIONS": str(worker_connections(settings)),
+        "WORKER_RLIMIT_NOFILE": str(2 * worker_connections(settings)),
+        "REQUESTS_PER_POD": str(REQUESTS_PER_POD),
+        "STREAMS_PER_POD": str(settings.streams_per_pod),
+        "WEBSOCKETS_PER_POD": str(settings.websockets_per_pod),
+        "PROBES_PER_CLIENT": str(PROBES_PER_CLIENT),
+        "UPSTREAM_IDLE": str(UPSTREAM_IDLE_PER_NGINX_WORKER),
         "RUN_DIR": str(settings.run_dir),
         "TEMP_DIR": str(settings.temp_dir),
         "LISTEN": f"{f'[{address}]' if ':' in address else address}:{settings.port}",

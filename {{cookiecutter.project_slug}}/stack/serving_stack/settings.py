@@ -44,6 +44,13 @@ KEEPALIVE_MARGIN = 15
 WATCHDOG_FLOOR = 60.0
 # nginx's upstream keepalive_time: an idle upstream connection is closed this long after use.
 UPSTREAM_KEEPALIVE_TIME = 5.0
+# Requests in flight nginx lets reach the app, pod-wide (app_requests): streams and WebSocket
+# sessions have caps of their own (STREAMS_PER_POD, WEBSOCKETS_PER_POD).
+REQUESTS_PER_POD = 512
+# Idle upstream connections each nginx worker keeps (nginx.conf's upstream keepalive).
+UPSTREAM_IDLE_PER_NGINX_WORKER = 64
+# Probes in flight nginx lets one address have (probe_connections): under no pod-wide cap.
+PROBES_PER_CLIENT = 16
 # Characters that would end an nginx directive or block if they came from the environment.
 _UNSAFE = re.compile(r"[\s;{}'\"#$\\]")
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
@@ -235,6 +242,28 @@ class StackSettings(BaseSettings):
     websockets_per_client: int = Field(32, ge=0, le=65535, alias="WEBSOCKETS_PER_CLIENT")
     """open WebSocket sessions nginx lets each client address have, per pod (limit_conn; over
     it: JSON 503 with Retry-After); 0: off"""
+    # Pod-wide: each held connection costs the app a task and nginx two descriptors, so these
+    # size nginx's worker_connections and the workers' LIMIT_CONCURRENCY (never the reverse).
+    websockets_per_pod: int = Field(1024, ge=1, le=16384, alias="WEBSOCKETS_PER_POD")
+    """open WebSocket sessions nginx lets the pod hold, all clients together (over it: JSON 503
+    with Retry-After)"""
+    streams_per_pod: int = Field(512, ge=1, le=16384, alias="STREAMS_PER_POD")
+    """requests asking for an event stream (Accept: text/event-stream) nginx lets the pod hold at
+    once, apart from the 512 other requests in flight (over it: JSON 503 with Retry-After)"""
+    # Per session, in the app's worker (gunicorn_config.py's WebSocketProtocol).
+    websocket_max_message_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 28, alias="WEBSOCKET_MAX_MESSAGE_BYTES"
+    )
+    """largest WebSocket message a client may send, its fragments together and inflated when
+    compressed (over it: the session closes with 1009)"""
+    websocket_max_fragments: int = Field(128, ge=1, le=65536, alias="WEBSOCKET_MAX_FRAGMENTS")
+    """frames one WebSocket message may arrive in (over it: the session closes with 1009)"""
+    websocket_message_rate: int = Field(100, ge=0, le=100_000, alias="WEBSOCKET_MESSAGE_RATE")
+    """messages and pings a second a WebSocket session may send, a second's worth at once (over
+    it: the session closes with 1008); 0: off"""
+    websocket_compression: bool = Field(default=False, alias="WEBSOCKET_COMPRESSION")
+    """offer permessage-deflate: fewer bytes on the wire for a worker CPU cost that grows with
+    each inflated byte (measured: about 5 ms a MiB)"""
     # At least 3: the app pings every third of it (gunicorn_config.py), 1 s apart at least.
     websocket_idle_timeout: float = Field(60.0, ge=3, le=86400, alias="WEBSOCKET_IDLE_TIMEOUT")
     """seconds nginx keeps a WebSocket session whose app side sends nothing; the app pings the
@@ -271,8 +300,10 @@ class StackSettings(BaseSettings):
     """gunicorn workers; unset: one per usable CPU, at least 2, at most 8"""
     keepalive: int = Field(75, ge=2, le=3600, alias="KEEPALIVE")
     """seconds gunicorn keeps idle upstream connections; nginx closes them 15 s sooner"""
-    limit_concurrency: int = Field(1000, ge=0, le=1_000_000, alias="LIMIT_CONCURRENCY")
-    """connections + tasks per worker before it answers 503; 0: no cap"""
+    limit_concurrency: int | None = Field(None, ge=0, le=1_000_000, alias="LIMIT_CONCURRENCY")
+    """connections + tasks per worker before it answers a plain-text 503; unset: all nginx lets
+    through (512 requests + STREAMS_PER_POD + WEBSOCKETS_PER_POD + idle upstream connections), so
+    nginx's JSON 503 always comes first; 0: no cap"""
     log_level: LogLevel = Field("info", alias="LOG_LEVEL")
     """gunicorn's and uvicorn's log level"""
     prometheus_multiproc_dir: SafePath | None = Field(None, alias="PROMETHEUS_MULTIPROC_DIR")
@@ -313,6 +344,14 @@ class StackSettings(BaseSettings):
                 f" listener stops, then gunicorn GRACEFUL_TIMEOUT={self.graceful_timeout:g} s,"
                 f" each + {STOP_MARGIN:g} s): the platform would kill requests in flight"
             )
+        held, cap = self.held_connections, self.limit_concurrency
+        if cap and cap < held:
+            raise ValueError(
+                f"LIMIT_CONCURRENCY={cap} is below the {held} connections nginx may hand one"
+                f" worker ({REQUESTS_PER_POD} requests + STREAMS_PER_POD={self.streams_per_pod}"
+                f" + WEBSOCKETS_PER_POD={self.websockets_per_pod}): clients would get the"
+                " worker's plain-text 503 before nginx's; raise it, or unset it"
+            )
         if self.metrics_port == self.port:
             raise ValueError(
                 f"METRICS_PORT={self.metrics_port} is PORT too: the metrics need a port of"
@@ -346,6 +385,18 @@ class StackSettings(BaseSettings):
     def upstream_keepalive(self) -> int:
         """nginx's upstream keepalive_timeout: below KEEPALIVE, so nginx closes first."""
         return max(1, self.keepalive - KEEPALIVE_MARGIN)
+
+    @property
+    def held_connections(self) -> int:
+        """Connections nginx's pod-wide caps let reach the app at once: all may reach one worker."""
+        return REQUESTS_PER_POD + self.streams_per_pod + self.websockets_per_pod
+
+    def worker_concurrency(self, nginx_workers: int) -> int | None:
+        """uvicorn's limit_concurrency: LIMIT_CONCURRENCY, else what nginx holds and keeps idle."""
+        if self.limit_concurrency is not None:
+            return self.limit_concurrency or None
+        idle = UPSTREAM_IDLE_PER_NGINX_WORKER * nginx_workers
+        return self.held_connections + idle + PROBES_PER_CLIENT
 
     @property
     def local_address(self) -> str:

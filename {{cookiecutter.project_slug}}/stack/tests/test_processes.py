@@ -12,6 +12,7 @@ from gunicorn.config import Chdir
 
 from serving_stack import gunicorn_config, log_relay, startup
 from serving_stack.settings import APP_DEADLINE_NAME, OWN_CONFIGS, load
+from serving_stack.websocket_protocol import BoundedWebSocketProtocol, SessionBounds
 
 
 def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
@@ -22,7 +23,8 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     GUNICORN_CMD_ARGS sets what the stack does not derive. The worker subclass hands uvicorn what
     UvicornWorker does not map."""
     (tmp_path / ".env").write_text(f"{APP_DEADLINE_NAME}=90.5\n", encoding="utf-8")
-    monkeypatch.setenv("LIMIT_CONCURRENCY", "123")
+    monkeypatch.setenv("LIMIT_CONCURRENCY", "4321")
+    monkeypatch.setenv("WEBSOCKET_MAX_FRAGMENTS", "7")
     monkeypatch.setenv("GUNICORN_CMD_ARGS", f"--max-requests=17 --worker-tmp-dir={tmp_path}")
     monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", str(OWN_CONFIGS["gunicorn_conf"])])
     monkeypatch.setattr(sys, "path", sys.path[:])  # gunicorn adds its working directory
@@ -35,7 +37,10 @@ def test_gunicorn_conf_and_worker_follow_the_settings_then_gunicorn_cmd_args(
     worker = gunicorn_config.Worker(0, os.getpid(), [], None, 30, cfg, log)
     worker.tmp.close()  # its heartbeat file: only its config is looked at
     assert (worker.config.timeout_graceful_shutdown, cfg.max_requests) == (90.5, 17)
-    assert worker.config.limit_concurrency == 123
+    assert worker.config.limit_concurrency == 4321
+    ws = worker.config.ws  # the bounded protocol, with the session's bounds
+    assert (ws.func, ws.keywords) == (BoundedWebSocketProtocol, {"bounds": SessionBounds(7, 100)})
+    assert (worker.config.ws_max_size, worker.config.ws_per_message_deflate) == (1 << 20, False)
     conf = [cfg.bind, cfg.umask, cfg.timeout, cfg.keepalive, cfg.control_socket_disable]
     assert conf == [["unix:/run/app/gunicorn.sock"], 0o117, 91, 75, True]
     assert os.environ["GUNICORN_WORKERS"] == str(cfg.workers), "the app's share, exported"

@@ -42,6 +42,12 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("RATE_LIMIT_DRY_RUN", "on", True, "off", "dry"),
     ("CONNECTIONS_PER_CLIENT", "0", 0, "65535", "65536"),
     ("WEBSOCKETS_PER_CLIENT", "0", 0, "65535", "-1"),
+    ("WEBSOCKETS_PER_POD", "64", 64, "16384", "0"),
+    ("STREAMS_PER_POD", "2000", 2000, "1", "16385"),
+    ("WEBSOCKET_MAX_MESSAGE_BYTES", "16777216", 1 << 24, "1024", "1023"),
+    ("WEBSOCKET_MAX_FRAGMENTS", "1", 1, "65536", "0"),
+    ("WEBSOCKET_MESSAGE_RATE", "0", 0, "100000", "-1"),
+    ("WEBSOCKET_COMPRESSION", "on", True, "off", "deflate"),
     ("WEBSOCKET_IDLE_TIMEOUT", "300", 300.0, "3", "2.5"),
     (
         APP_CORS_NAME,
@@ -99,6 +105,8 @@ DERIVED = "GUNICORN_CMD_ARGS sets {}, which the stack derives: set {}"
         ("GUNICORN_TIMEOUT=20", "GUNICORN_TIMEOUT=20 is below"),
         ("STOP_GRACE_PERIOD=79", "STOP_GRACE_PERIOD=79 is below the stack's graceful stop"),
         ("METRICS_PORT=8080", "METRICS_PORT=8080 is PORT too"),
+        # 512 requests + 512 streams + 1024 sessions may all reach one worker.
+        ("LIMIT_CONCURRENCY=1000", "LIMIT_CONCURRENCY=1000 is below the 2048 connections nginx"),
         ("BACKLOG=64", "BACKLOG was removed in serving-stack 0.4.0: use GUNICORN_CMD_ARGS="),
         (".env MIN_WORKERS=9", "MIN_WORKERS was removed in serving-stack 0.4.0"),
         # APP_MODULE is any.module:app: the app's prefix is ANY_.
@@ -171,3 +179,22 @@ def test_readme_lists_every_variable_with_its_default_and_meaning() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
     assert expected in readme, f"README.md: replace the variables table with\n{expected}"
+
+
+@pytest.mark.parametrize(
+    ("environ", "nginx_workers", "cap"),
+    [
+        # 512 requests + 512 streams + 1024 sessions, 64 idle upstreams a worker, 16 probes.
+        ({}, 1, 2128),
+        ({}, 3, 2256),
+        ({"STREAMS_PER_POD": "1", "WEBSOCKETS_PER_POD": "1"}, 1, 594),
+        ({"LIMIT_CONCURRENCY": "5000"}, 4, 5000),
+        ({"LIMIT_CONCURRENCY": "0"}, 1, None),  # no cap
+    ],
+)
+def test_each_worker_holds_all_nginx_lets_through(
+    environ: dict[str, str], nginx_workers: int, cap: int | None
+) -> None:
+    """Unset, each worker's LIMIT_CONCURRENCY is every connection nginx's caps let through and
+    keep idle, all on one worker at worst: the worker's plain-text 503 never comes first."""
+    assert load(environ).worker_concurrency(nginx_workers) == cap

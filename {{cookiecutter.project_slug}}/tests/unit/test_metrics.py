@@ -140,3 +140,28 @@ def test_websocket_sessions_are_counted_open_and_by_close_code() -> None:
         for code in ("1000", "other", "1001", "1008")
     }
     assert counted == {"1000": 1.0, "other": 1.0, "1001": 1.0, "1008": None}
+
+
+def test_websocket_messages_and_their_bytes_are_counted_each_way() -> None:
+    """Each message received and sent counts once, with its payload's bytes (text as UTF-8)."""
+    metrics = RequestMetrics(deadline_seconds=30.0)
+
+    async def echo(_scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        while (message := await receive())["type"] == "websocket.receive":
+            await send({**message, "type": "websocket.send"})
+
+    inbox: list[Message] = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.receive", "text": "h\u00e9"},  # 3 bytes in UTF-8
+        {"type": "websocket.receive", "bytes": bytes(5)},
+        {"type": "websocket.disconnect", "code": 1000},
+    ]
+    asyncio.run(call(MetricsMiddleware(echo, metrics=metrics), {"type": "websocket"}, inbox=inbox))
+
+    sample = metrics.registry.get_sample_value
+    for direction in ("received", "sent"):
+        labels = {"direction": direction}
+        assert sample("websocket_messages_total", labels) == 2.0
+        assert sample("websocket_message_bytes_total", labels) == 8.0

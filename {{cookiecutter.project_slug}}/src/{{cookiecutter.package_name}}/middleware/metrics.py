@@ -4,7 +4,7 @@ WebSocket sessions open and their durations by close code. The metrics and their
 
 from time import perf_counter
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .response import tracker
@@ -63,6 +63,19 @@ class RequestMetrics:
             buckets=SESSION_BUCKETS,
             registry=self.registry,
         )
+        # What sessions carry: a session's bounds are the stack's (its README), this is the load.
+        self.websocket_messages = Counter(
+            "websocket_messages",
+            "WebSocket messages the app received and sent, by direction.",
+            ("direction",),
+            registry=self.registry,
+        )
+        self.websocket_bytes = Counter(
+            "websocket_message_bytes",
+            "Their payload bytes (text as UTF-8), by direction.",
+            ("direction",),
+            registry=self.registry,
+        )
         # livemostrecent: each worker sees only the probes that reach it; the newest wins.
         self.readiness = Gauge(
             "readiness_check_passing",
@@ -112,14 +125,22 @@ class MetricsMiddleware:
                 child = self._children[key] = self.metrics.duration.labels(*key[:2], str(key[2]))
             child.observe(perf_counter() - start)
 
+    def _count_message(self, direction: str, message: Message) -> None:
+        text = message.get("text")
+        size = len(text.encode()) if text is not None else len(message.get("bytes") or b"")
+        self.metrics.websocket_messages.labels(direction).inc()
+        self.metrics.websocket_bytes.labels(direction).inc(size)
+
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Open from its accept; its duration under the closing code (the app's, else the
-        client's; 1006 when neither said one)."""
+        client's; 1006 when neither said one); its messages and their bytes each way."""
         accepted: list[float] = []  # perf_counter() at the accept, once accepted
         codes: list[int] = []
 
         async def watch_send(message: Message) -> None:
-            if message["type"] == "websocket.accept":
+            if message["type"] == "websocket.send":
+                self._count_message("sent", message)
+            elif message["type"] == "websocket.accept":
                 accepted.append(perf_counter())
                 self.metrics.websockets_open.inc()
             elif message["type"] == "websocket.close":
@@ -128,7 +149,9 @@ class MetricsMiddleware:
 
         async def watch_receive() -> Message:
             message = await receive()
-            if message["type"] == "websocket.disconnect":
+            if message["type"] == "websocket.receive":
+                self._count_message("received", message)
+            elif message["type"] == "websocket.disconnect":
                 codes.append(message.get("code", 1005))
             return message
 
