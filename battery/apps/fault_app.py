@@ -11,6 +11,7 @@ inside the real app, behind its middleware (request id, access log, deadline, er
     GET  /fault/pid               the pid of the worker that answered
     GET  /fault/headers           the request headers and URL the app was given
     GET  /fault/unready           the app's own 503, with its own Retry-After (7)
+    GET  /fault/download?mib=N    N MiB of zeros, streamed in 64 KiB chunks (no length)
     POST /fault/echo              reads a JSON body and returns it (201)
     POST /fault/model             validates a JSON body against a strict model, no size limit
     POST /fault/exit              the worker process dies mid-request (nginx answers 502)
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 # The service's app: SERVICE_PACKAGE names its package (battery/conftest.py sets it).
@@ -114,6 +115,17 @@ async def unready() -> JSONResponse:
 async def pid() -> dict[str, int]:
     """The pid of the worker that answered."""
     return {"pid": os.getpid()}
+
+
+@app.get("/fault/download")
+async def download(mib: int = 1) -> StreamingResponse:
+    chunk = bytes(64 * 1024)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(mib * 16):
+            yield chunk
+
+    return StreamingResponse(chunks(), media_type="application/octet-stream")
 
 
 @app.post("/fault/echo", status_code=201)
