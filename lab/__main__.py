@@ -135,7 +135,12 @@ def run_peers(project: Project, args: argparse.Namespace, argv: list[str]) -> in
     )
     publish(args.out, "peers", peers.markdown(results), json.dumps(results, indent=1))
     print(f"results in {args.out}")
-    return 0
+    verdict = peers.check_held_memory(results, peers.load_held_budget(args.budgets))
+    if verdict is None or args.short:  # too few held connections for a figure each
+        return 0
+    passed, line = verdict
+    print(f"{'pass' if passed else 'FAIL'}  {line}")
+    return 0 if passed else 1
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:

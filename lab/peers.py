@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -182,13 +183,13 @@ VARIANTS = {
             "stack-keepalive-16",
             "stack, upstream keepalive 16",
             "stack",
-            nginx_edits=((r"keepalive 64;", "keepalive 16;"),),
+            nginx_edits=((r"keepalive @UPSTREAM_IDLE@;", "keepalive 16;"),),
         ),
         Server(
             "stack-keepalive-256",
             "stack, upstream keepalive 256",
             "stack",
-            nginx_edits=((r"keepalive 64;", "keepalive 256;"),),
+            nginx_edits=((r"keepalive @UPSTREAM_IDLE@;", "keepalive 256;"),),
         ),
         Server(
             "stack-buffers-4k",
@@ -1097,6 +1098,38 @@ def held_figures(run: dict[str, Any]) -> dict[str, float]:
         "websockets_open": held["websockets_open"],
         "gap_p99_ms": held["gap_p99_ms"],
     }
+
+
+@dataclass(frozen=True)
+class HeldMemoryBudget:
+    baseline: str  # the server whose memory per held connection the stack's is held to
+    max_ratio: float
+    why: str
+
+
+def load_held_budget(path: Path) -> HeldMemoryBudget:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))["held_memory"]
+    return HeldMemoryBudget(str(data["baseline"]), float(data["max_ratio"]), str(data["why"]))
+
+
+def check_held_memory(results: dict[str, Any], budget: HeldMemoryBudget) -> tuple[bool, str] | None:
+    """Whether the stack's memory per held connection keeps within the budget, and one line
+    saying so; None unless the stack and the baseline both ran the held condition."""
+    kib: dict[str, float] = {}
+    for server in ("stack", budget.baseline):
+        runs = [
+            run for run in results["runs"] if (run["server"], run["condition"]) == (server, "held")
+        ]
+        figures = [each for each in map(held_figures, runs) if each]
+        if not figures:
+            return None
+        kib[server] = _median([each["kib_per_connection"] for each in figures])
+    found = kib["stack"] / kib[budget.baseline] if kib[budget.baseline] > 0 else math.inf
+    line = (
+        f"held connections: the stack {kib['stack']:,.0f} KiB each, {budget.baseline} "
+        f"{kib[budget.baseline]:,.0f} KiB: {found:.2f} x, budget at most {budget.max_ratio:.2f} x"
+    )
+    return found <= budget.max_ratio, line
 
 
 def _held_table(

@@ -227,6 +227,49 @@ def test_the_held_table_reports_memory_per_connection_and_tokens_on_time() -> No
     ) in report
 
 
+def _held_run(server: str, pss_held_kib: int) -> dict[str, Any]:
+    """A held run whose 1,300 connections added pss_held_kib - 100,000 KiB."""
+    run = _run(server, "held", 5000)
+    run["attacker"] = {
+        "streams_open": 300,
+        "websockets_open": 1000,
+        "on_time": 1,
+        "late": 0,
+        "tokens": 1,
+        "tokens_expected": 1,
+        "gap_p99_ms": 100.0,
+        "pss_before_kib": 100_000,
+        "pss_held_kib": pss_held_kib,
+    }
+    return run
+
+
+@pytest.mark.parametrize(
+    ("stack_kib", "expected"),
+    [
+        (178_000, (True, "the stack 60 KiB each, uvicorn 50 KiB: 1.20 x, budget at most 1.20 x")),
+        (178_200, (False, "the stack 60 KiB each, uvicorn 50 KiB: 1.20 x")),  # 1.203 x
+    ],
+)
+def test_the_stacks_memory_per_held_connection_is_judged_against_uvicorns(
+    stack_kib: int, expected: tuple[bool, str]
+) -> None:
+    """At most the budget's ratio of the baseline's memory per held connection passes; above
+    it fails; without the baseline's held run there is nothing to judge."""
+    budget = peers.HeldMemoryBudget("uvicorn", 1.2, "why")
+    runs = [_held_run("stack", stack_kib), _held_run("uvicorn", 165_000)]
+    verdict = peers.check_held_memory({"runs": runs}, budget)
+    assert verdict is not None
+    assert verdict[0] is expected[0]
+    assert expected[1] in verdict[1]
+    assert peers.check_held_memory({"runs": runs[:1]}, budget) is None
+
+
+def test_the_shipped_held_memory_budget_is_uvicorns_times_1_2() -> None:
+    budget = peers.load_held_budget(Path(peers.__file__).with_name("budgets.toml"))
+    assert (budget.baseline, budget.max_ratio) == ("uvicorn", 1.2)
+
+
 def test_a_token_is_on_time_within_two_periods_of_the_one_before() -> None:
     """Gaps of one and two periods are on time, three is late; tokens before the window
     starts are not counted, and a stream silent for longer at the end adds one late."""
