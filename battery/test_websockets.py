@@ -109,9 +109,9 @@ def test_an_unknown_route_or_a_missing_connection_header_opens_nothing(
 
 
 def test_a_frame_claiming_a_gigabyte_closes_the_session_with_1009(ws_stack: RunningStack) -> None:
-    """A frame header announcing 1 GiB (over uvicorn's 16 MiB) ends the session with a close
-    frame 1009 (message too big) at once, without the server reading the rest; the worker
-    answers the next request."""
+    """A frame header announcing 1 GiB (over WEBSOCKET_MAX_MESSAGE_BYTES) ends the session with
+    a close frame 1009 (message too big) at once, without the server reading the rest; the
+    worker answers the next request."""
     session = SocketSession(ws_stack.port)
     with session as head:
         assert head.startswith(b"HTTP/1.1 101 "), head
