@@ -95,17 +95,23 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         return False
 
     def refuse(self, code: int, reason: str) -> None:
-        """Close with code and reason, as uvicorn closes a session its parser refused; one line
-        with the client nginx named and the request id of its handshake."""
-        headers = dict(self.scope["headers"])
-        said = {
-            "client": get_client_addr(self.scope),
-            "request_id": headers.get(b"x-request-id", b"-").decode(),
-            "close_code": code,
-        }
-        self.logger.warning("WebSocket session closed: %s", reason, extra=said)
+        """Close with code and reason, as uvicorn closes a session its parser refused."""
         self.conn.fail(code, reason)
         self.handle_parser_exception()
+
+    def handle_parser_exception(self) -> None:
+        """uvicorn's close of a session past a bound (a message too big, a protocol error) or
+        one of ours, plus one warning line: the client nginx named, the handshake's request id,
+        the code."""
+        if not self.close_sent and (closing := self.conn.close_sent) is not None:
+            headers = dict(self.scope["headers"])
+            said = {
+                "client": get_client_addr(self.scope),
+                "request_id": headers.get(b"x-request-id", b"-").decode(),
+                "close_code": closing.code,
+            }
+            self.logger.warning("WebSocket session closed: %s", closing.reason, extra=said)
+        super().handle_parser_exception()
         # The app's next send raises ClientDisconnected (its WebSocketDisconnect), not
         # uvicorn's RuntimeError for a send after the close: a refusal logs one line.
         self.disconnected = True
