@@ -27,7 +27,7 @@ from harness.clients import parse_response
 from harness.processes import Processes
 
 from .conftest import Stacks, worker_pids
-from .test_websockets import tree_pss
+from .test_websockets import handshake, tree_pss
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -250,19 +250,9 @@ def frame(opcode: int, payload: bytes, *, fin: bool = True, rsv1: bool = False) 
     return head + b"\0\0\0\0" + payload
 
 
-def open_session(
-    port: int, address: str, *extra: str, path: str = "/ws"
-) -> tuple[socket.socket, bytes]:
-    """A handshake from address; the socket and the answer's head (with any body bytes)."""
-    client = socket.create_connection(("127.0.0.1", port), 10, (address, 0))
-    lines = "".join(f"{line}\r\n" for line in ["Host: localhost", *UPGRADE, *extra])
-    client.sendall(f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode())
-    answer = b""
-    while b"\r\n\r\n" not in answer:
-        if not (chunk := client.recv(4096)):
-            break
-        answer += chunk
-    return client, answer
+def open_session(port: int, address: str, *extra: str) -> tuple[socket.socket, bytes]:
+    """A handshake to /ws from address; the socket and the answer's head."""
+    return handshake(port, "/ws", *UPGRADE, *extra, source=address)
 
 
 def close_code(client: socket.socket, seconds: float = 5.0, limit: int = 256 * MIB) -> int | None:
@@ -316,6 +306,29 @@ def flood(client: socket.socket, block: bytes, stop: threading.Event, seconds: f
     return written
 
 
+def flooded_session(
+    port: int,
+    block: bytes,
+    stop: threading.Event,
+    seconds: float,
+    *,
+    prelude: bytes = b"",
+    ready: threading.Event | None = None,
+) -> int | None:
+    """A session from ATTACK_ADDRESS with a 4 KiB receive buffer that sends prelude, sets
+    ready, then sends block again and again, never reading (flood); the server's close code."""
+    client, head = open_session(port, ATTACK_ADDRESS)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.sendall(prelude)
+    if ready is not None:
+        ready.set()
+    flood(client, block, stop, seconds)
+    code = close_code(client)
+    client.close()
+    return code
+
+
 # --- 1. a session's memory ---------------------------------------------------------------------
 
 
@@ -328,14 +341,7 @@ def test_a_ping_flood_that_never_reads_is_bounded_and_closed(
     pings = frame(0x9, b"p" * 125) * 2000
 
     def attack(ready: threading.Event, stop: threading.Event) -> int | None:
-        client, head = open_session(stack.port, ATTACK_ADDRESS)
-        assert head.startswith(b"HTTP/1.1 101 "), head
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        ready.set()
-        flood(client, pings, stop, 15)
-        code = close_code(client)
-        client.close()
-        return code
+        return flooded_session(stack.port, pings, stop, 15, ready=ready)
 
     measured, code = contest(stack, pod, attack)
 
@@ -359,12 +365,7 @@ def test_big_messages_whose_echo_is_never_read_are_closed_with_1009(
         codes: list[int | None] = [None] * 6
 
         def one(number: int) -> None:
-            client, head = open_session(stack.port, ATTACK_ADDRESS)
-            assert head.startswith(b"HTTP/1.1 101 "), head
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            flood(client, message, stop, 10)
-            codes[number] = close_code(client)
-            client.close()
+            codes[number] = flooded_session(stack.port, message, stop, 10)
 
         sessions = [threading.Thread(target=one, args=(n,), daemon=True) for n in range(6)]
         for session in sessions:
@@ -390,14 +391,8 @@ def test_a_message_of_endless_fragments_is_closed(pod_stacks: Stacks, pod: cgrou
     fragments = frame(0x0, b"ab", fin=False) * 10000
 
     def attack(ready: threading.Event, stop: threading.Event) -> int | None:
-        client, head = open_session(stack.port, ATTACK_ADDRESS)
-        assert head.startswith(b"HTTP/1.1 101 "), head
-        client.sendall(frame(0x1, b"ab", fin=False))
-        ready.set()
-        flood(client, fragments, stop, 15)
-        code = close_code(client)
-        client.close()
-        return code
+        first = frame(0x1, b"ab", fin=False)
+        return flooded_session(stack.port, fragments, stop, 15, prelude=first, ready=ready)
 
     measured, code = contest(stack, pod, attack)
 

@@ -36,9 +36,12 @@ KEY = base64.b64encode(os.urandom(16)).decode()
 HANDSHAKE = ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13"]
 
 
-def handshake(port: int, path: str, *headers: str) -> tuple[socket.socket, bytes]:
-    """Send a handshake with these header lines; the open socket and the answer's head."""
-    client = socket.create_connection(("127.0.0.1", port), timeout=10)
+def handshake(
+    port: int, path: str, *headers: str, source: str = "127.0.0.1"
+) -> tuple[socket.socket, bytes]:
+    """Send a handshake with these header lines from source; the open socket and the answer's
+    head."""
+    client = socket.create_connection(("127.0.0.1", port), 10, (source, 0))
     lines = "".join(f"{line}\r\n" for line in ["Host: localhost", *headers])
     client.sendall(f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode("latin-1"))
     answer = b""

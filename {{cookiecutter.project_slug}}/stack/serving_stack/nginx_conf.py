@@ -81,10 +81,11 @@ def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
     """nginx.conf's placeholder values, for this many nginx workers."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
+    held = worker_connections(settings)
     return {
         "WORKER_PROCESSES": str(workers),
-        "WORKER_CONNECTIONS": str(worker_connections(settings)),
-        "WORKER_RLIMIT_NOFILE": str(2 * worker_connections(settings)),
+        "WORKER_CONNECTIONS": str(held),
+        "WORKER_RLIMIT_NOFILE": str(2 * held),
         "REQUESTS_PER_POD": str(REQUESTS_PER_POD),
         "STREAMS_PER_POD": str(settings.streams_per_pod),
         "WEBSOCKETS_PER_POD": str(settings.websockets_per_pod),

@@ -198,3 +198,25 @@ def test_each_worker_holds_all_nginx_lets_through(
     """Unset, each worker's LIMIT_CONCURRENCY is every connection nginx's caps let through and
     keep idle, all on one worker at worst: the worker's plain-text 503 never comes first."""
     assert load(environ).worker_concurrency(nginx_workers) == cap
+
+
+@pytest.mark.parametrize(
+    ("environ", "connections"),
+    [
+        # Twice 512 + 512 + 1,024 held connections, 64 idle upstreams, 4,096 uncounted.
+        ({}, 8256),
+        ({"STREAMS_PER_POD": "1", "WEBSOCKETS_PER_POD": "1"}, 5188),
+        ({"WEBSOCKETS_PER_POD": "16384"}, 38976),
+    ],
+)
+def test_nginx_holds_every_connection_the_caps_let_in(
+    environ: dict[str, str], connections: int
+) -> None:
+    """worker_connections holds, on one worker, each connection the caps let in twice (client
+    and upstream) and what no cap counts; the descriptors allow twice that."""
+    conf = nginx_conf.render(
+        OWN_CONFIGS["nginx_conf"].read_text(encoding="utf-8"),
+        nginx_conf.nginx_values(load(environ), workers=1),
+    )
+    assert f"worker_connections {connections};" in conf
+    assert f"worker_rlimit_nofile {2 * connections};" in conf

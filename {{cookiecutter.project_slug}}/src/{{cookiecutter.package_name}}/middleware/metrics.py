@@ -97,6 +97,14 @@ class MetricsMiddleware:
         self._active = metrics.active
         # (method, route, status) -> histogram child, skipping labels()' checks and lock.
         self._children: dict[tuple[str, str, int], Histogram] = {}
+        # A WebSocket's messages and bytes by direction, looked up once, not per message.
+        self._messages = {
+            direction: (
+                metrics.websocket_messages.labels(direction),
+                metrics.websocket_bytes.labels(direction),
+            )
+            for direction in ("received", "sent")
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,8 +136,9 @@ class MetricsMiddleware:
     def _count_message(self, direction: str, message: Message) -> None:
         text = message.get("text")
         size = len(text.encode()) if text is not None else len(message.get("bytes") or b"")
-        self.metrics.websocket_messages.labels(direction).inc()
-        self.metrics.websocket_bytes.labels(direction).inc(size)
+        messages, payload_bytes = self._messages[direction]
+        messages.inc()
+        payload_bytes.inc(size)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Open from its accept; its duration under the closing code (the app's, else the
