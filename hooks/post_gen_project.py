@@ -72,18 +72,31 @@ AUTH_ONLY = (
     "docs/auth.md",
 )
 
+# jobs=procrastinate only: the worker, its jobs package, the queue's schema and their tests.
+JOBS_ONLY = (
+    "docs/jobs.md",
+    "migrations/procrastinate",
+    "migrations/versions/rev_0002_procrastinate_schema.py",
+    "src/{package}/jobs",
+    "src/{package}/worker.py",
+    "tests/jobs",
+    "k8s/base/worker.yaml",
+)
+
 
 def disabled_paths(context: dict[str, object]) -> list[Path]:
     """The rendered paths that belong to options switched off in ``context``."""
     package = context["package_name"]
     if context["layout"] == "serving-only":
-        serving_only = (*SERVICE_ONLY, *DATABASE_ONLY, *AUTH_ONLY)
+        serving_only = (*SERVICE_ONLY, *DATABASE_ONLY, *AUTH_ONLY, *JOBS_ONLY)
         return [Path(path.format(package=package)) for path in serving_only]
     database_paths = NO_DATABASE_ONLY if context["database"] != "none" else DATABASE_ONLY
     paths = [Path(path) for path in SERVING_ONLY]
     paths += [Path(path.format(package=package)) for path in database_paths]
     if context.get("auth", "none") != "oidc":
         paths += [Path(path.format(package=package)) for path in AUTH_ONLY]
+    if context.get("jobs", "none") != "procrastinate":
+        paths += [Path(path.format(package=package)) for path in JOBS_ONLY]
     if context["ci"] != "github":
         paths.append(Path(".github"))
     if context["kubernetes"] is not True:

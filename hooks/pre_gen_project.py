@@ -184,6 +184,29 @@ def check_auth(value: str, layout: str, package: str) -> None:
         raise AnswerError(f"package_name {package!r} would shadow auth={value}'s dependency")
 
 
+JOBS = ("none", "procrastinate")
+# Import names jobs=procrastinate adds (the library, its psycopg 3 driver and pool, its cron
+# parser and what they bring, the example job's HTTP client).
+JOBS_DEPENDENCY_MODULES = frozenset(
+    {"procrastinate", "psycopg", "psycopg_pool", "croniter", "dateutil", "asgiref", "attr"}
+    | {"attrs", "pytz", "httpx"}
+)
+
+
+def check_jobs(value: str, database: str, package: str) -> None:
+    if value not in JOBS:
+        raise AnswerError(f"jobs {value!r} is not one of {', '.join(JOBS)}")
+    if value == "none":
+        return
+    if database != "postgresql":
+        raise AnswerError(
+            f"jobs={value} needs database=postgresql: the jobs are queued in the service's "
+            "PostgreSQL, in the transaction of the rows that cause them"
+        )
+    if package in JOBS_DEPENDENCY_MODULES:
+        raise AnswerError(f"package_name {package!r} would shadow jobs={value}'s dependency")
+
+
 def validate(context: dict[str, object]) -> None:
     """Raise AnswerError for the first answer that would break the generated project."""
     answers = {key: str(value) for key, value in context.items() if isinstance(value, str)}
@@ -195,6 +218,7 @@ def validate(context: dict[str, object]) -> None:
     check_app_module(answers["app_module"], answers["layout"], answers["package_name"])
     check_database(answers["database"], answers["layout"])
     check_auth(answers.get("auth", "none"), answers["layout"], answers["package_name"])
+    check_jobs(answers.get("jobs", "none"), answers["database"], answers["package_name"])
 
 
 def main() -> int:

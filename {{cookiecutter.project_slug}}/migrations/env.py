@@ -32,8 +32,22 @@ def database_url() -> str:
     return re.sub(r"^postgres(?:ql)?://", "postgresql+asyncpg://", url)
 
 
+{%- if cookiecutter.jobs == "procrastinate" %}
+
+
+def _ours(name: str | None, kind: str, _: Any) -> bool:
+    """Autogenerate compares the models' tables only: the job queue's are procrastinate's,
+    created and changed by their own revisions (0002 and the ones wrapping its migrations)."""
+    return not (kind == "table" and (name or "").startswith("procrastinate_"))
+{%- endif %}
+
+
 def _migrate(**where: Any) -> None:
+{%- if cookiecutter.jobs == "procrastinate" %}
+    context.configure(target_metadata=Base.metadata, include_name=_ours, **where)
+{%- else %}
     context.configure(target_metadata=Base.metadata, **where)  # autogenerate's metadata
+{%- endif %}
     with context.begin_transaction():
         # Held until the transaction ends: a second run waits, then finds nothing to do.
         context.execute(text("SELECT pg_advisory_xact_lock(:key)").bindparams(key=LOCK_KEY))

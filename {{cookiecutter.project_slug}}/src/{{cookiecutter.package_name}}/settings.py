@@ -17,6 +17,9 @@ from pydantic import (
     BeforeValidator,
 {%- endif %}
     Field,
+{%- if cookiecutter.jobs == "procrastinate" %}
+    HttpUrl,
+{%- endif %}
     SecretStr,
     ValidationError,
 {%- if cookiecutter.database == "postgresql" %}
@@ -43,6 +46,11 @@ from serving_stack import (
     misnamed,
     variable_names,
 )
+{%- if cookiecutter.jobs == "procrastinate" %}
+
+# Seconds a stopping worker needs after its drain: cancel what runs, record each as retried.
+JOBS_ABORT_MARGIN = 5.0
+{%- endif %}
 
 ENV_PREFIX = {{ (cookiecutter.package_name | upper ~ "_") | string_literal }}
 # The serving stack's variables as .env's keys reach this model (lower case).
@@ -161,6 +169,32 @@ class Settings(BaseSettings):
         le=1024,
         validation_alias=AliasChoices("GUNICORN_WORKERS", "WEB_CONCURRENCY"),
     )
+{%- if cookiecutter.jobs == "procrastinate" %}
+    # The job worker's (docs/jobs.md): jobs one worker process runs at once.
+    jobs_concurrency: int = Field(default=8, ge=1, le=256)
+    # Its pool's connections: the listener holds one, fetching and finishing jobs share the rest.
+    jobs_max_connections: int = Field(default=4, ge=2, le=1000)
+    # After SIGTERM, running jobs have this long to finish; then they are aborted and retried.
+    jobs_drain_seconds: float = Field(default=20, gt=0, le=3600)
+    # A worker beats this often; one silent for 3 beats is stalled and its jobs run again.
+    jobs_heartbeat_seconds: float = Field(default=10, ge=0.1, le=300)
+    # Every task without a retry policy of its own: this many runs in all, waits of
+    # JOBS_RETRY_BASE_SECONDS ** attempt between them (2: 2, 4, 8, 16 s).
+    jobs_max_attempts: int = Field(default=5, ge=1, le=100)
+    jobs_retry_base_seconds: int = Field(default=2, ge=1, le=60)
+    # Failed and aborted jobs are kept this long for a person to look at, then deleted.
+    jobs_keep_failed_hours: int = Field(default=168, ge=1, le=87_600)
+    # The worker's /livez and /metrics (loopback unless set; the image sets 0.0.0.0).
+    jobs_health_host: str = "127.0.0.1"
+    jobs_health_port: int = Field(default=9465, ge=1, le=65535)
+    # Where the example job announces each new item (unset: the job only logs it).
+    item_webhook_url: HttpUrl | None = None
+    # Seconds the platform grants a stopping worker before SIGKILL (the stack's variable):
+    # the drain plus its abort margin must fit.
+    stop_grace_period: float | None = Field(
+        default=None, gt=0, le=86_400, validation_alias=AliasChoices("STOP_GRACE_PERIOD")
+    )
+{%- endif %}
     # Unprefixed, as platforms and migrations/env.py name it; required (docs/database.md).
     # Last: pydantic calls no default factory above once a field before it failed, and a
     # missing URL would then be three errors instead of the one that says what to do.
@@ -220,6 +254,16 @@ class Settings(BaseSettings):
             budget = f"{self.env_var('database_max_connections')}={self.database_max_connections}"
             need = f"below the worker count ({self.workers}): every worker needs a connection"
             raise ValueError(f"{budget} is {need}")
+{%- endif %}
+{%- if cookiecutter.jobs == "procrastinate" %}
+        grace, stop = self.stop_grace_period, self.jobs_drain_seconds + JOBS_ABORT_MARGIN
+        if grace is not None and grace < stop:
+            drain = f"{self.env_var('jobs_drain_seconds')}={self.jobs_drain_seconds:g}"
+            raise ValueError(
+                f"STOP_GRACE_PERIOD={grace:g} is below the job worker's stop ({drain} plus"
+                f" {JOBS_ABORT_MARGIN:g} s to abort what is left): the platform would kill it"
+                " mid-drain and its jobs would wait to be found stalled; lower one, raise the other"
+            )
 {%- endif %}
         idle, longest = self.stream_idle_timeout_seconds, self.stream_max_seconds
         if idle is not None and idle > self.request_timeout_seconds:

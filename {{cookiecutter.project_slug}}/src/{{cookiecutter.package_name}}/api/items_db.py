@@ -1,5 +1,6 @@
 """The example items resource, stored in PostgreSQL: its routes and its queries, the only code
-that knows how items are stored (docs/database.md). Depends on FastAPI, SQLAlchemy 2 (asyncio),
+that knows how items are stored (docs/database.md).{% if cookiecutter.jobs == "procrastinate" %} Creating one queues a job announcing it
+(docs/jobs.md).{% endif %} Depends on FastAPI, SQLAlchemy 2 (asyncio),
 api/items.py's model and db/ (the lifespan's ``app.state.database``)."""
 
 from typing import Annotated, Any
@@ -14,6 +15,10 @@ from {{ cookiecutter.package_name }}.auth import require_scopes
 {% endif -%}
 from {{ cookiecutter.package_name }}.db.engine import session
 from {{ cookiecutter.package_name }}.db.models import ItemRow
+{%- if cookiecutter.jobs == "procrastinate" %}
+from {{ cookiecutter.package_name }}.jobs.defer import defer
+from {{ cookiecutter.package_name }}.jobs.tasks import announce_item
+{%- endif %}
 
 from .body_limits import max_body_bytes
 from .items import ITEM_BODY_BYTES, ItemIn, Tag
@@ -82,5 +87,14 @@ async def create_item(new: NewItem, db: Session) -> StoredItem:
     """Create an item from a JSON body and return it, committed, with PostgreSQL's id."""
     row = ItemRow(name=new.name, price_cents=new.price_cents, tags=list(new.tags))
     db.add(row)
+{%- if cookiecutter.jobs == "procrastinate" %}
+    await db.flush()  # PostgreSQL's id, for the job; nothing is committed yet
+    item = StoredItem.model_validate(row)
+    # In the same transaction: the job is queued if and only if the item is stored.
+    await defer(db, announce_item, item=item.model_dump(), idempotency_key=f"item-{row.id}")
+    await db.commit()
+    return item
+{%- else %}
     await db.commit()
     return StoredItem.model_validate(row)
+{%- endif %}
