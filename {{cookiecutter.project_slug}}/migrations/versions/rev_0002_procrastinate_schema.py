@@ -20,10 +20,9 @@ PROCRASTINATE_SCHEMA = "3.10.0"
 PROCRASTINATE_MIGRATIONS: tuple[str, ...] = ()
 
 SCHEMA = Path(__file__).parent.parent / "procrastinate" / f"schema-{PROCRASTINATE_SCHEMA}.sql"
-# Everything the schema creates, its triggers and indexes with their tables.
+# Everything the schema creates: its functions (with the triggers calling them), then its
+# tables (with their indexes), then its types; CASCADE only where its own objects depend.
 DROP = """
-DROP TABLE procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs,
-    procrastinate_workers;
 DO $$
 DECLARE routine regprocedure;
 BEGIN
@@ -31,9 +30,11 @@ BEGIN
         SELECT p.oid::regprocedure FROM pg_proc p
         WHERE p.proname LIKE 'procrastinate%' AND p.pronamespace = current_schema()::regnamespace
     LOOP
-        EXECUTE 'DROP FUNCTION ' || routine;
+        EXECUTE 'DROP FUNCTION ' || routine || ' CASCADE';
     END LOOP;
 END $$;
+DROP TABLE procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs,
+    procrastinate_workers;
 DROP TYPE procrastinate_job_to_defer_v1, procrastinate_job_event_type, procrastinate_job_status;
 """
 

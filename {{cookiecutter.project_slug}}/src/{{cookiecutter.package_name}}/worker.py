@@ -10,6 +10,7 @@ import importlib
 import logging
 import signal
 import sys
+from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
@@ -27,8 +28,20 @@ from .settings import Settings, refusal
 
 logger = logging.getLogger(__name__)
 
+# procrastinate's default: new jobs come by LISTEN/NOTIFY, this only catches retries falling due.
+FETCH_POLL_SECONDS = 5.0
+
 # Shown in pg_stat_activity beside the web workers' connections.
 APPLICATION_NAME = {{ (cookiecutter.project_slug ~ "-worker") | string_literal }}
+
+
+class HealthServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the worker's handler drains the jobs first,
+    then ends this server."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def conninfo(settings: Settings) -> str:
@@ -40,9 +53,10 @@ def conninfo(settings: Settings) -> str:
 def apply_retry_policy(settings: Settings) -> None:
     """Give every task without a retry policy of its own the settings' one: a failed job and
     one aborted at a stop are queued again, JOBS_RETRY_BASE_SECONDS ** attempt later."""
-    policy = RetryStrategy(
-        max_attempts=settings.jobs_max_attempts, exponential_wait=settings.jobs_retry_base_seconds
-    )
+    # procrastinate counts retries, not runs; and 0 would retry for ever: one run is no policy.
+    retries = settings.jobs_max_attempts - 1
+    base = settings.jobs_retry_base_seconds
+    policy = RetryStrategy(max_attempts=retries, exponential_wait=base) if retries else None
     for task in job_queue.tasks.values():
         task.retry_strategy = task.retry_strategy or policy
 
@@ -67,6 +81,8 @@ async def run(settings: Settings) -> None:
         concurrency=settings.jobs_concurrency,
         shutdown_graceful_timeout=settings.jobs_drain_seconds,
         delete_jobs="successful",  # failed ones stay for a person, pruned later (jobs/tasks.py)
+        # A retried job's time comes without a notification: looked for at least every beat.
+        fetch_job_polling_interval=min(FETCH_POLL_SECONDS, interval),
         update_heartbeat_interval=interval,
         stalled_worker_timeout=STALLED_AFTER_BEATS * interval,
         additional_context={"settings": settings},
@@ -82,8 +98,7 @@ async def run(settings: Settings) -> None:
         log_config=None,  # the root logger's JSON lines
         access_log=False,
     )
-    health.load()
-    server = uvicorn.Server(health)
+    server = HealthServer(health)
     loop = asyncio.get_running_loop()
     for stop in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(stop, worker.stop)
@@ -98,7 +113,7 @@ async def run(settings: Settings) -> None:
     await pool.open(wait=True, timeout=30)
     try:
         async with job_queue.open_async(pool):
-            await server.startup()
+            serving = asyncio.create_task(server.serve())
             sweeping = asyncio.create_task(beat_until_stopped(beat, worker))
             try:
                 await worker.run()  # type: ignore[no-untyped-call]  # procrastinate's, unannotated
@@ -106,7 +121,8 @@ async def run(settings: Settings) -> None:
                 sweeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweeping
-                await server.shutdown()
+                server.should_exit = True
+                await serving
     finally:
         await pool.close()
 

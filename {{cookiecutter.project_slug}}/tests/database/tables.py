@@ -16,8 +16,13 @@ from {{ cookiecutter.package_name }}.db.models import Base
 ALEMBIC_INI = str(Path(__file__).resolve().parent.parent.parent / "alembic.ini")
 # The project's migrations/, as alembic reads them (``get_revision("head")``: the head).
 MIGRATIONS = ScriptDirectory.from_config(Config(ALEMBIC_INI))
-# What a database at head holds: the models' tables and alembic's own.
+# What a database at head holds: the models' tables and alembic's own
+{%- if cookiecutter.jobs == "procrastinate" %}, and the job queue's.
+QUEUE_TABLES = {"procrastinate_jobs", "procrastinate_events", "procrastinate_workers"}
+AT_HEAD = {*Base.metadata.tables, "alembic_version", *QUEUE_TABLES, "procrastinate_periodic_defers"}
+{%- else %}.
 AT_HEAD = {*Base.metadata.tables, "alembic_version"}
+{%- endif %}
 Rows = list[tuple[Any, ...]]  # as the driver returns them
 
 
