@@ -1,6 +1,6 @@
 """Change a bake the way its docs say, then let its own steps run on the changed bake.
 
-    python tests/documented_changes.py PROJECT_DIR database|streams
+    python tests/documented_changes.py PROJECT_DIR database|jobs|streams
 
 database (the postgresql full suite, with the project's interpreter, before that bake's
 `make lint` and `make test`): adding an endpoint or a migration as documented must break no
@@ -9,6 +9,10 @@ test the user did not write. The README's way to add an endpoint: "a router modu
 schema: change db/models.py, then `alembic revision --autogenerate` against a migrated
 database. Needs PostgreSQL's server binaries: the bake's own tests/pg_server.py starts a
 throwaway server, as its tests do.
+
+jobs (the jobs full suite): the database's changes, then docs/jobs.md's way to add a job: a
+task in jobs/tasks.py, queued with defer() from a route of its own; the migration's
+autogenerate then runs beside the job queue's tables, which it must leave alone.
 
 streams (the image full suite, before its image is built): a WebSocket echo route and a
 server-sent-event stream in a router module of their own, included the same way, as the
@@ -103,6 +107,36 @@ async def events(tokens: int = 10, interval: float = 0.5) -> StreamingResponse:
 '''
 
 
+JOB_ROUTE = '''"""Reports, written by a job (added after generation, docs/jobs.md's way)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from {package}.jobs.defer import defer
+from {package}.jobs.tasks import write_report
+
+from .items_db import UNAVAILABLE, Session
+
+router = APIRouter(prefix="/reports", tags=["reports"], responses=UNAVAILABLE)
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED)
+async def request_report(db: Session) -> dict[str, int]:
+    """Queue a report of the items; the id of its job."""
+    job_id = await defer(db, write_report, kind="items")
+    await db.commit()
+    return {{"job_id": job_id}}
+'''
+JOB_TASK = '''
+
+@job_queue.task(name="write_report")
+async def write_report(*, kind: str) -> None:
+    """Write a report of ``kind`` (added after generation, docs/jobs.md's way)."""
+    logger.info("report written", extra={{"kind": kind}})
+'''
+
+
 def edit(path: Path, old: str, new: str) -> None:
     """Replace the one occurrence of old in path (fail loudly if the file changed shape)."""
     text = path.read_text(encoding="utf-8")
@@ -148,15 +182,32 @@ def add_streams(project: Path, package: str) -> None:
     edit(main, include, f"{include}    application.include_router(live.router)\n")
 
 
+def add_job(project: Path, package: str) -> None:
+    """docs/jobs.md's way: a task in jobs/tasks.py, queued by defer() from a new route."""
+    tasks = project / "src" / package / "jobs" / "tasks.py"
+    tasks.write_text(tasks.read_text(encoding="utf-8") + JOB_TASK.format(), encoding="utf-8")
+    api = project / "src" / package / "api"
+    (api / "reports.py").write_text(JOB_ROUTE.format(package=package), encoding="utf-8")
+    main = project / "src" / package / "main.py"
+    routers = "from .api import health, index, items_db, notes"
+    edit(main, f"{routers}\n", f"{routers}, reports\n")
+    include = "    application.include_router(notes.router)\n"
+    edit(main, include, f"{include}    application.include_router(reports.router)\n")
+
+
 def main(project: Path, change: str) -> None:
     (package,) = [path.parent.name for path in (project / "src").glob("*/__init__.py")]
     if change == "database":
         add_endpoint(project, package)
         add_migration(project, package)
+    elif change == "jobs":  # the database's changes too: autogenerate beside the queue's tables
+        add_endpoint(project, package)
+        add_migration(project, package)
+        add_job(project, package)
     elif change == "streams":
         add_streams(project, package)
     else:
-        sys.exit(f"unknown change {change!r}: database or streams")
+        sys.exit(f"unknown change {change!r}: database, jobs or streams")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,12 @@ def test_hostile_answer_renders_valid_project(tmp_path: Path, answers: dict[str,
         (SERVING | {"app_module": "   "}, "app_module must not be empty"),
         (SERVING | {"app_module": "class.main:app"}, "contains the Python keyword 'class'"),
         ({"app_module": "other.main:app"}, "'other.main:app' is for layout=serving-only"),
+        ({"jobs": "procrastinate"}, "jobs=procrastinate needs database=postgresql: the jobs"),
+        (SERVING | {"jobs": "procrastinate"}, "jobs=procrastinate needs database=postgresql"),
+        (
+            {"database": "postgresql", "jobs": "procrastinate", "package_name": "psycopg"},
+            "package_name 'psycopg' would shadow jobs=procrastinate's dependency",
+        ),
     ],
 )
 def test_bad_answer_is_refused_in_one_line(

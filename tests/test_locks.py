@@ -30,6 +30,15 @@ VARIANTS = {
     "database-postgresql.lock": {"database": "postgresql"},
     "database-none-auth-oidc.lock": {"auth": "oidc"},
     "database-postgresql-auth-oidc.lock": {"database": "postgresql", "auth": "oidc"},
+    "database-postgresql-jobs-procrastinate.lock": {
+        "database": "postgresql",
+        "jobs": "procrastinate",
+    },
+    "database-postgresql-auth-oidc-jobs-procrastinate.lock": {
+        "database": "postgresql",
+        "auth": "oidc",
+        "jobs": "procrastinate",
+    },
 }
 STALE = "uv.lock does not match pyproject.toml: run make lock, then commit uv.lock"
 
