@@ -4,11 +4,14 @@ end, a periodic job fires once per tick across workers, and its health port answ
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from httpx2 import ASGITransport, AsyncClient, Response
@@ -20,7 +23,16 @@ from {{ cookiecutter.package_name }}.jobs.health import health_app
 from {{ cookiecutter.package_name }}.jobs.recovery import STALLED_AFTER_BEATS
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings, refusal
 
-from .conftest import QUICK, WorkerProcess, jobs, queue, runs, wait_for, worker_environ
+from .conftest import (
+    QUICK,
+    WorkerProcess,
+    free_port,
+    jobs,
+    queue,
+    runs,
+    wait_for,
+    worker_environ,
+)
 from .trial_tasks import trial_fail, trial_sleep
 
 BEAT = float(QUICK["jobs_heartbeat_seconds"])
@@ -230,3 +242,26 @@ def test_sigterm_stops_an_idle_worker_at_once(start_worker: Callable[..., Worker
     worker = start_worker()
     status, took = worker.stop()
     assert (status, took < 2) == (0, True), took
+
+
+def test_make_worker_starts_the_worker_the_docs_show(
+    queue_url: str, tmp_path: Path, project_root: Path
+) -> None:
+    """`make worker` (README, docs/jobs.md) runs the worker on DATABASE_URL until stopped."""
+    port = free_port()
+    env = worker_environ(queue_url, port, {})
+    command = ["make", "--no-print-directory", "-C", str(project_root), "worker"]
+    with (tmp_path / "make-worker.log").open("wb") as log:
+        make = subprocess.Popen(
+            [*command, f"VENV={sys.prefix}"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        worker = WorkerProcess(make, port, tmp_path / "make-worker.log")
+        wait_for(lambda: worker.get("/livez")[0] == 200, 30, "make worker's /livez answering")
+    finally:
+        os.killpg(make.pid, signal.SIGTERM)  # Ctrl-C's way: the whole group
+        make.wait(30)
