@@ -20,6 +20,12 @@ DIR/peers.md.
 --side-faults instead: issue 19's figures through the project's live stack (lab/side_faults.py);
 writes DIR/side-faults.md.
 
+    python -m lab PROJECT_DIR --jobs [--out DIR]
+
+--jobs instead: a jobs=procrastinate project's worker and queue on a throwaway PostgreSQL
+(lab/jobs.py): jobs per second, enqueue cost, pickup, recovery, drain, memory, table sizes;
+writes DIR/jobs.md and DIR/jobs.json.
+
 Writes DIR/benchmark.json, DIR/benchmark.md, DIR/cost.json and, with matplotlib in the
 project's environment, DIR/benchmark.png; prints the tables and one line per check. Exits 1
 when a check FAILs (a budget in lab/budgets.toml) or a tool is missing, 2 on a usage error.
@@ -42,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.processes import ServerError
-from lab import cost, peers, side_faults
+from lab import cost, jobs, peers, side_faults
 from lab.attacks import AttackError
 from lab.budgets import check_budgets, load_budgets
 from lab.experiments import experiments, select
@@ -149,6 +155,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     os.chdir(project.root)
     if args.peers:
         return run_peers(project, args, argv)
+    if args.jobs:
+        signal.signal(signal.SIGTERM, _stop_on_term)
+        publish(args.out, "jobs", *jobs.report(project))
+        print(f"results in {args.out}")
+        return 0
     if args.side_faults:
         signal.signal(signal.SIGTERM, _stop_on_term)
         publish(args.out, "side-faults", side_faults.report(project))
@@ -234,6 +245,11 @@ def parser() -> argparse.ArgumentParser:
         "--side-faults",
         action="store_true",
         help="instead: issue 19's body CPU, metrics listener and metrics directory figures",
+    )
+    top.add_argument(
+        "--jobs",
+        action="store_true",
+        help="instead: a jobs=procrastinate project's worker and queue figures (issue 46)",
     )
     top.add_argument(
         "--servers", nargs="+", metavar="SERVER", help="--peers: these servers and stack variants"

@@ -253,6 +253,16 @@ def database_bake(shared_tmp: Path) -> Bake:
     return shared_bake(shared_tmp / "database", database="postgresql", kubernetes="true")
 
 
+@pytest.fixture(scope="session")
+def jobs_bake(shared_tmp: Path) -> Bake:
+    """The project rendered with database=postgresql, jobs=procrastinate and kubernetes=true
+    (the job worker's compose service and k8s/base/worker.yaml), the other answers default
+    (read only)."""
+    return shared_bake(
+        shared_tmp / "jobs", database="postgresql", jobs="procrastinate", kubernetes="true"
+    )
+
+
 @dataclass(frozen=True)
 class ProjectEnv:
     """A virtualenv holding the generated project's runtime and dev dependencies.
@@ -374,7 +384,9 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "postgresql": {"database": "postgresql", "kubernetes": "true"},
     # Each bake's image, built and smoke-tested with podman (tests/images.py, test_image.py).
     "image": {},
-    "image-postgresql": {"database": "postgresql"},
+    "image-postgresql": {"database": "postgresql", "jobs": "procrastinate"},
+    # Background jobs: its documented changes, then lint and test (real workers, PostgreSQL).
+    "jobs": {"database": "postgresql", "jobs": "procrastinate", "kubernetes": "true"},
     # The lab's commands (tests/full_suites.py says why in the background); lab_output().
     "lab": {},
     # The peers experiment's short run (test_peers.py), which judges no ratio; peers_output().
@@ -401,6 +413,11 @@ def full_suite_dir(shared_tmp: Path, name: str) -> Path:
 def lab_output(shared_tmp: Path, step: str) -> Path:
     """Where the lab suite's step writes its results (--out)."""
     return full_suite_dir(shared_tmp, "lab") / "out" / step
+
+
+def jobs_output(project: Path) -> Path:
+    """Where the jobs suite's `./scripts/bench --jobs` writes jobs.md and jobs.json."""
+    return project.parent / "out" / "jobs"
 
 
 def peers_output(shared_tmp: Path) -> Path:
@@ -500,6 +517,11 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
 
     if name == "default":
         return [make("lint"), make("test")]
+    if name == "jobs":  # then the lab's figures, as a person runs them (./scripts/bench --jobs)
+        figures = [str(BENCH_SCRIPT), str(project), "--jobs", "--out", str(jobs_output(project))]
+        bench_jobs = Step("bench jobs", figures, project.parent, bench_environ(env, project))
+        changes = Step("documented changes", [*documented, "jobs"])
+        return [changes, make("lint"), make("test"), bench_jobs]
     # The script a person runs (it checks nginx and the template's venv, then pytest).
     if name == "battery":
         return [Step("battery", battery_command(env, project))]

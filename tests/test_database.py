@@ -94,6 +94,96 @@ def test_compose_runs_migrations_before_the_app(database_bake: Bake) -> None:
     assert "${POSTGRES_PASSWORD:?" in services["db"]["environment"]["POSTGRES_PASSWORD"]
 
 
+def jobs_number(project: Path, pattern: str) -> float:
+    """A number the bake's settings.py defines (the drain's default, the abort margin)."""
+    package = next(p.parent.name for p in (project / "src").glob("*/settings.py"))
+    settings = (project / "src" / package / "settings.py").read_text(encoding="utf-8")
+    found = re.search(pattern, settings, re.MULTILINE)
+    assert found is not None, f"settings.py no longer matches {pattern}"
+    return float(found.group(1))
+
+
+def test_compose_runs_the_worker_after_migrations(jobs_bake: Bake) -> None:
+    """jobs=procrastinate: compose's worker is the app's image with the worker's entrypoint,
+    waits for migrate to succeed, shares the app's DATABASE_URL and lockdown, serves its health
+    port on the container's interfaces (published on loopback), checks /livez with Python
+    (no curl in the image), and its stop_grace_period = STOP_GRACE_PERIOD >= drain + margin."""
+    services = yaml_file(jobs_bake.project, "compose.yaml")["services"]
+    app, worker = services["app"], services["worker"]
+    package = jobs_bake.package_name
+    prefix = f"{package.upper()}_"
+    assert worker["entrypoint"] == ["python", "-m", f"{package}.worker"]
+    assert "command" not in worker
+    assert (worker["build"], worker["image"]) == (app["build"], app["image"])
+    assert worker["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
+    env = worker["environment"]
+    assert env["DATABASE_URL"] == app["environment"]["DATABASE_URL"]
+    assert env[f"{prefix}JOBS_HEALTH_HOST"] == "0.0.0.0"  # noqa: S104 - the container's
+    port = int(env[f"{prefix}JOBS_HEALTH_PORT"])
+    assert worker["ports"] == [f"127.0.0.1:{port}:{port}"]
+    for key in ("read_only", "cap_drop", "security_opt"):
+        assert worker[key] == app[key], key
+    assert worker["read_only"] is True
+    drain = float(
+        env.get(
+            f"{prefix}JOBS_DRAIN_SECONDS",
+            jobs_number(jobs_bake.project, r"jobs_drain_seconds: float = Field\(default=([\d.]+)"),
+        )
+    )
+    margin = jobs_number(jobs_bake.project, r"^JOBS_ABORT_MARGIN = ([\d.]+)$")
+    grace = float(env["STOP_GRACE_PERIOD"])
+    assert worker["stop_grace_period"] == f"{grace:g}s"
+    assert grace >= drain + margin
+    check = " ".join(worker["healthcheck"]["test"])
+    assert worker["healthcheck"]["test"][:2] == ["CMD", "python"]
+    assert f"127.0.0.1:{port}/livez" in check
+    assert "curl" not in check
+
+
+def test_the_smoke_test_runs_the_worker_beside_the_app(jobs_bake: Bake) -> None:
+    """jobs=procrastinate: the smoke test starts the worker from the image under test with its
+    entrypoint, waits for the job counter as prometheus_client writes it (its labels in either
+    order), stops it within compose's grace period; shellcheck finds nothing."""
+    project, package = jobs_bake.project, jobs_bake.package_name
+    smoke = (project / ".github" / "smoke-test.sh").read_text(encoding="utf-8")
+    assert f'--entrypoint python "$image" -m {package}.worker' in smoke
+    observe = (project / "src" / package / "jobs" / "observe.py").read_text(encoding="utf-8")
+    labels = re.search(r'Counter\("jobs", "[^"]*", \[(.*?)\]\)', observe)
+    assert labels is not None
+    assert sorted(re.findall(r'"(\w+)"', labels.group(1))) == ["outcome", "task"]
+    # prometheus_client writes them in declared order or sorted, by release: both accepted.
+    assert 'task="announce_item",outcome="succeeded"|' in smoke
+    assert '|outcome="succeeded",task="announce_item"' in smoke
+    compose = yaml_file(project, "compose.yaml")["services"]["worker"]
+    grace = re.search(r"^  worker_grace=(\d+)$", smoke, re.MULTILINE)
+    assert grace is not None
+    assert f"{grace.group(1)}s" == compose["stop_grace_period"]
+    assert 'stop --time "$worker_grace" "$worker"' in smoke
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    done = run_captured([shellcheck, "--severity=style", project / ".github" / "smoke-test.sh"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_worker_without_jobs(database_bake: Bake) -> None:
+    """jobs=none (the default, here with a database and kubernetes): no worker.yaml, no worker
+    in the kustomization, compose or the PodMonitor example, no trace of its command."""
+    project, package = database_bake.project, database_bake.package_name
+    assert not (project / "k8s" / "base" / "worker.yaml").exists()
+    base = yaml_file(project, "k8s/base/kustomization.yaml")
+    assert "worker.yaml" not in base["resources"]
+    assert "worker" not in yaml_file(project, "compose.yaml")["services"]
+    monitors = (project / "k8s" / "examples" / "podmonitor.yaml").read_text(encoding="utf-8")
+    assert [doc["metadata"]["name"] for doc in yaml.safe_load_all(monitors)] == [project.name]
+    words = re.compile(rf"worker\.yaml|{package}\.worker|JOBS_|job worker|procrastinate")
+    found = [
+        f"{path.relative_to(project)}: {match.group()}"
+        for path in sorted(project.rglob("*"))
+        if path.is_file() and path.suffix not in {".png"}
+        for match in words.finditer(path.read_text(encoding="utf-8", errors="ignore"))
+    ]
+    assert found == []
+
+
 def test_kubernetes_reads_the_url_from_a_secret_and_migrates_first(database_bake: Bake) -> None:
     """The app and the migrate init container take DATABASE_URL from the same Secret."""
     base = database_bake.project / "k8s" / "base"

@@ -180,11 +180,11 @@ CHECKOV_ACCEPTED = {
 }
 
 
-def test_checkov_finds_only_the_accepted(kubernetes_bake: Bake, database_bake: Bake) -> None:
-    """checkov (offline: --skip-download) passes every overlay of both bakes but the findings
-    CHECKOV_ACCEPTED lists, and each of those still occurs."""
+def checkov(*bakes: tuple[Bake, str]) -> tuple[set[tuple[str, str]], int, str]:
+    """checkov (offline: --skip-download) over every overlay of each (bake, name): its failed
+    (check id, resource) pairs, the count of checks passed, and its output."""
     rendered = []
-    for result, name in ((kubernetes_bake, "default"), (database_bake, "postgresql")):
+    for result, name in bakes:
         for overlay in OVERLAYS:
             path = result.project.parent / f"rendered-{name}-{overlay.replace('/', '-')}.yaml"
             path.write_text(render(result.project / "k8s", overlay), encoding="utf-8")
@@ -213,11 +213,17 @@ def test_checkov_finds_only_the_accepted(kubernetes_bake: Bake, database_bake: B
     failed = {
         (f["check_id"], f["resource"]) for r in reports for f in r["results"]["failed_checks"]
     }
-    passed = sum(r["summary"]["passed"] for r in reports)
+    return failed, sum(r["summary"]["passed"] for r in reports), done.stdout
+
+
+def test_checkov_finds_only_the_accepted(kubernetes_bake: Bake, database_bake: Bake) -> None:
+    """checkov (offline: --skip-download) passes every overlay of both bakes but the findings
+    CHECKOV_ACCEPTED lists, and each of those still occurs."""
+    failed, passed, output = checkov((kubernetes_bake, "default"), (database_bake, "postgresql"))
     unexpected = sorted(item for item in failed if item[0] not in CHECKOV_ACCEPTED)
     assert not unexpected, unexpected
     assert {check for check, _ in failed} == set(CHECKOV_ACCEPTED)
-    assert passed > 200, done.stdout[-2000:]
+    assert passed > 200, output[-2000:]
 
 
 def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -541,3 +547,210 @@ def test_the_connection_budget_holds_during_a_rollout_at_full_scale(
     )
     total, formula = connections_at_worst([*found, job])
     assert total <= MAX_CONNECTIONS - SUPERUSER_RESERVED - OTHERS, formula
+
+
+# --- the job worker (jobs=procrastinate: k8s/base/worker.yaml) -----------------------------
+
+
+def split_worker(project: Path, found: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """The web objects and the job worker's (named <slug>-worker), apart."""
+    name = f"{project.name}-worker"
+    worker = [o for o in found if o["metadata"]["name"] == name]
+    return [o for o in found if o["metadata"]["name"] != name], worker
+
+
+def pod_labels(found: list[dict[str, Any]]) -> dict[str, str]:
+    labels: dict[str, str] = one(found, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def jobs_setting(project: Path, pattern: str) -> float:
+    """A number the bake's settings.py defines (the drain's default, the abort margin)."""
+    package = next(p.parent.name for p in (project / "src").glob("*/settings.py"))
+    settings = (project / "src" / package / "settings.py").read_text(encoding="utf-8")
+    found = re.search(pattern, settings, re.MULTILINE)
+    assert found is not None, f"settings.py no longer matches {pattern}"
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_worker_renders_and_validates_strictly(
+    jobs_bake: Bake, overlay: str, tmp_path: Path
+) -> None:
+    """jobs=procrastinate: the base lists worker.yaml beside every other manifest; each overlay
+    builds a worker Deployment, PodDisruptionBudget and NetworkPolicy beside the web objects,
+    and kubernetes-validate --strict accepts them against the 1.30 and 1.37 schemas."""
+    base = jobs_bake.project / "k8s" / "base"
+    listed = yaml.safe_load((base / "kustomization.yaml").read_text(encoding="utf-8"))
+    on_disk = sorted(p.name for p in base.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed["resources"]) == on_disk
+    assert "worker.yaml" in on_disk
+    web, worker = split_worker(jobs_bake.project, objects(jobs_bake.project, overlay))
+    assert sorted(o["kind"] for o in worker) == [
+        "Deployment",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+    ]
+    assert "HorizontalPodAutoscaler" in {o["kind"] for o in web}
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(render(jobs_bake.project / "k8s", overlay), encoding="utf-8")
+    for version in KUBERNETES_VERSIONS:
+        output = run(
+            TOOLS / "kubernetes-validate", "--strict", "-k", version, rendered, cwd=tmp_path
+        )
+        assert output.count("passed") == len(web) + len(worker), output
+        assert "fail" not in output.lower(), output
+
+
+def test_checkov_finds_only_the_accepted_with_the_worker(jobs_bake: Bake) -> None:
+    """checkov over every overlay of the jobs bake: the worker's objects too fail only checks
+    CHECKOV_ACCEPTED lists (the same reasons hold: one image, one Secret)."""
+    failed, passed, output = checkov((jobs_bake, "jobs"))
+    unexpected = sorted(item for item in failed if item[0] not in CHECKOV_ACCEPTED)
+    assert not unexpected, unexpected
+    worker = f"Deployment.default.{jobs_bake.project.name}-worker"
+    assert worker in {resource for _, resource in failed}, "checkov never saw the worker"
+    assert passed > 200, output[-2000:]
+
+
+# The worker breaks the web rules' accepted list but the ingress-only NetworkPolicy: its own
+# restricts egress too.
+WORKER_RULES_ACCEPTED = {k: v for k, v in RULES_ACCEPTED.items() if k != "pod-networkpolicy"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_worker_passes_kube_score_and_polaris_but_the_accepted(
+    jobs_bake: Bake, overlay: str
+) -> None:
+    """The same rules, on the worker's objects alone (readiness differs from liveness, CPU
+    requests equal limits...) and on the web's beside them, which the worker changes nothing
+    for."""
+    web, worker = split_worker(jobs_bake.project, objects(jobs_bake.project, overlay))
+    assert kube_score_and_polaris(worker) == set(WORKER_RULES_ACCEPTED)
+    accepted = {**RULES_ACCEPTED, **RULES_ACCEPTED_IN.get(overlay, {})}
+    assert kube_score_and_polaris(web) == set(accepted)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_worker_runs_its_command_and_drains_within_its_grace_period(
+    jobs_bake: Bake, overlay: str
+) -> None:
+    """The web pods' image with `python -m <package>.worker` in place of the stack's entrypoint;
+    terminationGracePeriodSeconds = STOP_GRACE_PERIOD >= the drain + the abort margin (no
+    preStop to eat into it); /livez and /metrics on the named port `health`, every interface;
+    DATABASE_URL and the migrate init container exactly as the web pods'."""
+    project = jobs_bake.project
+    web, worker = split_worker(project, objects(project, overlay))
+    pod, (container,) = pod_spec(worker), pod_spec(worker)["containers"]
+    package = jobs_bake.package_name
+    assert container["command"] == ["python", "-m", f"{package}.worker"]
+    assert "args" not in container
+    assert container["image"] == app_container(web)["image"]
+    env, prefix = env_of(container), f"{package.upper()}_"
+    default_drain = jobs_setting(project, r"jobs_drain_seconds: float = Field\(default=([\d.]+)")
+    drain = float(env.get(f"{prefix}JOBS_DRAIN_SECONDS", default_drain))
+    margin = jobs_setting(project, r"^JOBS_ABORT_MARGIN = ([\d.]+)$")
+    grace = pod["terminationGracePeriodSeconds"]
+    assert grace >= drain + margin
+    assert float(env["STOP_GRACE_PERIOD"]) == grace
+    assert "lifecycle" not in container, "no preStop: the grace period is the drain's"
+    port = int(env[f"{prefix}JOBS_HEALTH_PORT"])
+    assert env[f"{prefix}JOBS_HEALTH_HOST"] == "0.0.0.0"  # noqa: S104 - the pod's interfaces
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": port}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/livez", "port": "health"}, probe
+    assert (
+        container["livenessProbe"]["timeoutSeconds"] <= container["livenessProbe"]["periodSeconds"]
+    )
+
+    def database_url(each: dict[str, Any]) -> Any:
+        (url,) = [item for item in each["env"] if item["name"] == "DATABASE_URL"]
+        return url["valueFrom"]
+
+    assert database_url(container) == database_url(app_container(web))
+    assert pod["initContainers"] == pod_spec(web)["initContainers"]
+    assert [init["name"] for init in pod["initContainers"]] == ["migrate"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
+    assert one(worker, "Deployment")["spec"]["replicas"] >= 2
+    target = one(web, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"]
+    assert (
+        target
+        == one(web, "Deployment")["metadata"]["name"]
+        != one(worker, "Deployment")["metadata"]["name"]
+    )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_web_and_worker_objects_select_only_their_own_pods(jobs_bake: Bake, overlay: str) -> None:
+    """The web Deployment (whose selector the HPA scales), Service, PDB, NetworkPolicy and
+    spread constraints select web pods and never a worker pod; the worker's Deployment, PDB,
+    NetworkPolicy and spread constraints select worker pods and never a web pod."""
+    web, worker = split_worker(jobs_bake.project, objects(jobs_bake.project, overlay))
+
+    def selectors(found: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+        chosen = {
+            "Deployment": one(found, "Deployment")["spec"]["selector"]["matchLabels"],
+            "PodDisruptionBudget": one(found, "PodDisruptionBudget")["spec"]["selector"][
+                "matchLabels"
+            ],
+            "NetworkPolicy": one(found, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
+        }
+        for spread in pod_spec(found)["topologySpreadConstraints"]:
+            chosen[f"spread {spread['topologyKey']}"] = spread["labelSelector"]["matchLabels"]
+        if any(o["kind"] == "Service" for o in found):
+            chosen["Service"] = one(found, "Service")["spec"]["selector"]
+        return chosen
+
+    web_pods, worker_pods = pod_labels(web), pod_labels(worker)
+    assert "Service" in selectors(web)
+    for name, selector in selectors(web).items():
+        assert _selects(selector, web_pods), f"web {name}"
+        assert not _selects(selector, worker_pods), f"web {name} selects worker pods"
+    for name, selector in selectors(worker).items():
+        assert _selects(selector, worker_pods), f"worker {name}"
+        assert not _selects(selector, web_pods), f"worker {name} selects web pods"
+
+
+def test_the_worker_network_policy_admits_only_scrapes_and_reaches_its_dependencies(
+    jobs_bake: Bake,
+) -> None:
+    """The worker's NetworkPolicy covers its pods, in and out: `health` only from where the
+    web policy admits metrics scrapes (the monitoring namespace); out only DNS, PostgreSQL and
+    HTTPS (the webhooks jobs call)."""
+    web, worker = split_worker(jobs_bake.project, objects(jobs_bake.project, "base"))
+    policy = one(worker, "NetworkPolicy")["spec"]
+    assert _selects(policy["podSelector"]["matchLabels"], pod_labels(worker))
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    (scrapers,) = [
+        rule["from"]
+        for rule in one(web, "NetworkPolicy")["spec"]["ingress"]
+        if [port["port"] for port in rule["ports"]] == ["metrics"]
+    ]
+    assert policy["ingress"] == [
+        {"from": scrapers, "ports": [{"port": "health", "protocol": "TCP"}]}
+    ]
+    egress = {
+        (port["port"], port["protocol"]) for rule in policy["egress"] for port in rule["ports"]
+    }
+    assert egress == {(53, "UDP"), (53, "TCP"), (5432, "TCP"), (443, "TCP")}
+
+
+def test_the_podmonitor_example_scrapes_the_worker_on_health(jobs_bake: Bake) -> None:
+    """k8s/examples/podmonitor.yaml: the web PodMonitor never selects a worker pod; a second
+    one selects only worker pods, on their `health` port's /metrics."""
+    project = jobs_bake.project
+    web, worker = split_worker(project, objects(project, "base"))
+    path = project / "k8s" / "examples" / "podmonitor.yaml"
+    monitors = {
+        doc["metadata"]["name"]: doc["spec"]
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+    }
+    assert set(monitors) == {project.name, f"{project.name}-worker"}
+    web_monitor, worker_monitor = monitors[project.name], monitors[f"{project.name}-worker"]
+    assert not _selects(web_monitor["selector"]["matchLabels"], pod_labels(worker))
+    assert _selects(worker_monitor["selector"]["matchLabels"], pod_labels(worker))
+    assert not _selects(worker_monitor["selector"]["matchLabels"], pod_labels(web))
+    assert [(e["port"], e["path"]) for e in worker_monitor["podMetricsEndpoints"]] == [
+        ("health", "/metrics")
+    ]

@@ -8,10 +8,17 @@
 # the tests' throwaway server). Set: the migration step runs, then items are created and read
 # back through nginx. Unset: /readyz must answer 503 naming the unreachable database.
 {%- endif %}
+{%- if cookiecutter.jobs == "procrastinate" %}
+# With SMOKE_DATABASE_URL the job worker runs too, from the same image (its own entrypoint):
+# it must answer /livez, run the job a new item queues, and stop with status 0.
+{%- endif %}
 set -euo pipefail
 
 image=${1:?usage: $0 IMAGE}
 name="smoke-$$"
+{%- if cookiecutter.jobs == "procrastinate" %}
+worker="$name-worker"
+{%- endif %}
 
 fail() {
   echo "error: $*" >&2
@@ -36,8 +43,15 @@ cleanup() {
   if [ "$status" -ne 0 ]; then
     echo "--- container logs ---" >&2
     "$engine" logs "$name" >&2 || true
+{%- if cookiecutter.jobs == "procrastinate" %}
+    echo "--- worker logs ---" >&2
+    "$engine" logs "$worker" >&2 2>/dev/null || true
+{%- endif %}
   fi
   "$engine" rm --force "$name" >/dev/null 2>&1 || true
+{%- if cookiecutter.jobs == "procrastinate" %}
+  "$engine" rm --force "$worker" >/dev/null 2>&1 || true
+{%- endif %}
   exit "$status"
 }
 trap cleanup EXIT
@@ -185,6 +199,78 @@ handshake=(--header 'Connection: Upgrade' --header 'Upgrade: websocket'
 answer=$(curl --silent --show-error --max-time 5 --output /dev/null --write-out '%{http_code}' "${handshake[@]}" "$base/livez")
 [ "$answer" = 403 ] || fail "a WebSocket handshake to /livez answered $answer, not the app's 403"
 echo "WebSocket handshake: the app's 403 (no route), not a plain GET's 200"
+
+{%- if cookiecutter.jobs == "procrastinate" %}
+
+if [ -n "${SMOKE_DATABASE_URL:-}" ]; then
+  echo "==> the job worker: the same image, locked down, runs the job a new item queues"
+  # The host's network, as the web container: its /livez and /metrics on a free loopback port.
+  worker_port=$(free_port)
+  # compose.yaml's stop_grace_period and the pod's: the drain (20 s) + 5 s fit in it.
+  worker_grace=30
+  worker_base="http://127.0.0.1:$worker_port"
+  worker_options=(
+    "${locked_down[@]}" --tmpfs "/tmp:size=16m,mode=1777" --network host
+    --env "DATABASE_URL=$SMOKE_DATABASE_URL"
+    --env "{{ cookiecutter.package_name | upper }}_JOBS_HEALTH_HOST=127.0.0.1"
+    --env "{{ cookiecutter.package_name | upper }}_JOBS_HEALTH_PORT=$worker_port"
+    --env "STOP_GRACE_PERIOD=$worker_grace"
+  )
+{%- if cookiecutter.auth == "oidc" %}
+  worker_options+=(--env "{{ cookiecutter.package_name | upper }}_AUTH_ISSUER=https://issuer.invalid"
+    --env "{{ cookiecutter.package_name | upper }}_AUTH_AUDIENCE=smoke")
+{%- endif %}
+  "$engine" run --detach --name "$worker" "${worker_options[@]}" \
+    --entrypoint python "$image" -m {{ cookiecutter.package_name }}.worker >/dev/null
+  # Its pool waits up to 30 s for the database before the health server starts.
+  live=false
+  for _ in $(seq 1 60); do
+    if get --output /dev/null "$worker_base/livez" 2>/dev/null; then live=true && break; fi
+    [ "$(inspect container "$worker" State Running)" = True ] || fail "the worker exited at start-up"
+    sleep 1
+  done
+  $live || fail "the worker's /livez did not answer 200 within 60 s"
+  get --write-out '\n' "$worker_base/livez"
+{%- if cookiecutter.auth == "oidc" %}
+  # auth=oidc: no token here to create an item with, so no job to watch; the start and the
+  # stop are checked.
+{%- else %}
+  created=$(get --json '{"name": "lamp", "price_cents": 1999, "tags": []}' "$base/items")
+  id=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$created")
+  # Succeeded: counted in /metrics, and this item's job logged its id (an earlier item's
+  # job, the one created above, counts too: hence at least one, and the log line). The
+  # labels in either order: prometheus_client's releases differ (0.26 sorts them).
+  succeeded='^jobs_total\{(task="announce_item",outcome="succeeded"|outcome="succeeded",task="announce_item")\} [1-9]'
+  ran=false
+  for _ in $(seq 1 30); do
+    # Read whole, then searched: a grep that stops early would break the pipe (pipefail).
+    metrics=$(get "$worker_base/metrics" || true)
+    worker_logs=$("$engine" logs "$worker" 2>&1 || true)
+    if grep -Eq "$succeeded" <<<"$metrics" && python3 -c '
+import json, sys
+def item_id(line):
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("item_id") if isinstance(record, dict) else None
+sys.exit(0 if any(str(item_id(line)) == sys.argv[1] for line in sys.stdin) else 1)' "$id" <<<"$worker_logs"; then
+      ran=true && break
+    fi
+    sleep 1
+  done
+  $ran || fail "the worker ran no announce_item job for item $id within 30 s"
+  grep '^jobs_total{.*"announce_item"' <<<"$metrics"
+  echo "item $id queued its job, which the worker ran"
+{%- endif %}
+  # SIGTERM: it drains, then exits; past its grace period the engine sends SIGKILL (137).
+  started=$SECONDS
+  "$engine" stop --time "$worker_grace" "$worker" >/dev/null
+  code=$("$engine" wait "$worker")
+  [ "$code" = 0 ] || fail "the worker exited with status $code after SIGTERM (expected 0)"
+  echo "worker stopped with status 0 in $((SECONDS - started)) s"
+fi
+{%- endif %}
 
 echo "==> graceful stop (SIGTERM, then the exit status)"
 # Same budget as compose.yaml's stop_grace_period; past it the engine sends SIGKILL (137).
