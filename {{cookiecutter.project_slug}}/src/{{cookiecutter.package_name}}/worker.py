@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
 from .jobs.health import health_app
-from .jobs.observe import JobFields, observe
+from .jobs.observe import JobFields, configure_tracing, observe
 from .jobs.recovery import STALLED_AFTER_BEATS, Beat
 from .jobs.registry import TASK_MODULES, job_queue
 from .logs import configure_logging
@@ -146,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as missing:
             sys.stderr.write(f"error: cannot import tasks from {module!r}: {missing}\n")
             return 2
-    asyncio.run(run(settings))
+    tracing = configure_tracing()
+    try:
+        asyncio.run(run(settings))
+    finally:
+        if tracing is not None:
+            tracing.shutdown()  # the last spans exported before the process ends
     return 0
 
 

@@ -151,7 +151,7 @@ def start_worker(queue_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
     as field=value) and wait until its /livez answers; every one is killed at the end."""
     started: list[WorkerProcess] = []
 
-    def start(*modules: str, **settings: str) -> WorkerProcess:
+    def start(*modules: str, otel: dict[str, str] | None = None, **settings: str) -> WorkerProcess:
         port = free_port()
         log = tmp_path / f"worker-{len(started)}.log"
         command = [sys.executable, "-m", worker_module.__name__, "jobs.trial_tasks"]
@@ -160,7 +160,7 @@ def start_worker(queue_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
                 [*command, *modules],
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                env=worker_environ(queue_url, port, settings),
+                env={**worker_environ(queue_url, port, settings), **(otel or {})},
                 cwd=tmp_path,  # no developer's .env
             )
         worker = WorkerProcess(process, port, log)

@@ -13,6 +13,9 @@ import procrastinate
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
@@ -123,3 +126,54 @@ def test_the_owned_insert_is_the_locked_library_s(queue_url: str) -> None:
     expected = ["queue_name", "task_name", "priority", "lock", "queueing_lock", "args"]
     assert [name for (name,) in fields] == [*expected, "scheduled_at"]
     assert procrastinate.types.JobToDefer._fields == (*expected, "scheduled_at")
+
+
+class Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps the spans of each export it is sent."""
+
+    spans: list[Any]
+
+    def do_POST(self) -> None:
+        export = ExportTraceServiceRequest()
+        export.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
+        for resource in export.resource_spans:
+            for scope in resource.scope_spans:
+                self.spans.extend(scope.spans)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:  # quiet
+        return
+
+
+def test_a_job_runs_in_a_span_continuing_the_trace_that_queued_it(
+    queue_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Queued inside a traced request's span, the job's span (exported over OTLP by the
+    worker) has that span's trace id and that span as its parent."""
+    spans: list[Any] = []
+    collector = ThreadingHTTPServer(("127.0.0.1", 0), type("C", (Collector,), {"spans": spans}))
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    requested = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1))
+
+    async def queue_in_the_request_span() -> None:
+        engine = create_async_engine(queue_url)
+        async with async_sessionmaker(engine)() as session:
+            with trace.use_span(NonRecordingSpan(requested)):
+                await defer(session, trial_sleep, key="traced", seconds=0)
+            await session.commit()
+        await engine.dispose()
+
+    try:
+        endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+        worker = start_worker(otel={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+        asyncio.run(queue_in_the_request_span())
+        wait_for(lambda: len(runs(queue_url, "traced")) == 2, 10, "the traced job running")
+        assert worker.stop()[0] == 0  # the provider's shutdown exports what is left
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    [span] = [span for span in spans if span.name == "job trial_sleep"]
+    assert int.from_bytes(span.trace_id, "big") == requested.trace_id
+    assert int.from_bytes(span.parent_span_id, "big") == requested.span_id

@@ -10,11 +10,15 @@ from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import propagate, trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from procrastinate import JobContext
 from procrastinate.exceptions import JobAborted
 from prometheus_client import Counter, Histogram
 
 from {{ cookiecutter.package_name }}.context import REQUEST_ID
+from {{ cookiecutter.package_name }}.tracing import telemetry_config
 
 from .defer import ORIGIN_KEY
 
@@ -34,6 +38,18 @@ JOB_ATTEMPT = Histogram(
 )
 
 tracer = trace.get_tracer(__name__)
+
+
+def configure_tracing() -> TracerProvider | None:
+    """The worker's tracer provider, exporting over OTLP/HTTP, when the OTEL_* variables turn
+    tracing on as they do for the web app (tracing.py); None, and spans cost nothing, else.
+    The web app's FastAPI sets its own up; the worker has no FastAPI to do it."""
+    if not telemetry_config()["tracing"]:
+        return None
+    provider = TracerProvider()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*
+    trace.set_tracer_provider(provider)
+    return provider
 
 
 class JobFields(logging.Filter):
