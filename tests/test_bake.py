@@ -38,8 +38,9 @@ def non_default_answers() -> list[tuple[str, str]]:
         # database=postgresql brings its own dependencies and its own full suite (a real
         # PostgreSQL server): tests/test_database.py bakes it. auth=oidc too (PyJWT, httpx, a
         # real OpenID provider): tests/test_auth.py. layout=serving-only: tests/test_layout.py
-        # lints it and runs every test it ships.
-        if key.startswith("_") or key in {"database", "auth", "layout"}:
+        # lints it and runs every test it ships. jobs=procrastinate needs database=postgresql:
+        # its own full suite (tests/test_jobs.py).
+        if key.startswith("_") or key in {"database", "auth", "layout", "jobs"}:
             continue
         if isinstance(default, list):
             answers += [(key, str(value)) for value in default[1:]]

@@ -501,7 +501,9 @@ def test_the_grace_period_covers_every_process_the_supervisor_stops(
     assert pod["terminationGracePeriodSeconds"] >= pause + stop_grace
 
 
-def connections_at_worst(found: list[dict[str, Any]]) -> tuple[int, str]:
+def connections_at_worst(
+    found: list[dict[str, Any]], share: str = "_DATABASE_MAX_CONNECTIONS"
+) -> tuple[int, str]:
     """The most PostgreSQL connections the rendered objects can hold at once, and the sum.
 
     Pods: the most the HPA allows (else the Deployment's replicas), the surge a rollout adds,
@@ -509,12 +511,13 @@ def connections_at_worst(found: list[dict[str, Any]]) -> tuple[int, str]:
     not count them, so one more starts as each begins to stop, a new one every minReadySeconds
     at the soonest while each takes up to terminationGracePeriodSeconds (all old ones without
     minReadySeconds). Init containers close their connection before the pod's pool opens: a
-    pod's share covers them. Jobs add one connection per parallel pod.
+    pod's share covers them. Jobs add one connection per parallel pod. ``share``: the ending
+    of the variable holding a pod's connections (the job worker's: _JOBS_MAX_CONNECTIONS).
     """
     deployment = one(found, "Deployment")
     spec, pod = deployment["spec"], pod_spec(found)
     env = env_of(app_container(found))
-    per_pod = int(next(v for k, v in env.items() if k.endswith("_DATABASE_MAX_CONNECTIONS")))
+    per_pod = int(next(v for k, v in env.items() if k.endswith(share)))
     hpas = [o for o in found if o["kind"] == "HorizontalPodAutoscaler"]
     replicas = hpas[0]["spec"]["maxReplicas"] if hpas else spec.get("replicas", 1)
     surge_value = spec.get("strategy", {}).get("rollingUpdate", {}).get("maxSurge", "25%")
@@ -550,6 +553,20 @@ def test_the_connection_budget_holds_during_a_rollout_at_full_scale(
 
 
 # --- the job worker (jobs=procrastinate: k8s/base/worker.yaml) -----------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_connection_budget_holds_with_the_workers_too(jobs_bake: Bake, overlay: str) -> None:
+    """The web pods' worst case and the job workers' (their own replicas, surge and pods
+    still draining, each with its pool), plus the migration Job, within the same budget."""
+    web, worker = split_worker(jobs_bake.project, objects(jobs_bake.project, overlay))
+    job = yaml.safe_load(
+        (jobs_bake.project / "k8s" / "examples" / "migration-job.yaml").read_text("utf-8")
+    )
+    served, web_formula = connections_at_worst([*web, job])
+    working, worker_formula = connections_at_worst(worker, "_JOBS_MAX_CONNECTIONS")
+    limit = MAX_CONNECTIONS - SUPERUSER_RESERVED - OTHERS
+    assert served + working <= limit, f"web {web_formula}, workers {worker_formula}"
 
 
 def split_worker(project: Path, found: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
