@@ -182,12 +182,13 @@ def run(project: Project, loop: asyncio.AbstractEventLoop, url: str) -> dict[str
     figures["jobs_per_second"] = NOOP_JOBS / (time.monotonic() - started)
     figures["worker_after_mib"] = worker.rss_mib()
     time.sleep(2)  # the server's statistics are flushed within a second of each transaction
-    figures["tables"] = db(
+    tables = db(
         queue.sql(
             "SELECT relname, n_live_tup, n_dead_tup FROM pg_stat_user_tables"
             " WHERE relname LIKE 'procrastinate%' ORDER BY relname"
         )
     )
+    figures["tables"] = [[str(name), int(live), int(dead)] for name, live, dead in tables]
 
     plain: list[float] = []
     queued: list[float] = []
@@ -296,4 +297,4 @@ def report(project: Project) -> tuple[str, str]:
         loop.close()
         database.server.remove()
     text = "# Background jobs (issue 46's figures)\n\n" + table(figures) + "\n"
-    return text, json.dumps(figures, indent=2, default=str)
+    return text, json.dumps(figures, indent=2)

@@ -398,9 +398,16 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
 # peers' run loads both CPUs, so it waits for the battery, whose clients time the servers; in
 # the foreground, after the battery, it left one CPU idle while the other finished the
 # foreground's last single-threaded tests (CPU at 50 % for about two minutes of a run).
+# The jobs suite after the battery: its worker starts and its bench's 10,000 jobs, beside the
+# battery, took the victims' share under attack below the battery's floor (0.69 x).
 # The two images one after the other: their runtime stages' apt layer is the same, built once,
 # and the second build's uv finds the first's wheels in the shared cache.
-SUITE_AFTER = {"lab": "postgresql", "peers": "battery", "image-postgresql": "image"}
+SUITE_AFTER = {
+    "lab": "postgresql",
+    "peers": "battery",
+    "image-postgresql": "image",
+    "jobs": "battery",
+}
 # ./scripts/experiments, as a person runs it.
 EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
 

@@ -33,8 +33,9 @@ CREATE TABLE trial_runs (
     key text, attempt int, pid int, event text, at timestamptz DEFAULT clock_timestamp()
 )
 """
-# Quick beats, so a stalled worker is found in 1.5 s; retries 1 s apart unless a test says.
-QUICK = {"jobs_heartbeat_seconds": "0.5", "jobs_retry_base_seconds": "1"}
+# Quick beats, so a stalled worker is found in 3 s (a busy machine can delay a beat by a
+# second: shorter ones took live workers' jobs); retries 1 s apart unless a test says.
+QUICK = {"jobs_heartbeat_seconds": "1", "jobs_retry_base_seconds": "1"}
 
 
 def free_port() -> int:

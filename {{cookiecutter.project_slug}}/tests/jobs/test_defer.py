@@ -92,7 +92,8 @@ def test_creating_an_item_queues_its_announcement_delivered_at_least_once(
 ) -> None:
     """POST /items queues announce_item with the item, its idempotency key and the request's
     id; the worker POSTs it to the webhook, a 503 makes it retry, and both deliveries carry the
-    same key (the receiver keeps one). The worker's lines carry the job and the request id."""
+    same key (the receiver keeps one). The worker's lines carry the job and the request id, one
+    per run says its outcome, and none the job's data."""
     client = client_for(create_app(Settings(database_url=SecretStr(queue_url))))
     response = client.post("/items", json={"name": "lamp", "price_cents": 1999, "tags": []})
     assert response.status_code == 201
@@ -111,6 +112,11 @@ def test_creating_an_item_queues_its_announcement_delivered_at_least_once(
     lines = [line for line in worker.lines() if line.get("task") == "announce_item"]
     assert {(line["job_id"], line["request_id"]) for line in lines} == {(job_id, request_id)}
     assert {line["attempt"] for line in lines} == {1, 2}
+    assert [line["message"] for line in lines if line["message"].startswith("job ")] == [
+        "job failed",
+        "job succeeded",
+    ]
+    assert "lamp" not in worker.log.read_text(encoding="utf-8")  # a job's data is not logged
 
 
 def test_the_owned_insert_is_the_locked_library_s(queue_url: str) -> None:

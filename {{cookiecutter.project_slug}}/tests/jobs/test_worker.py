@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.health import health_app
 from {{ cookiecutter.package_name }}.jobs.recovery import STALLED_AFTER_BEATS
-from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, Settings, refusal
+from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, JOBS_ABORT_MARGIN, Settings, refusal
 
 from .conftest import (
     QUICK,
@@ -33,7 +33,7 @@ from .conftest import (
     wait_for,
     worker_environ,
 )
-from .trial_tasks import trial_fail, trial_sleep
+from .trial_tasks import trial_fail, trial_sleep, trial_stuck
 
 BEAT = float(QUICK["jobs_heartbeat_seconds"])
 
@@ -52,23 +52,31 @@ def test_a_job_of_a_killed_worker_runs_again_on_another(
 ) -> None:
     """SIGKILL mid-job: another worker runs it again (attempt 2) and it succeeds, started
     within the stalled timeout plus one beat (the sweep) plus 1 s; nothing is left running."""
-    first = start_worker()
-    queue(queue_url, trial_sleep, key="killed", seconds=1.5)
+    workers = {worker.process.pid: worker for worker in (start_worker(), start_worker())}
+    queue(queue_url, trial_stuck, key="killed")
     wait_for(lambda: len(runs(queue_url, "killed")) == 1, 10, "the job starting")
-    second = start_worker()
+    [(_, _, holder, _, _)] = runs(queue_url, "killed")
     killed_at = time.time()
-    first.process.kill()
-    wait_for(lambda: len(runs(queue_url, "killed")) == 3, 15, "the job running again")
-    started, again, finished = runs(queue_url, "killed")
-    assert (started[1], started[2]) == (1, first.process.pid)
-    assert (again[1], again[2], again[3]) == (2, second.process.pid, "started")
+    workers.pop(holder).process.kill()
+    [(survivor, other)] = workers.items()
+
+    def rerun_finished() -> bool:
+        last = [(row[1], row[3]) for row in runs(queue_url, "killed")][-1:]
+        return last == [(2, "finished")]
+
+    wait_for(rerun_finished, 15, "the job running again and finishing")
+    [started, again, finished] = runs(queue_url, "killed")
+    assert (started[1], again[1:4], finished[1:4]) == (
+        1,
+        (2, survivor, "started"),
+        (2, survivor, "finished"),
+    )
     assert again[4] - killed_at < STALLED_AFTER_BEATS * BEAT + BEAT + 1
-    assert (finished[1], finished[3]) == (2, "finished")
     wait_for(lambda: jobs(queue_url) == [], 5, "the succeeded job deleted")
     lines = [
-        line for line in second.lines() if line.get("message", "").startswith("job of a stalled")
+        line for line in other.lines() if line.get("message", "").startswith("job of a stalled")
     ]
-    assert [(line["task"], line["attempt"]) for line in lines] == [("trial_sleep", 2)]
+    assert [(line["task"], line["attempt"]) for line in lines] == [("trial_stuck", 2)]
 
 
 def test_sigterm_lets_a_running_job_finish_then_exits_0(
@@ -87,14 +95,18 @@ def test_sigterm_lets_a_running_job_finish_then_exits_0(
 def test_a_job_longer_than_the_drain_is_aborted_queued_again_and_rerun(
     queue_url: str, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    """SIGTERM during a job longer than the drain: the worker aborts it and exits 0 within the
-    drain plus 1 s; the job waits, attempt 1 recorded, and the next worker runs it again."""
+    """SIGTERM during a job longer than the drain: the worker aborts it and stops within the
+    drain plus 1 s, exit 0; the job waits, attempt 1 recorded, and the next worker reruns it."""
     drain = 1.0
     worker = start_worker(jobs_drain_seconds=str(drain))
     queue(queue_url, trial_sleep, key="long", seconds=60)
     wait_for(lambda: len(runs(queue_url, "long")) == 1, 10, "the job starting")
     status, took = worker.stop()
-    assert (status, took < drain + 1) == (0, True), took
+    # Its own account of the stop, then the process' end as the platform sees it (a busy
+    # machine may take a second or two more to end a Python process; its grace period holds).
+    [stopped] = [line for line in worker.lines() if line["message"] == "worker stopped"]
+    assert stopped["stop_seconds"] < drain + 1
+    assert (status, took < drain + JOBS_ABORT_MARGIN) == (0, True), took
     [(_, task, state, attempts, _)] = jobs(queue_url)
     assert (task, state, attempts) == ("trial_sleep", "todo", 1)
     start_worker()
@@ -189,26 +201,19 @@ def test_livez_is_503_once_the_heartbeat_is_older_than_the_stalled_timeout() -> 
     ],
 )
 def test_a_wrong_worker_setting_is_refused_in_one_line(
-    settings: dict[str, str], refused: str, queue_url: str
+    settings: dict[str, str],
+    refused: str,
+    queue_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The worker's settings at a wrong value: exit 2, one line naming the variable."""
-    env = worker_environ(queue_url, 1, {})
-    env.update(
-        {
-            name if name.isupper() else f"{ENV_PREFIX}{name.upper()}": value
-            for name, value in settings.items()
-        }
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", worker_module.__name__],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    [line] = done.stderr.splitlines()
+    """The worker's settings at a wrong value: status 2, one line naming the variable, before
+    anything starts (the command line's main, in process: test_a_module_of_tasks... runs it)."""
+    monkeypatch.setenv("DATABASE_URL", queue_url)
+    for name, value in settings.items():
+        monkeypatch.setenv(name if name.isupper() else f"{ENV_PREFIX}{name.upper()}", value)
+    assert worker_module.main([]) == 2
+    [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("error: ")
     assert refused in line
 

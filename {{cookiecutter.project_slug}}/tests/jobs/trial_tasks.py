@@ -34,3 +34,13 @@ async def trial_fail(context: JobContext, *, key: str) -> None:
     """Record the start, then fail."""
     await record(context, key, "started")
     raise RuntimeError(f"trial {key} fails on purpose")
+
+
+@job_queue.task(name="trial_stuck", pass_context=True)
+async def trial_stuck(context: JobContext, *, key: str) -> None:
+    """Record the start; a first attempt then hangs (until its worker is killed), a later one
+    records its end at once."""
+    await record(context, key, "started")
+    if context.job.attempts == 0:
+        await asyncio.sleep(3600)
+    await record(context, key, "finished")

@@ -1,6 +1,7 @@
-"""What a running job shows: its log lines carry the job id, task, attempt and the request id
-that queued it; it runs in a span continuing that request's trace; its outcome, duration and
-attempt are counted. ``observe`` is a procrastinate worker middleware (worker.py installs it)."""
+"""What a running job shows: one line per run (its outcome and duration; a failure's
+traceback), every line carrying the job id, task, attempt and the request id that queued it;
+a span continuing that request's trace; its outcome, duration and attempt counted.
+``observe`` is a procrastinate worker middleware (worker.py installs it)."""
 
 import asyncio
 import logging
@@ -37,6 +38,7 @@ JOB_ATTEMPT = Histogram(
     "job_attempt", "The attempt each job run was, by task", ["task"], buckets=(1, 2, 3, 5, 10, 20)
 )
 
+logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 
@@ -84,11 +86,21 @@ async def observe(call_next: Callable[[], Awaitable[Any]], context: JobContext, 
             result = await call_next()
         except (asyncio.CancelledError, JobAborted):
             outcome = "aborted"
+            logger.warning("job aborted", extra=took(started))
+            raise
+        except Exception:
+            logger.warning("job failed", exc_info=True, extra=took(started))
             raise
         else:
             outcome = "succeeded"
+            logger.info("job succeeded", extra=took(started))
             return result
         finally:
             JOBS.labels(job.task_name, outcome).inc()
             JOB_DURATION.labels(job.task_name).observe(time.perf_counter() - started)
             JOB_ATTEMPT.labels(job.task_name).observe(attempt)
+
+
+def took(started: float) -> dict[str, float]:
+    """The run's duration so far, as a log line's field."""
+    return {"duration_ms": round((time.perf_counter() - started) * 1e3, 3)}

@@ -67,7 +67,8 @@ class Beat:
         manager = self.app.job_manager
         stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         recovered = 0
-        for job in stalled:
+        # Never its own: a worker sweeping is alive, whatever a late beat of its own says.
+        for job in (job for job in stalled if worker_id is None or job.worker_id != worker_id):
             try:
                 await manager.retry_job(job)
             except ConnectorException:  # another worker's sweep retried it first
