@@ -59,7 +59,7 @@ def test_bench_jobs_gives_every_figure(full_suites: FullSuites) -> None:
     assert bench.returncode == 0, bench.stdout[-5000:] + bench.stderr[-5000:]
     out = Path(re.findall(r"^results in (.+)$", bench.stdout, flags=re.MULTILINE)[-1])
     figures = json.loads((out / "jobs.json").read_text(encoding="utf-8"))
-    for name in ("jobs_per_second", "create_and_queue_p99_ms", "pickup_p99_ms", "recovery_s"):
+    for name in ("jobs_per_second", "enqueue_p99_ms", "pickup_p99_ms", "recovery_s"):
         assert isinstance(figures[name], float), name
     assert {row[0] for row in figures["tables"]} == QUEUE_TABLES
     assert "| no-op jobs per second" in (out / "jobs.md").read_text(encoding="utf-8")
