@@ -26,6 +26,10 @@ from database.tables import Rows, fetch
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.defer import defer
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX
+{%- if cookiecutter.auth == "oidc" %}
+
+from token_issuer import AUDIENCE, ISSUER
+{%- endif %}
 
 TESTS = Path(__file__).resolve().parent.parent
 TRIAL_RUNS = """
@@ -141,6 +145,10 @@ def worker_environ(url: str, port: int, settings: dict[str, str]) -> dict[str, s
     }
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     env["DATABASE_URL"] = url
+{%- if cookiecutter.auth == "oidc" %}
+    # Production refuses to start without them, the worker too: it reads the same settings.
+    env[f"{ENV_PREFIX}AUTH_ISSUER"], env[f"{ENV_PREFIX}AUTH_AUDIENCE"] = ISSUER, AUDIENCE
+{%- endif %}
     every = {**QUICK, "jobs_health_port": str(port), **settings}
     env.update({f"{ENV_PREFIX}{name.upper()}": value for name, value in every.items()})
     return env

@@ -23,6 +23,10 @@ from database.tables import fetch
 from {{ cookiecutter.package_name }}.jobs.defer import DEFER_JOB, ORIGIN_KEY, defer
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
+{%- if cookiecutter.auth == "oidc" %}
+
+from token_issuer import SHARED, bearer, trusting
+{%- endif %}
 
 from .conftest import WorkerProcess, jobs, runs, wait_for
 from .trial_tasks import trial_sleep
@@ -94,7 +98,12 @@ def test_creating_an_item_queues_its_announcement_delivered_at_least_once(
     id; the worker POSTs it to the webhook, a 503 makes it retry, and both deliveries carry the
     same key (the receiver keeps one). The worker's lines carry the job and the request id, one
     per run says its outcome, and none the job's data."""
+{%- if cookiecutter.auth == "oidc" %}
+    client = client_for(trusting(create_app(Settings(database_url=SecretStr(queue_url)))))
+    client.headers.update(bearer(SHARED.token()))  # a writer's
+{%- else %}
     client = client_for(create_app(Settings(database_url=SecretStr(queue_url))))
+{%- endif %}
     response = client.post("/items", json={"name": "lamp", "price_cents": 1999, "tags": []})
     assert response.status_code == 201
     item, request_id = response.json(), response.headers["x-request-id"]
