@@ -188,13 +188,15 @@ def test_a_full_run_directory_never_kills_a_worker(stacks: Stacks, small_tmpfs: 
     assert statuses == [200, 200, 200, 200, 404] * 12, stack.log_text()[-4000:]
     assert "SIGBUS" not in stack.log_text()
     assert stack.process.poll() is None
-    # Each worker that booted on the full filesystem said so, once.
+    # Each worker that booted on the full filesystem said so, once: the first replacement,
+    # and the second unless the metrics listener had archived the dead workers' files by then,
+    # freeing room for its own (about one run in 25).
     full = [
         line
         for line in stack.log_lines()
         if str(line.get("message", "")).startswith("metric files cannot be allocated")
     ]
-    assert len(full) == 2, full
+    assert len(full) in {1, 2}, full
     assert {line["level"] for line in full} == {"error"}
     assert not_json(stack) == []
 

@@ -18,8 +18,10 @@ INITIAL_SIZE = 1 << 16
 # The dead workers' values, a file of each kind (counter_archive.db: metrics_listener.Archive);
 # no pid in the name, so never taken for a worker's file (file_pid).
 ARCHIVE = "archive"
-# What the template's app writes; kinds other code adds are learned (kinds()).
-KINDS = ("histogram", "gauge_livesum")
+# What the template's app writes (its WebSocket counters and readiness gauge too: files made
+# at its start, unallocated, killed a worker with SIGBUS on a full disk); kinds other code
+# adds are learned (kinds()).
+KINDS = ("histogram", "counter", "gauge_livesum", "gauge_livemostrecent")
 _FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h: allocate past the end, leave the size alone
 try:  # libc's fallocate(2); None where it is missing (not Linux)
     _FALLOCATE: Any = ctypes.CDLL(None, use_errno=True).fallocate

@@ -9,7 +9,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from serving_stack.metrics_files import INITIAL_SIZE
+from serving_stack.metrics_files import INITIAL_SIZE, KINDS
 from serving_stack.metrics_listener import Archive
 
 # A worker allocating its files, then writing a counter, a histogram (two label sets) and a
@@ -48,10 +48,10 @@ def exposition(collector: object) -> set[str]:
 
 
 def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> None:
-    """Two dead workers, then a live one: its files, of the kinds the dead wrote too (the
-    counter), are allocated before it writes, at prometheus_client's size, which it keeps. After
-    tending, the same counts and buckets are served, the dead ones' files are gone and archive
-    files hold their values; the dead's gauges drop."""
+    """Two dead workers, then a live one: its files, of every kind the stack knows (those it
+    never writes too), are allocated before it writes, at prometheus_client's size, which it
+    keeps. After tending, the same counts and buckets are served, the dead ones' files are gone
+    and archive files hold their values; the dead's gauges drop."""
     dead = [worker(tmp_path) for _ in range(2)]  # side by side: mostly interpreter start-ups
     assert [process.wait(timeout=30) for process in dead] == [0, 0]
     live = worker(tmp_path, "wait")
@@ -59,8 +59,7 @@ def test_dead_workers_values_stay_counted_from_one_archive(tmp_path: Path) -> No
     assert live.stdout.readline() == "written\n"
     # prometheus_client's own files are sparse: fewer blocks than their size, until written.
     mine = {path.name: path.stat() for path in tmp_path.glob(f"*_{live.pid}.db")}
-    kinds = ("counter", "gauge_livesum", "histogram")
-    assert sorted(mine) == [f"{kind}_{live.pid}.db" for kind in kinds]
+    assert sorted(mine) == sorted(f"{kind}_{live.pid}.db" for kind in KINDS)
     assert all(s.st_size == INITIAL_SIZE <= s.st_blocks * 512 for s in mine.values()), mine
     # prometheus_client's own collector, before anything is archived; the dead workers'
     # live gauges would still count there.

@@ -22,12 +22,12 @@ from procrastinate.tasks import Task
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from database.tables import Rows, fetch
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.defer import defer
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX
-{%- if cookiecutter.auth == "oidc" %}
 
+from database.tables import Rows, fetch
+{%- if cookiecutter.auth == "oidc" %}
 from token_issuer import AUDIENCE, ISSUER
 {%- endif %}
 

@@ -19,12 +19,12 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from database.tables import fetch
 from {{ cookiecutter.package_name }}.jobs.defer import DEFER_JOB, ORIGIN_KEY, defer
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
-{%- if cookiecutter.auth == "oidc" %}
 
+from database.tables import fetch
+{%- if cookiecutter.auth == "oidc" %}
 from token_issuer import SHARED, bearer, trusting
 {%- endif %}
 

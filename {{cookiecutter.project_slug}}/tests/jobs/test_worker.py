@@ -21,11 +21,18 @@ from pydantic import ValidationError
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.health import health_app
 from {{ cookiecutter.package_name }}.jobs.recovery import STALLED_AFTER_BEATS
-from {{ cookiecutter.package_name }}.settings import ENV_PREFIX, JOBS_ABORT_MARGIN, Settings, refusal
+from {{ cookiecutter.package_name }}.jobs.tasks import prune_finished_jobs
+from {{ cookiecutter.package_name }}.settings import (
+    ENV_PREFIX,
+    JOBS_ABORT_MARGIN,
+    Settings,
+    refusal,
+)
 
 from .conftest import (
     QUICK,
     WorkerProcess,
+    execute,
     free_port,
     jobs,
     queue,
@@ -173,6 +180,44 @@ def test_the_health_port_answers_livez_and_metrics_and_refuses_junk(
         raw.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
         assert raw.recv(100).startswith(b"HTTP/1.1 400")
     assert worker.get("/livez")[0] == 200
+
+
+def test_the_queue_s_depth_and_oldest_wait_are_sampled_each_beat(
+    queue_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """One slot, held by a job that hangs: the two queued after it wait, and /metrics says how
+    many and for how long; the hanging one is running, not waiting."""
+    worker = start_worker(jobs_concurrency="1")
+    queue(queue_url, trial_stuck, key="holding")
+    wait_for(lambda: len(runs(queue_url, "holding")) == 1, 10, "the slot taken")
+    for key in ("first", "second"):
+        queue(queue_url, trial_sleep, key=key, seconds=0)
+    default = {"queue": "default"}
+
+    def both_waiting() -> bool:
+        metrics = worker.get("/metrics")[1]
+        oldest = sample(metrics, "job_oldest_waiting_seconds", default) or 0
+        return sample(metrics, "jobs_waiting", default) == 2 and oldest > 0
+
+    wait_for(both_waiting, 3 * BEAT + 5, "the two waiting jobs sampled")
+
+
+def test_failed_jobs_are_pruned_after_the_hours_kept(
+    queue_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """prune_finished_jobs (hourly) deletes a failed job older than JOBS_KEEP_FAILED_HOURS
+    and keeps a younger one: the queue's tables stay bounded."""
+    start_worker(jobs_max_attempts="1", jobs_keep_failed_hours="1")
+    old, young = (queue(queue_url, trial_fail, key=key) for key in ("old", "young"))
+
+    def both_failed() -> bool:
+        return {row[2] for row in jobs(queue_url)} == {"failed"} and len(jobs(queue_url)) == 2
+
+    wait_for(both_failed, 10, "both jobs failing for good")
+    two_hours_ago = "UPDATE procrastinate_events SET at = at - interval '2 hours'"
+    execute(queue_url, f"{two_hours_ago} WHERE job_id = {old}")
+    queue(queue_url, prune_finished_jobs, timestamp=0)
+    wait_for(lambda: [row[0] for row in jobs(queue_url)] == [young], 10, "the old one pruned")
 
 
 def test_livez_is_503_once_the_heartbeat_is_older_than_the_stalled_timeout() -> None:
