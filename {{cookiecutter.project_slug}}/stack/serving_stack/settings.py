@@ -132,6 +132,17 @@ def _proxy_network(value: str) -> str:
     return str(network)
 
 
+def _not_every_address(networks: tuple[str, ...]) -> tuple[str, ...]:
+    """Networks that together hold a whole address family trust every client, as /0 does."""
+    parsed = [ipaddress.ip_network(network) for network in networks]
+    v4 = ipaddress.collapse_addresses(n for n in parsed if isinstance(n, ipaddress.IPv4Network))
+    v6 = ipaddress.collapse_addresses(n for n in parsed if isinstance(n, ipaddress.IPv6Network))
+    if any(net.prefixlen == 0 for net in v4) or any(net.prefixlen == 0 for net in v6):
+        every = f"{' '.join(networks)} is every address, together"
+        raise ValueError(f"{every}: list your load balancers' networks")
+    return networks
+
+
 def _origin(value: str) -> str:
     # Quoted into nginx's CORS map; the app's cors_origins is this type too: no "*", path or @.
     if not _ORIGIN.fullmatch(value):
@@ -159,7 +170,9 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"],
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
-Networks = Annotated[tuple[str, ...], NoDecode, _listed(_proxy_network)]
+Networks = Annotated[
+    tuple[str, ...], NoDecode, _listed(_proxy_network), AfterValidator(_not_every_address)
+]
 Hosts = Annotated[tuple[str, ...], NoDecode, _listed(_host)]
 Origins = Annotated[tuple[str, ...], NoDecode, _listed(_origin)]
 # Requests per second, or in a burst, per client address: nginx's limit_req takes integers.

@@ -95,6 +95,18 @@ def test_trusted_proxies_refuse_every_address(proxies: str) -> None:
         load({"TRUSTED_PROXIES": proxies})
 
 
+@pytest.mark.parametrize(
+    "proxies",
+    ["0.0.0.0/1,128.0.0.0/1", "::/1 8000::/1 10.0.0.0/8", "0.0.0.0/2 64.0.0.0/2 128.0.0.0/1"],
+)
+def test_trusted_proxies_refuse_every_address_together(proxies: str) -> None:
+    """Networks that add up to every address of a family are every address too; half of them
+    is a load balancer's business (broad, but a choice), and passes."""
+    with pytest.raises(SettingError, match=r"^TRUSTED_PROXIES=.* is every address, together: "):
+        load({"TRUSTED_PROXIES": proxies})
+    assert load({"TRUSTED_PROXIES": "0.0.0.0/1 ::/1"}).trusted_proxies == ("0.0.0.0/1", "::/1")
+
+
 DERIVED = "GUNICORN_CMD_ARGS sets {}, which the stack derives: set {}"
 
 
