@@ -3,11 +3,14 @@
 you add too), naming the variable to fix. Two variables are the serving stack's, read by its
 names (REQUEST_TIMEOUT_SECONDS, CORS_ORIGINS: one definition each, in serving_stack)."""
 
-import os
+{% if cookiecutter.auth == "oidc" %}import ipaddress
+{% endif %}import os
 import re
 from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any, Literal, Self
 {%- if cookiecutter.database == "postgresql" %}
 from urllib.parse import urlsplit, urlunsplit
+{%- elif cookiecutter.auth == "oidc" %}
+from urllib.parse import urlsplit
 {%- endif %}
 {%- if cookiecutter.database == "postgresql" or cookiecutter.auth == "oidc" %}
 
@@ -92,6 +95,16 @@ Algorithms = Annotated[
 ]
 # An issuer is an https URL (http for a provider on this machine), no query or fragment.
 ISSUER_PATTERN = r"^(https?://[^\s?#]+)?$"
+
+
+def is_loopback(host: str) -> bool:
+    """Tell whether ``host`` names this machine (localhost, 127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: not this machine's, as far as settings can tell
+        return False
 {%- endif %}
 
 
@@ -293,6 +306,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{self.env_var('auth_issuer')} and {self.env_var('auth_audience')} must be set in "
                 "production: without them no token can be verified (docs/auth.md)"
+            )
+        issuer = urlsplit(self.auth_issuer)
+        if issuer.scheme == "http" and not is_loopback(issuer.hostname or ""):
+            raise ValueError(
+                f"{self.env_var('auth_issuer')} is http:// in production, off this machine: the "
+                "keys that sign tokens would come unauthenticated; use its https:// URL"
             )
 {%- endif %}
         for name in type(self).model_fields:

@@ -138,7 +138,7 @@ def _not_every_address(networks: tuple[str, ...]) -> tuple[str, ...]:
     v4 = ipaddress.collapse_addresses(n for n in parsed if isinstance(n, ipaddress.IPv4Network))
     v6 = ipaddress.collapse_addresses(n for n in parsed if isinstance(n, ipaddress.IPv6Network))
     if any(net.prefixlen == 0 for net in v4) or any(net.prefixlen == 0 for net in v6):
-        every = f"{' '.join(networks)} is every address, together"
+        every = f"{' '.join(networks)}, together, is every address"
         raise ValueError(f"{every}: list your load balancers' networks")
     return networks
 

@@ -353,6 +353,36 @@ def test_production_refuses_to_start_without_issuer_or_audience(
     assert issuer.requests == {}
 
 
+@pytest.mark.parametrize(
+    ("issuer_url", "refused"),
+    [
+        ("http://login.example.com/realms/a", True),
+        ("http://10.0.0.7:8080/realms/a", True),
+        ("http://127.0.0.1:8080/realms/a", False),
+        ("http://localhost/realms/a", False),
+        ("http://[::1]:8080/realms/a", False),
+        ("https://login.example.com/realms/a", False),
+    ],
+)
+def test_production_refuses_an_http_issuer_off_this_machine(
+    monkeypatch: pytest.MonkeyPatch, issuer_url: str, *, refused: bool
+) -> None:
+    """A provider reached over plain HTTP across a network hands out the keys tokens are checked
+    with to anyone on the path: refused in production, in one line; on this machine it is a
+    provider beside the service (a sidecar, a test), and passes."""
+    monkeypatch.setenv(ENV_PREFIX + "AUTH_ISSUER", issuer_url)
+    if not refused:
+        assert Settings().auth_issuer == issuer_url
+        return
+    with pytest.raises(ValidationError) as error:
+        Settings()
+    assert error.value.errors()[0]["msg"] == (
+        f"Value error, {ENV_PREFIX}AUTH_ISSUER is http:// in production, off this machine: the "
+        "keys that sign tokens would come unauthenticated; use its https:// URL"
+    )
+    assert Settings(environment="development").auth_issuer == issuer_url
+
+
 def test_a_websocket_handshake_with_a_valid_token_opens_the_session(
     chat: TestClient, issuer: Issuer
 ) -> None:
