@@ -52,6 +52,7 @@ class Issuer:
         self.keys: dict[str, tuple[str, PrivateKey]] = {}
         self.requests: Counter[str] = Counter()
         self.down = False  # True: every request fails, as a provider that is away
+        self.jwks_path = "certs"  # where discovery says the keys are (a provider may move them)
         for algorithm in algorithms:
             self.add_key(algorithm)
 
@@ -100,9 +101,9 @@ class Issuer:
         documents = {
             "/realms/service/.well-known/openid-configuration": {
                 "issuer": self.url,
-                "jwks_uri": f"{self.url}/certs",
+                "jwks_uri": f"{self.url}/{self.jwks_path}",
             },
-            "/realms/service/certs": self.jwks(),
+            f"/realms/service/{self.jwks_path}": self.jwks(),
         }
         document = None if self.down else documents.get(scope["path"])
         status = 200 if document is not None else (503 if self.down else 404)

@@ -241,6 +241,20 @@ def test_unknown_kids_refetch_once_per_cooldown(issuer: Issuer, client_for: Clie
     assert issuer.requests[JWKS_PATH] == 1
 
 
+def test_a_moved_jwks_uri_is_discovered_again(served: TestClient, issuer: Issuer) -> None:
+    """The provider moves its keys (the old jwks_uri now 404): the next refetch asks discovery
+    again, at once, and the new key verifies; no restart."""
+    assert post(served, issuer.token()).status_code == 201
+    issuer.jwks_path, moved = "certs-v2", issuer.add_key()
+    time.sleep(1.05)  # the fixture's cooldown: 1 s
+    assert post(served, issuer.token(kid=moved)).status_code == 201
+    discovery, old, new = (
+        f"/realms/service/{path}"
+        for path in (".well-known/openid-configuration", "certs", "certs-v2")
+    )
+    assert issuer.requests == {discovery: 2, old: 2, new: 1}
+
+
 def test_a_rotated_key_is_picked_up_after_the_cooldown(served: TestClient, issuer: Issuer) -> None:
     """A key the issuer adds later verifies once the cooldown allows a refetch; no restart."""
     assert post(served, issuer.token()).status_code == 201

@@ -104,9 +104,7 @@ class KeySet:
 
     async def _refresh(self) -> None:
         try:
-            if self._jwks_uri is None:
-                self._jwks_uri = await self._discover()
-            keys = parse_jwks(await self._get_json(self._jwks_uri), self.algorithms)
+            keys = parse_jwks(await self._get_jwks(), self.algorithms)
         except (httpx.HTTPError, KeyFetchError, ValueError) as error:
             reason = f"{type(error).__name__}: {error}"[:200]
             extra = {"reason": reason, "known_keys": len(self._keys)}
@@ -117,6 +115,17 @@ class KeySet:
             return
         self._keys = keys
         logger.info("issuer keys fetched", extra={"kids": sorted({kid for kid, _ in keys})})
+
+    async def _get_jwks(self) -> Any:
+        """The JWKS document, from the jwks_uri discovery last gave; one the provider no longer
+        answers (a 404, a moved URL) is discovered again, once."""
+        if self._jwks_uri is not None:
+            try:
+                return await self._get_json(self._jwks_uri)
+            except httpx.HTTPStatusError:
+                logger.info("the issuer's jwks_uri answered an error: discovering it again")
+        self._jwks_uri = await self._discover()
+        return await self._get_json(self._jwks_uri)
 
     async def _discover(self) -> str:
         # OpenID Connect Discovery 1.0, section 4: the issuer, then the well-known path.
