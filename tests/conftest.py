@@ -294,6 +294,15 @@ class ProjectEnv:
         )
 
 
+def jobs_number(project: Path, pattern: str) -> float:
+    """A number the bake's settings.py defines (the drain's default, the abort margin)."""
+    package = next(p.parent.name for p in (project / "src").glob("*/settings.py"))
+    settings = (project / "src" / package / "settings.py").read_text(encoding="utf-8")
+    found = re.search(pattern, settings, re.MULTILINE)
+    assert found is not None, f"settings.py no longer matches {pattern}"
+    return float(found.group(1))
+
+
 def assert_make(env: ProjectEnv, project: Path, target: str, *args: str) -> None:
     result = env.make(project, target, *args)
     assert result.returncode == 0, f"make {target}\n{result.stdout}\n{result.stderr}"

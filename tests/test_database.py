@@ -20,6 +20,7 @@ from .conftest import (
     assert_renders_cleanly,
     bake,
     install_env,
+    jobs_number,
     run_captured,
 )
 from .full_suites import FullSuites
@@ -92,15 +93,6 @@ def test_compose_runs_migrations_before_the_app(database_bake: Bake) -> None:
     }
     # Compose refuses to start without a password: none ships in the file.
     assert "${POSTGRES_PASSWORD:?" in services["db"]["environment"]["POSTGRES_PASSWORD"]
-
-
-def jobs_number(project: Path, pattern: str) -> float:
-    """A number the bake's settings.py defines (the drain's default, the abort margin)."""
-    package = next(p.parent.name for p in (project / "src").glob("*/settings.py"))
-    settings = (project / "src" / package / "settings.py").read_text(encoding="utf-8")
-    found = re.search(pattern, settings, re.MULTILINE)
-    assert found is not None, f"settings.py no longer matches {pattern}"
-    return float(found.group(1))
 
 
 def test_compose_runs_the_worker_after_migrations(jobs_bake: Bake) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, run_captured
+from .conftest import KUBERNETES_VERSIONS, Bake, ProjectEnv, jobs_number, run_captured
 
 TOOLS = Path(sys.executable).parent
 OVERLAYS = ("base", "overlays/dev", "overlays/prod")
@@ -581,15 +581,6 @@ def pod_labels(found: list[dict[str, Any]]) -> dict[str, str]:
     return labels
 
 
-def jobs_setting(project: Path, pattern: str) -> float:
-    """A number the bake's settings.py defines (the drain's default, the abort margin)."""
-    package = next(p.parent.name for p in (project / "src").glob("*/settings.py"))
-    settings = (project / "src" / package / "settings.py").read_text(encoding="utf-8")
-    found = re.search(pattern, settings, re.MULTILINE)
-    assert found is not None, f"settings.py no longer matches {pattern}"
-    return float(found.group(1))
-
-
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_worker_renders_and_validates_strictly(
     jobs_bake: Bake, overlay: str, tmp_path: Path
@@ -664,9 +655,9 @@ def test_the_worker_runs_its_command_and_drains_within_its_grace_period(
     assert "args" not in container
     assert container["image"] == app_container(web)["image"]
     env, prefix = env_of(container), f"{package.upper()}_"
-    default_drain = jobs_setting(project, r"jobs_drain_seconds: float = Field\(default=([\d.]+)")
+    default_drain = jobs_number(project, r"jobs_drain_seconds: float = Field\(default=([\d.]+)")
     drain = float(env.get(f"{prefix}JOBS_DRAIN_SECONDS", default_drain))
-    margin = jobs_setting(project, r"^JOBS_ABORT_MARGIN = ([\d.]+)$")
+    margin = jobs_number(project, r"^JOBS_ABORT_MARGIN = ([\d.]+)$")
     grace = pod["terminationGracePeriodSeconds"]
     assert grace >= drain + margin
     assert float(env["STOP_GRACE_PERIOD"]) == grace

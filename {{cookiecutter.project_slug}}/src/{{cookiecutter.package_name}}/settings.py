@@ -3,7 +3,7 @@
 you add too), naming the variable to fix. Two variables are the serving stack's, read by its
 names (REQUEST_TIMEOUT_SECONDS, CORS_ORIGINS: one definition each, in serving_stack)."""
 
-{% if cookiecutter.auth == "oidc" %}import ipaddress
+{% if cookiecutter.auth == "oidc" or cookiecutter.jobs == "procrastinate" %}import ipaddress
 {% endif %}import os
 import re
 from typing import {% if cookiecutter.auth == "oidc" %}Annotated, {% endif %}Any, Literal, Self
@@ -22,6 +22,7 @@ from pydantic import (
     Field,
 {%- if cookiecutter.jobs == "procrastinate" %}
     HttpUrl,
+    IPvAnyAddress,
 {%- endif %}
     SecretStr,
     ValidationError,
@@ -198,7 +199,7 @@ class Settings(BaseSettings):
     # Failed and aborted jobs are kept this long for a person to look at, then deleted.
     jobs_keep_failed_hours: int = Field(default=168, ge=1, le=87_600)
     # The worker's /livez and /metrics (loopback unless set; the image sets 0.0.0.0).
-    jobs_health_host: str = "127.0.0.1"
+    jobs_health_host: IPvAnyAddress = ipaddress.IPv4Address("127.0.0.1")
     jobs_health_port: int = Field(default=9465, ge=1, le=65535)
     # Where the example job announces each new item (unset: the job only logs it).
     item_webhook_url: HttpUrl | None = None

@@ -93,7 +93,7 @@ async def run(settings: Settings) -> None:
     beat = Beat(job_queue, interval)
     health = uvicorn.Config(
         health_app(beat.heartbeat_age, beat.stalled_after),
-        host=settings.jobs_health_host,
+        host=str(settings.jobs_health_host),
         port=settings.jobs_health_port,
         lifespan="off",
         log_config=None,  # the root logger's JSON lines

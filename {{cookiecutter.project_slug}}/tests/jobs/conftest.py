@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from procrastinate.tasks import Task
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
+import live.conftest as live
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.defer import defer
 from {{ cookiecutter.package_name }}.settings import ENV_PREFIX
@@ -40,21 +40,6 @@ CREATE TABLE trial_runs (
 # Quick beats, so a stalled worker is found in 3 s (a busy machine can delay a beat by a
 # second: shorter ones took live workers' jobs); retries 1 s apart unless a test says.
 QUICK = {"jobs_heartbeat_seconds": "1", "jobs_retry_base_seconds": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every 0.1 s; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:g} s")
-        time.sleep(0.1)
 
 
 def execute(url: str, statement: str) -> None:
@@ -161,7 +146,7 @@ def start_worker(queue_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
     started: list[WorkerProcess] = []
 
     def start(*modules: str, otel: dict[str, str] | None = None, **settings: str) -> WorkerProcess:
-        port = free_port()
+        port = live.free_port()
         log = tmp_path / f"worker-{len(started)}.log"
         command = [sys.executable, "-m", worker_module.__name__, "jobs.trial_tasks"]
         with log.open("wb") as output:
@@ -180,7 +165,7 @@ def start_worker(queue_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
                 pytest.fail(f"the worker exited {process.returncode}: {log.read_text()}")
             return worker.get("/livez")[0] == 200
 
-        wait_for(ready, 30, "the worker's /livez answering 200")
+        live.wait_for(ready, 30, "the worker's /livez answering 200")
         return worker
 
     yield start

@@ -19,6 +19,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
+import live.conftest as live
 from {{ cookiecutter.package_name }}.jobs.defer import DEFER_JOB, ORIGIN_KEY, defer
 from {{ cookiecutter.package_name }}.main import create_app
 from {{ cookiecutter.package_name }}.settings import Settings
@@ -28,7 +29,7 @@ from database.tables import fetch
 from token_issuer import SHARED, bearer, trusting
 {%- endif %}
 
-from .conftest import WorkerProcess, jobs, runs, wait_for
+from .conftest import WorkerProcess, jobs, runs
 from .trial_tasks import trial_sleep
 
 
@@ -54,7 +55,7 @@ def test_a_job_commits_and_rolls_back_with_its_transaction(
         return before_commit
 
     assert asyncio.run(scenario()) == []
-    wait_for(lambda: len(runs(queue_url, "committed")) == 2, 10, "the committed job running")
+    live.wait_for(lambda: len(runs(queue_url, "committed")) == 2, 10, "the committed job running")
     assert runs(queue_url, "rolled back") == []
     assert jobs(queue_url) == []  # the one committed succeeded and was deleted
 
@@ -115,9 +116,9 @@ def test_creating_an_item_queues_its_announcement_delivered_at_least_once(
 
     url, received = receiver
     worker = start_worker(item_webhook_url=url)
-    wait_for(lambda: len(received) == 2, 15, "the retried delivery")
+    live.wait_for(lambda: len(received) == 2, 15, "the retried delivery")
     assert received == [(f"item-{item['id']}", item)] * 2
-    wait_for(lambda: jobs(queue_url) == [], 5, "the delivered job deleted")
+    live.wait_for(lambda: jobs(queue_url) == [], 5, "the delivered job deleted")
     lines = [line for line in worker.lines() if line.get("task") == "announce_item"]
     assert {(line["job_id"], line["request_id"]) for line in lines} == {(job_id, request_id)}
     assert {line["attempt"] for line in lines} == {1, 2}
@@ -184,7 +185,7 @@ def test_a_job_runs_in_a_span_continuing_the_trace_that_queued_it(
         endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
         worker = start_worker(otel={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
         asyncio.run(queue_in_the_request_span())
-        wait_for(lambda: len(runs(queue_url, "traced")) == 2, 10, "the traced job running")
+        live.wait_for(lambda: len(runs(queue_url, "traced")) == 2, 10, "the traced job running")
         assert worker.stop()[0] == 0  # the provider's shutdown exports what is left
     finally:
         collector.shutdown()

@@ -18,6 +18,7 @@ from httpx2 import ASGITransport, AsyncClient, Response
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
+import live.conftest as live
 from {{ cookiecutter.package_name }} import worker as worker_module
 from {{ cookiecutter.package_name }}.jobs.health import health_app
 from {{ cookiecutter.package_name }}.jobs.recovery import STALLED_AFTER_BEATS
@@ -33,11 +34,9 @@ from .conftest import (
     QUICK,
     WorkerProcess,
     execute,
-    free_port,
     jobs,
     queue,
     runs,
-    wait_for,
     worker_environ,
 )
 from .trial_tasks import trial_fail, trial_sleep, trial_stuck
@@ -61,7 +60,7 @@ def test_a_job_of_a_killed_worker_runs_again_on_another(
     within the stalled timeout plus one beat (the sweep) plus 1 s; nothing is left running."""
     workers = {worker.process.pid: worker for worker in (start_worker(), start_worker())}
     queue(queue_url, trial_stuck, key="killed")
-    wait_for(lambda: len(runs(queue_url, "killed")) == 1, 10, "the job starting")
+    live.wait_for(lambda: len(runs(queue_url, "killed")) == 1, 10, "the job starting")
     [(_, _, holder, _, _)] = runs(queue_url, "killed")
     killed_at = time.time()
     workers.pop(holder).process.kill()
@@ -71,7 +70,7 @@ def test_a_job_of_a_killed_worker_runs_again_on_another(
         last = [(row[1], row[3]) for row in runs(queue_url, "killed")][-1:]
         return last == [(2, "finished")]
 
-    wait_for(rerun_finished, 15, "the job running again and finishing")
+    live.wait_for(rerun_finished, 15, "the job running again and finishing")
     [started, again, finished] = runs(queue_url, "killed")
     assert (started[1], again[1:4], finished[1:4]) == (
         1,
@@ -79,7 +78,7 @@ def test_a_job_of_a_killed_worker_runs_again_on_another(
         (2, survivor, "finished"),
     )
     assert again[4] - killed_at < STALLED_AFTER_BEATS * BEAT + BEAT + 1
-    wait_for(lambda: jobs(queue_url) == [], 5, "the succeeded job deleted")
+    live.wait_for(lambda: jobs(queue_url) == [], 5, "the succeeded job deleted")
     lines = [
         line for line in other.lines() if line.get("message", "").startswith("job of a stalled")
     ]
@@ -92,7 +91,7 @@ def test_sigterm_lets_a_running_job_finish_then_exits_0(
     """SIGTERM during a job shorter than the drain: the job succeeds, the worker exits 0."""
     worker = start_worker(jobs_drain_seconds="10")
     queue(queue_url, trial_sleep, key="short", seconds=1)
-    wait_for(lambda: len(runs(queue_url, "short")) == 1, 10, "the job starting")
+    live.wait_for(lambda: len(runs(queue_url, "short")) == 1, 10, "the job starting")
     status, _ = worker.stop()
     assert status == 0
     assert [row[3] for row in runs(queue_url, "short")] == ["started", "finished"]
@@ -107,7 +106,7 @@ def test_a_job_longer_than_the_drain_is_aborted_queued_again_and_rerun(
     drain = 1.0
     worker = start_worker(jobs_drain_seconds=str(drain))
     queue(queue_url, trial_sleep, key="long", seconds=60)
-    wait_for(lambda: len(runs(queue_url, "long")) == 1, 10, "the job starting")
+    live.wait_for(lambda: len(runs(queue_url, "long")) == 1, 10, "the job starting")
     status, took = worker.stop()
     # Its own account of the stop, then the process' end as the platform sees it (a busy
     # machine may take a second or two more to end a Python process; its grace period holds).
@@ -117,7 +116,7 @@ def test_a_job_longer_than_the_drain_is_aborted_queued_again_and_rerun(
     [(_, task, state, attempts, _)] = jobs(queue_url)
     assert (task, state, attempts) == ("trial_sleep", "todo", 1)
     start_worker()
-    wait_for(lambda: len(runs(queue_url, "long")) == 2, 15, "the job running again")
+    live.wait_for(lambda: len(runs(queue_url, "long")) == 2, 15, "the job running again")
     assert [row[1] for row in runs(queue_url, "long")] == [1, 2]
 
 
@@ -132,7 +131,7 @@ def test_retries_back_off_then_the_job_fails_for_good(
     def failed() -> bool:
         return [(row[0], row[2]) for row in jobs(queue_url)] == [(job_id, "failed")]
 
-    wait_for(failed, 30, "the job failing for good")
+    live.wait_for(failed, 30, "the job failing for good")
     times = [row[4] for row in runs(queue_url, "failing")]
     assert [row[1] for row in runs(queue_url, "failing")] == [1, 2, 3]
     assert times[1] - times[0] >= 2
@@ -149,7 +148,7 @@ def test_a_periodic_job_fires_once_per_tick_across_two_workers(
     workers = [start_worker("jobs.trial_periodic") for _ in range(2)]
     first = int(time.time()) + 1
     last = first + 9
-    wait_for(lambda: time.time() > last + 2, 15, "ten ticks passing")
+    live.wait_for(lambda: time.time() > last + 2, 15, "ten ticks passing")
     ticks = [int(row[0]) for row in runs(queue_url) if row[3] == "tick"]
     assert [ticks.count(tick) for tick in range(first, last + 1)] == [1] * 10, ticks
     assert {row[2] for row in runs(queue_url)} <= {worker.process.pid for worker in workers}
@@ -170,7 +169,7 @@ def test_the_health_port_answers_livez_and_metrics_and_refuses_junk(
     def counted() -> bool:
         return sample(worker.get("/metrics")[1], "jobs_total", succeeded) == 1
 
-    wait_for(counted, 10, "the job counted")
+    live.wait_for(counted, 10, "the job counted")
     metrics = worker.get("/metrics")[1]
     assert sample(metrics, "job_duration_seconds_count", {"task": "trial_sleep"}) == 1
     assert sample(metrics, "job_attempt_sum", {"task": "trial_sleep"}) == 1
@@ -189,7 +188,7 @@ def test_the_queue_s_depth_and_oldest_wait_are_sampled_each_beat(
     many and for how long; the hanging one is running, not waiting."""
     worker = start_worker(jobs_concurrency="1")
     queue(queue_url, trial_stuck, key="holding")
-    wait_for(lambda: len(runs(queue_url, "holding")) == 1, 10, "the slot taken")
+    live.wait_for(lambda: len(runs(queue_url, "holding")) == 1, 10, "the slot taken")
     for key in ("first", "second"):
         queue(queue_url, trial_sleep, key=key, seconds=0)
     default = {"queue": "default"}
@@ -199,7 +198,7 @@ def test_the_queue_s_depth_and_oldest_wait_are_sampled_each_beat(
         oldest = sample(metrics, "job_oldest_waiting_seconds", default) or 0
         return sample(metrics, "jobs_waiting", default) == 2 and oldest > 0
 
-    wait_for(both_waiting, 3 * BEAT + 5, "the two waiting jobs sampled")
+    live.wait_for(both_waiting, 3 * BEAT + 5, "the two waiting jobs sampled")
 
 
 def test_failed_jobs_are_pruned_after_the_hours_kept(
@@ -213,11 +212,11 @@ def test_failed_jobs_are_pruned_after_the_hours_kept(
     def both_failed() -> bool:
         return {row[2] for row in jobs(queue_url)} == {"failed"} and len(jobs(queue_url)) == 2
 
-    wait_for(both_failed, 10, "both jobs failing for good")
+    live.wait_for(both_failed, 10, "both jobs failing for good")
     two_hours_ago = "UPDATE procrastinate_events SET at = at - interval '2 hours'"
     execute(queue_url, f"{two_hours_ago} WHERE job_id = {old}")
     queue(queue_url, prune_finished_jobs, timestamp=0)
-    wait_for(lambda: [row[0] for row in jobs(queue_url)] == [young], 10, "the old one pruned")
+    live.wait_for(lambda: [row[0] for row in jobs(queue_url)] == [young], 10, "the old one pruned")
 
 
 def test_livez_is_503_once_the_heartbeat_is_older_than_the_stalled_timeout() -> None:
@@ -242,6 +241,13 @@ def test_livez_is_503_once_the_heartbeat_is_older_than_the_stalled_timeout() -> 
         ({"jobs_heartbeat_seconds": "0.05"}, "JOBS_HEARTBEAT_SECONDS is refused"),
         ({"jobs_retry_base_seconds": "two"}, "JOBS_RETRY_BASE_SECONDS is refused"),
         ({"item_webhook_url": "hooks.example.com"}, "ITEM_WEBHOOK_URL is refused"),
+        ({"item_webhook_url": "file:///etc/passwd"}, "ITEM_WEBHOOK_URL is refused"),
+        ({"jobs_drain_seconds": "nan"}, "JOBS_DRAIN_SECONDS is refused"),
+        ({"jobs_drain_seconds": "3601"}, "JOBS_DRAIN_SECONDS is refused"),
+        ({"jobs_max_attempts": "0"}, "JOBS_MAX_ATTEMPTS is refused"),
+        ({"jobs_keep_failed_hours": "0"}, "JOBS_KEEP_FAILED_HOURS is refused"),
+        ({"jobs_health_port": "65536"}, "JOBS_HEALTH_PORT is refused"),
+        ({"jobs_health_host": "0.0.0.0; rm -rf /"}, "JOBS_HEALTH_HOST is refused"),
         ({"STOP_GRACE_PERIOD": "24"}, "STOP_GRACE_PERIOD=24 is below the job worker's stop"),
     ],
 )
@@ -272,6 +278,11 @@ def test_the_worker_settings_at_their_boundaries(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ValidationError) as too_short:
         Settings()
     assert refusal(too_short.value).startswith("STOP_GRACE_PERIOD=24.9 is below")
+    monkeypatch.setenv(f"{ENV_PREFIX}JOBS_HEALTH_HOST", "::")  # every address, IPv6 too
+    monkeypatch.setenv(f"{ENV_PREFIX}JOBS_HEALTH_PORT", "65535")
+    monkeypatch.setenv(f"{ENV_PREFIX}JOBS_DRAIN_SECONDS", "19.5")  # 19.5 + 5 <= 24.9
+    settings = Settings()  # the drain fits the shorter grace period
+    assert (str(settings.jobs_health_host), settings.jobs_health_port) == ("::", 65535)
 
 
 def test_a_module_of_tasks_that_does_not_import_is_one_line(queue_url: str) -> None:
@@ -298,7 +309,7 @@ def test_make_worker_starts_the_worker_the_docs_show(
     queue_url: str, tmp_path: Path, project_root: Path
 ) -> None:
     """`make worker` (README, docs/jobs.md) runs the worker on DATABASE_URL until stopped."""
-    port = free_port()
+    port = live.free_port()
     env = worker_environ(queue_url, port, {})
     command = ["make", "--no-print-directory", "-C", str(project_root), "worker"]
     with (tmp_path / "make-worker.log").open("wb") as log:
@@ -311,7 +322,7 @@ def test_make_worker_starts_the_worker_the_docs_show(
         )
     try:
         worker = WorkerProcess(make, port, tmp_path / "make-worker.log")
-        wait_for(lambda: worker.get("/livez")[0] == 200, 30, "make worker's /livez answering")
+        live.wait_for(lambda: worker.get("/livez")[0] == 200, 30, "make worker's /livez answering")
     finally:
         os.killpg(make.pid, signal.SIGTERM)  # Ctrl-C's way: the whole group
         make.wait(30)

@@ -61,9 +61,8 @@ class Beat:
         """Seconds since this worker's newest heartbeat the database confirmed."""
         return time.monotonic() - self._heartbeat_at
 
-    async def sweep(self, worker_id: int | None) -> int:
-        """One beat: stalled jobs retried, the heartbeat read, the queue sampled; how many
-        jobs were recovered."""
+    async def sweep(self, worker_id: int | None) -> None:
+        """One beat: stalled jobs retried, the heartbeat read, the queue sampled."""
         manager = self.app.job_manager
         stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         recovered = 0
@@ -80,7 +79,6 @@ class Beat:
         if worker_id is not None:
             await self._read_heartbeat(worker_id)
         await self._sample_queue()
-        return recovered
 
     async def _read_heartbeat(self, worker_id: int) -> None:
         connector = self.app.connector
