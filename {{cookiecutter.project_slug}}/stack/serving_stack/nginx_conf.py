@@ -30,6 +30,7 @@ UNCOUNTED_LIMIT = 65535
 # Connections no cap counts, beyond the held ones (two each: client and upstream): idle
 # keep-alive clients, probes, clients being refused. All may land on one nginx worker.
 UNCAPPED_CONNECTIONS = 4096
+CLIENT_KEEPALIVE = 65  # seconds nginx keeps an idle client connection
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 _ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s[^;]*?\bzone=([^:\s;]+):", re.MULTILINE)
 
@@ -77,8 +78,11 @@ def worker_connections(settings: StackSettings) -> int:
     return held + UNCAPPED_CONNECTIONS
 
 
-def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
-    """nginx.conf's placeholder values, for this many nginx workers."""
+def nginx_values(
+    settings: StackSettings, workers: int, *, draining: bool = False
+) -> dict[str, str]:
+    """nginx.conf's placeholder values, for this many nginx workers; draining: the config the
+    supervisor reloads nginx with for DRAIN_SECONDS after SIGTERM."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     held = worker_connections(settings)
@@ -98,7 +102,12 @@ def nginx_values(settings: StackSettings, workers: int) -> dict[str, str]:
         "STATUS_SOCKET": str(settings.status_socket),
         "ACCESS_LOGGED": str(int(settings.nginx_access_log)),
         "PROXY_TIMEOUT": nginx_time(settings.proxy_timeout),
-        "SHUTDOWN_TIMEOUT": nginx_time(settings.nginx_drain),
+        # The workers a drain's reload retires keep this first config's: the drain, then the stop.
+        "SHUTDOWN_TIMEOUT": nginx_time(
+            settings.nginx_drain + (not draining) * settings.drain_seconds
+        ),
+        "KEEPALIVE_TIMEOUT": "0" if draining else f"{CLIENT_KEEPALIVE}s",
+        "DRAINING": str(int(draining)),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
         "RATE_LIMITED": str(int(per_second > 0)),
@@ -131,9 +140,9 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
     }
 
 
-def write_nginx_conf(settings: StackSettings, workers: int) -> Path:
+def write_nginx_conf(settings: StackSettings, workers: int, *, draining: bool = False) -> Path:
     """Render $RUN_DIR/nginx.conf after the lists it includes, each atomically; its path."""
-    values = nginx_values(settings, workers)
+    values = nginx_values(settings, workers, draining=draining)
     text = render(settings.nginx_conf.read_text(encoding="utf-8"), values)
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     settings.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -298,6 +298,10 @@ class StackSettings(BaseSettings):
     )
     """watchdog, in seconds: a worker whose event loop is blocked this long is killed (no
     request deadline); unset: the larger of 60 and the app deadline (never below it)"""
+    drain_seconds: float = Field(0.0, ge=0, le=600, alias="DRAIN_SECONDS")
+    """seconds a SIGTERM keeps serving, /readyz answering 503 and every answer closing its
+    connection, before nginx stops accepting: at least a balancer's health-check interval times
+    its fall count; 0: stop accepting at once (SIGINT never drains)"""
     stop_grace_period: Seconds | None = Field(None, alias="STOP_GRACE_PERIOD")
     """seconds the platform grants before SIGKILL (compose stop_grace_period, Kubernetes
     terminationGracePeriodSeconds minus preStop); one below the stack's graceful stop is refused"""
@@ -353,9 +357,10 @@ class StackSettings(BaseSettings):
         if grace is not None and grace < self.stop_budget:
             raise ValueError(
                 f"STOP_GRACE_PERIOD={grace:g} is below the stack's graceful stop"
-                f" ({self.stop_budget:g} s: nginx drains {self.nginx_drain:g} s, the metrics"
-                f" listener stops, then gunicorn GRACEFUL_TIMEOUT={self.graceful_timeout:g} s,"
-                f" each + {STOP_MARGIN:g} s): the platform would kill requests in flight"
+                f" ({self.stop_budget:g} s: DRAIN_SECONDS={self.drain_seconds:g}, then nginx"
+                f" drains {self.nginx_drain:g} s, the metrics listener stops, then gunicorn"
+                f" GRACEFUL_TIMEOUT={self.graceful_timeout:g} s, each + {STOP_MARGIN:g} s): the"
+                " platform would kill requests in flight"
             )
         held, cap = self.held_connections, self.limit_concurrency
         if cap and cap < held:
@@ -391,8 +396,10 @@ class StackSettings(BaseSettings):
 
     @property
     def stop_budget(self) -> float:
-        """The supervisor's worst-case graceful stop (stop_all): nginx, the listener, gunicorn."""
-        return self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful_timeout + STOP_MARGIN
+        """The supervisor's worst-case graceful stop: the drain, then (stop_all) nginx, the
+        listener, gunicorn."""
+        stop_all = self.nginx_drain + STOP_MARGIN + STOP_MARGIN + self.graceful_timeout
+        return self.drain_seconds + stop_all + STOP_MARGIN
 
     @property
     def upstream_keepalive(self) -> int:

@@ -92,7 +92,7 @@ def serve(settings: StackSettings) -> int:
         stop_needs=settings.stop_budget,
     )
     log("info", "nginx worker count decided", workers=workers, **workers_facts)
-    return Supervisor(settings, nginx_globals).run()
+    return Supervisor(settings, nginx_globals, workers).run()
 
 
 def check(settings: StackSettings) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from . import ServeError
 from .child_lines import access_lines, stderr_line
 from .log_relay import LimitCounter, LineRelay, log
-from .nginx_conf import declared_zones, nginx_command
+from .nginx_conf import declared_zones, nginx_command, write_nginx_conf
 from .settings import STOP_MARGIN, StackSettings
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ METRICS_HEALTHY = 60.0
 # imported the app.
 HEALTH = "/livez"
 _HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+# Asked of nginx after the drain's reload: its 503 means the new workers answer.
+_READY_REQUEST = "GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
 
 @dataclass
@@ -68,9 +70,12 @@ class Child:
 class Supervisor:
     """One select() loop: signals by a wakeup fd, children and orphans reaped, output relayed."""
 
-    def __init__(self, settings: StackSettings, nginx_globals: str = "") -> None:
+    def __init__(
+        self, settings: StackSettings, nginx_globals: str = "", nginx_workers: int = 1
+    ) -> None:
         self.settings = settings
         self.nginx_globals = nginx_globals
+        self.nginx_workers = nginx_workers  # the drain renders nginx.conf again with them
         self.children: dict[int, Child] = {}
         self.nginx: Child | None = None
         self.gunicorn: Child | None = None
@@ -279,6 +284,24 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
 
+    def drain(self) -> None:
+        """After SIGTERM, serve DRAIN_SECONDS more with /readyz at 503 and keep-alive off (nginx
+        reloaded so), so balancers stop sending before nginx stops accepting (README.md)."""
+        seconds, nginx = self.settings.drain_seconds, self.nginx
+        if self.requested != signal.SIGTERM or not seconds or nginx is None or not nginx.running:
+            return
+        deadline = time.monotonic() + seconds
+        write_nginx_conf(self.settings, self.nginx_workers, draining=True)
+        nginx.signal(signal.SIGHUP)  # new workers take the drain's config, the old finish theirs
+        address = (self.settings.local_address, self.settings.port)
+        drained = functools.partial(_answers, address, 1.0, _READY_REQUEST, b"HTTP/1.1 503 ")
+        self.wait_until(lambda: not nginx.running or drained(), seconds, stop_on_signal=False)
+        log("info", f"draining for {seconds:g} s: /readyz answers 503, keep-alive is off")
+        left = deadline - time.monotonic()
+        self.wait_until(
+            lambda: not all(c.running for c in self.vital()), left, stop_on_signal=False
+        )
+
     def stop_all(self) -> bool:
         nginx, gunicorn = self.nginx, self.gunicorn
         if nginx is not None and nginx.running and gunicorn is not None:
@@ -317,6 +340,7 @@ class Supervisor:
             while self.requested is None and all(c.running for c in self.vital()):
                 self.pump(1.0)
                 self.tend_metrics()
+            self.drain()
         except (ServeError, OSError) as exc:
             log("error", str(exc))
             self.stop_all()
@@ -382,9 +406,11 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _answers(address: str | tuple[str, int], timeout: float, request: str = "") -> bool:
+def _answers(
+    address: str | tuple[str, int], timeout: float, request: str = "", start: bytes = b"HTTP/1.1 "
+) -> bool:
     """Whether something accepts a connection at address (TCP: nginx, the listener; a path:
-    gunicorn's unix socket) within the timeout and, given a request, answers it in HTTP/1.1."""
+    gunicorn's unix socket) within the timeout and, given a request, answers it with start."""
     if isinstance(address, str):
         family = socket.AF_UNIX
     else:
@@ -395,7 +421,7 @@ def _answers(address: str | tuple[str, int], timeout: float, request: str = "") 
             probe.connect(address)
             if request:
                 probe.sendall(request.encode("ascii"))
-                return probe.recv(16).startswith(b"HTTP/1.1 ")
+                return probe.recv(16).startswith(start)
         except OSError:
             return False
         return True

@@ -1,7 +1,9 @@
 """The stack's contract, live: started with its own config and a project's locations around a
 plain ASGI app, it serves through nginx, refuses what nginx refuses (JSON with the request id, never
-reaching the app), writes only JSON lines, and stops cleanly on SIGTERM. Needs nginx."""
+reaching the app), writes only JSON lines, and on SIGTERM drains, then stops cleanly. Needs
+nginx."""
 
+import http.client
 import json
 import os
 import signal
@@ -40,6 +42,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
         "WEB_CONCURRENCY": "1",
         "NGINX_WORKER_PROCESSES": "1",
         "GUNICORN_CMD_ARGS": "--access-logfile=-",  # gunicorn's own: its access line, too
+        "DRAIN_SECONDS": "2",
         "PYTHONPATH": os.pathsep.join(sys.path),
         **({"SERVE_AS_ROOT": "on"} if os.geteuid() == 0 else {}),
     }
@@ -61,6 +64,18 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
         status, request_id, body = ask(port, "/hello", host="elsewhere.example")
         assert status == 400
         assert json.loads(body) == {"detail": "Bad Request", "request_id": request_id}
+        assert ask(port, "/readyz")[0] == 200
+
+        stack.send_signal(signal.SIGTERM)
+        while '"message":"draining for 2 s' not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.05)
+        # Still served, but /readyz says 503 and each answer closes its connection.
+        assert ask(port, "/readyz")[0] == 503
+        client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        client.request("GET", "/hello", headers={"Host": "localhost"})
+        answer = client.getresponse()
+        assert (answer.read(), answer.getheader("Connection")) == (b"plain /hello", "close")
     finally:
         stack.send_signal(signal.SIGTERM)
         code = stack.wait(timeout=60)

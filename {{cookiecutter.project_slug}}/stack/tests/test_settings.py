@@ -59,6 +59,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     (APP_DEADLINE_NAME, "45.5", 45.5, "3600", "3601"),
     ("GRACEFUL_TIMEOUT", "45", 45.0, "3600", "nan"),
     ("GUNICORN_TIMEOUT", "120", 120.0, "86400", "inf"),
+    ("DRAIN_SECONDS", "5", 5.0, "600", "nan"),
     ("STOP_GRACE_PERIOD", "90", 90.0, "86400", "1s"),
     ("APP_MODULE", "main:app", "main:app", "a.b:create_app()", "main"),
     ("GUNICORN_SOCKET", "/srv/g.sock", Path("/srv/g.sock"), "g", "/r/'q'"),
@@ -157,6 +158,26 @@ def test_the_timeout_chain_follows_a_deadline_set_in_dotenv_only(tmp_path: Path)
     assert re.findall(r"proxy_(?:read|send)_timeout (\S+);", conf) == ["95s", "95s", "60s", "60s"]
     assert re.findall(r"worker_shutdown_timeout (\S+);", conf) == ["100s"]
     assert "listen 0.0.0.0:8000 " in conf
+
+
+def test_the_drain_comes_before_the_stop_and_its_config_closes_connections(
+    tmp_path: Path,
+) -> None:
+    """DRAIN_SECONDS adds to the stop budget the grace period must hold; the first config lets
+    the workers the drain's reload retires serve through it, and the drain's answers /readyz
+    with 503 and keeps no connection alive."""
+    assert load({}).stop_budget == 85  # nginx's drain (30 + 5 + 5) + 5, 5, gunicorn 30 + 5
+    assert load({"DRAIN_SECONDS": "5", "STOP_GRACE_PERIOD": "90"}).stop_budget == 90
+    with pytest.raises(SettingError, match=r"^STOP_GRACE_PERIOD=89 is below .*DRAIN_SECONDS=5,"):
+        load({"DRAIN_SECONDS": "5", "STOP_GRACE_PERIOD": "89"})
+    settings = load({"DRAIN_SECONDS": "5", "RUN_DIR": str(tmp_path)})
+    first = nginx_conf.write_nginx_conf(settings, 1).read_text(encoding="utf-8")
+    drain = nginx_conf.write_nginx_conf(settings, 1, draining=True).read_text(encoding="utf-8")
+
+    timeouts = r"(?:worker_shutdown|keepalive)_timeout (\S+);|map (\d) \$draining"
+    assert re.findall(timeouts, first)[:3] == [("45s", ""), ("65s", ""), ("", "0")]
+    assert re.findall(timeouts, drain)[:3] == [("40s", ""), ("0", ""), ("", "1")]
+    assert "if ($draining) { return 503; }" in drain
 
 
 def _default(field: Any) -> str:
