@@ -102,12 +102,12 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # (about 115 lines) and its live test in uvicorn with real clients (153), the pod caps and
 # what is sized from them in settings.py, nginx.conf and nginx_conf.py (about 100), their
 # cases and the sizing's test in the settings' tests (about 55). A feature the issue asked
-# for, not excess: 4,150. Issue 47's drain took it to 4,226: the setting and its place in the
-# stop budget, the drain's nginx values and the supervisor's reload into them (about 45 lines),
-# their tests, live through nginx too (about 35): 4,230.
+# for, not excess: 4,150. Issue 47's drain took it to 4,241: the setting and its place in the
+# stop budget, /readyz's flag, the keep-alive-off config and the supervisor's two halves (about
+# 55 lines), their tests, live through nginx too (about 40): 4,250.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_230
+STACK_MOST = 4_250
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

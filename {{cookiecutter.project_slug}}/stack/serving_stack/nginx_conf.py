@@ -31,6 +31,8 @@ UNCOUNTED_LIMIT = 65535
 # keep-alive clients, probes, clients being refused. All may land on one nginx worker.
 UNCAPPED_CONNECTIONS = 4096
 CLIENT_KEEPALIVE = 65  # seconds nginx keeps an idle client connection
+# In RUN_DIR while the supervisor drains the stack: nginx.conf's /readyz answers 503.
+DRAIN_FLAG = "draining"
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 _ZONE = re.compile(r"^\s*limit_(?:req|conn)_zone\s[^;]*?\bzone=([^:\s;]+):", re.MULTILINE)
 
@@ -79,10 +81,10 @@ def worker_connections(settings: StackSettings) -> int:
 
 
 def nginx_values(
-    settings: StackSettings, workers: int, *, draining: bool = False
+    settings: StackSettings, workers: int, *, keepalive: bool = True
 ) -> dict[str, str]:
-    """nginx.conf's placeholder values, for this many nginx workers; draining: the config the
-    supervisor reloads nginx with for DRAIN_SECONDS after SIGTERM."""
+    """nginx.conf's placeholder values, for this many nginx workers; keepalive off: the config
+    the supervisor reloads nginx into halfway through a drain."""
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     held = worker_connections(settings)
@@ -103,11 +105,9 @@ def nginx_values(
         "ACCESS_LOGGED": str(int(settings.nginx_access_log)),
         "PROXY_TIMEOUT": nginx_time(settings.proxy_timeout),
         # The workers a drain's reload retires keep this first config's: the drain, then the stop.
-        "SHUTDOWN_TIMEOUT": nginx_time(
-            settings.nginx_drain + (not draining) * settings.drain_seconds
-        ),
-        "KEEPALIVE_TIMEOUT": "0" if draining else f"{CLIENT_KEEPALIVE}s",
-        "DRAINING": str(int(draining)),
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.nginx_drain + keepalive * settings.drain_seconds),
+        "KEEPALIVE_TIMEOUT": f"{CLIENT_KEEPALIVE * keepalive}s",
+        "DRAIN_FLAG": str(settings.run_dir / DRAIN_FLAG),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
         "RATE_LIMITED": str(int(per_second > 0)),
@@ -140,9 +140,9 @@ def nginx_lists(settings: StackSettings) -> dict[str, str]:
     }
 
 
-def write_nginx_conf(settings: StackSettings, workers: int, *, draining: bool = False) -> Path:
+def write_nginx_conf(settings: StackSettings, workers: int, *, keepalive: bool = True) -> Path:
     """Render $RUN_DIR/nginx.conf after the lists it includes, each atomically; its path."""
-    values = nginx_values(settings, workers, draining=draining)
+    values = nginx_values(settings, workers, keepalive=keepalive)
     text = render(settings.nginx_conf.read_text(encoding="utf-8"), values)
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     settings.temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -299,9 +299,9 @@ class StackSettings(BaseSettings):
     """watchdog, in seconds: a worker whose event loop is blocked this long is killed (no
     request deadline); unset: the larger of 60 and the app deadline (never below it)"""
     drain_seconds: float = Field(0.0, ge=0, le=600, alias="DRAIN_SECONDS")
-    """seconds a SIGTERM keeps serving, /readyz answering 503 and every answer closing its
-    connection, before nginx stops accepting: at least a balancer's health-check interval times
-    its fall count; 0: stop accepting at once (SIGINT never drains)"""
+    """seconds a SIGTERM keeps serving before nginx stops accepting: /readyz answers 503 at
+    once, every answer closes its connection from halfway; at least twice a balancer's
+    health-check interval times its fall count; 0: stop accepting at once (SIGINT never drains)"""
     stop_grace_period: Seconds | None = Field(None, alias="STOP_GRACE_PERIOD")
     """seconds the platform grants before SIGKILL (compose stop_grace_period, Kubernetes
     terminationGracePeriodSeconds minus preStop); one below the stack's graceful stop is refused"""

@@ -12,7 +12,7 @@ import urllib.request
 
 from . import ServeError, environment
 from .log_relay import log
-from .nginx_conf import APT_HINT, nginx_command, nginx_workers, write_nginx_conf
+from .nginx_conf import APT_HINT, DRAIN_FLAG, nginx_command, nginx_workers, write_nginx_conf
 from .settings import LEGACY_CONFIGS, LOCATIONS, NO_APP_MODULE, OWN_CONFIGS, StackSettings, load
 from .supervisor import HEALTH, Supervisor
 
@@ -68,6 +68,7 @@ def serve(settings: StackSettings) -> int:
         settings.metrics_dir.mkdir(mode=0o700)
         # nginx removes its unix socket on exit, but not after a kill: bind() would then fail.
         settings.status_socket.unlink(missing_ok=True)
+        (settings.run_dir / DRAIN_FLAG).unlink(missing_ok=True)  # a drain's, cut short by a kill
         workers, workers_facts = nginx_workers(settings)
         conf = write_nginx_conf(settings, workers)
     except OSError as exc:  # unwritable RUN_DIR, unreadable NGINX_CONF...

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from . import ServeError
 from .child_lines import access_lines, stderr_line
 from .log_relay import LimitCounter, LineRelay, log
-from .nginx_conf import declared_zones, nginx_command, write_nginx_conf
+from .nginx_conf import DRAIN_FLAG, declared_zones, nginx_command, write_nginx_conf
 from .settings import STOP_MARGIN, StackSettings
 
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ METRICS_HEALTHY = 60.0
 # imported the app.
 HEALTH = "/livez"
 _HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-# Asked of nginx after the drain's reload: its 503 means the new workers answer.
-_READY_REQUEST = "GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
 
 @dataclass
@@ -285,21 +283,27 @@ class Supervisor:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def drain(self) -> None:
-        """After SIGTERM, serve DRAIN_SECONDS more with /readyz at 503 and keep-alive off (nginx
-        reloaded so), so balancers stop sending before nginx stops accepting (README.md)."""
+        """After SIGTERM, serve DRAIN_SECONDS more: /readyz answers 503 at once, so balancers
+        stop sending; halfway, nginx reloads with keep-alive off, so clients that check no
+        health move too, once balancers no longer use the idle connections this closes."""
         seconds, nginx = self.settings.drain_seconds, self.nginx
         if self.requested != signal.SIGTERM or not seconds or nginx is None or not nginx.running:
             return
-        deadline = time.monotonic() + seconds
-        write_nginx_conf(self.settings, self.nginx_workers, draining=True)
-        nginx.signal(signal.SIGHUP)  # new workers take the drain's config, the old finish theirs
-        address = (self.settings.local_address, self.settings.port)
-        drained = functools.partial(_answers, address, 1.0, _READY_REQUEST, b"HTTP/1.1 503 ")
-        self.wait_until(lambda: not nginx.running or drained(), seconds, stop_on_signal=False)
-        log("info", f"draining for {seconds:g} s: /readyz answers 503, keep-alive is off")
-        left = deadline - time.monotonic()
-        self.wait_until(
-            lambda: not all(c.running for c in self.vital()), left, stop_on_signal=False
+        end = time.monotonic() + seconds
+        (self.settings.run_dir / DRAIN_FLAG).touch()
+        log("info", f"draining for {seconds:g} s: /readyz answers 503")
+        if self._serve_until(end - seconds / 2):
+            write_nginx_conf(self.settings, self.nginx_workers, keepalive=False)
+            nginx.signal(signal.SIGHUP)  # new workers take it; the old finish what they hold
+            log("info", "draining: keep-alive is off, every answer closes its connection")
+            self._serve_until(end)
+
+    def _serve_until(self, deadline: float) -> bool:
+        """Pump until the monotonic deadline; False as soon as nginx or gunicorn has died."""
+        return not self.wait_until(
+            lambda: not all(child.running for child in self.vital()),
+            deadline - time.monotonic(),
+            stop_on_signal=False,
         )
 
     def stop_all(self) -> bool:
@@ -406,11 +410,9 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _answers(
-    address: str | tuple[str, int], timeout: float, request: str = "", start: bytes = b"HTTP/1.1 "
-) -> bool:
+def _answers(address: str | tuple[str, int], timeout: float, request: str = "") -> bool:
     """Whether something accepts a connection at address (TCP: nginx, the listener; a path:
-    gunicorn's unix socket) within the timeout and, given a request, answers it with start."""
+    gunicorn's unix socket) within the timeout and, given a request, answers it in HTTP/1.1."""
     if isinstance(address, str):
         family = socket.AF_UNIX
     else:
@@ -421,7 +423,7 @@ def _answers(
             probe.connect(address)
             if request:
                 probe.sendall(request.encode("ascii"))
-                return probe.recv(16).startswith(start)
+                return probe.recv(16).startswith(b"HTTP/1.1 ")
         except OSError:
             return False
         return True
