@@ -162,13 +162,15 @@ async def app(scope, receive, send):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("resolution", ["highest", "lowest-direct"])
 def test_the_stack_alone_beside_a_foreign_app_passes_its_tests_and_serves_it(
-    default_bake: Bake, tmp_path: Path
+    default_bake: Bake, tmp_path: Path, resolution: str
 ) -> None:
     """stack/, copied alone beside a foreign ASGI app, builds a wheel and an sdist; the wheel
     and the stack's test group, in a fresh virtualenv holding nothing else, pass every test of
     the stack (against the wheel, under the stack's own configuration), and `python -m
-    serving_stack` serves the app through nginx, with no project file beside it."""
+    serving_stack` serves the app through nginx, with no project file beside it: at the newest
+    versions the stack's ranges allow, and at their floors (each direct dependency's lowest)."""
     uv = str(Path(sys.executable).parent / "uv")
     dist, venv, foreign = tmp_path / "dist", tmp_path / "venv", tmp_path / "foreign"
     stack = foreign / "stack"
@@ -181,7 +183,8 @@ def test_the_stack_alone_beside_a_foreign_app_passes_its_tests_and_serves_it(
     assert len(list(dist.glob("serving_stack-*.tar.gz"))) == 1
     subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    install = [uv, "pip", "install", "--quiet", "--python", python, wheel]
+    options = ["--quiet", "--python", python, "--resolution", resolution]
+    install = [uv, "pip", "install", *options, wheel]
     subprocess.run([*install, "--group", f"{stack / 'pyproject.toml'}:test"], check=True)
     # Nothing of this session's environments (PYTHONPATH holds a bake's stack): the fresh one's.
     env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
