@@ -26,6 +26,13 @@ writes DIR/side-faults.md.
 (lab/jobs.py): jobs per second, enqueue cost, pickup, recovery, drain, memory, table sizes;
 writes DIR/jobs.md and DIR/jobs.json.
 
+    python -m lab PROJECT_DIR --rollout --image TAG [--drain SECONDS] [--retries N] [--out DIR]
+
+--rollout instead: the image TAG's containers replaced one by one under load behind HAProxy
+set up as the project's docs/deploy.md says (lab/rollout.py): requests, streams and WebSocket
+sessions by outcome, the rollout's duration, latency before and during it; writes
+DIR/rollout.md and DIR/rollout.json.
+
 Writes DIR/benchmark.json, DIR/benchmark.md, DIR/cost.json and, with matplotlib in the
 project's environment, DIR/benchmark.png; prints the tables and one line per check. Exits 1
 when a check FAILs (a budget in lab/budgets.toml) or a tool is missing, 2 on a usage error.
@@ -48,10 +55,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.processes import ServerError
-from lab import cost, jobs, peers, side_faults
+from lab import cost, jobs, peers, rollout, side_faults
 from lab.attacks import AttackError
 from lab.budgets import check_budgets, load_budgets
 from lab.experiments import experiments, select
+from lab.haproxy import HAProxyError
 from lab.nginx import NginxConfigError, nginx_binary
 from lab.project import Project, ProjectError, discover
 from lab.report import markdown
@@ -149,21 +157,32 @@ def run_peers(project: Project, args: argparse.Namespace, argv: list[str]) -> in
     return 0 if passed else 1
 
 
+def run_report(project: Project, args: argparse.Namespace, argv: list[str]) -> bool:
+    """--jobs, --rollout or --side-faults, each one report written to args.out; whether one of
+    them was asked for."""
+    chosen = {"jobs": args.jobs, "rollout": args.rollout, "side-faults": args.side_faults}
+    name = next((name for name, asked in chosen.items() if asked), None)
+    if name is None:
+        return False
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    if name == "jobs":
+        publish(args.out, name, *jobs.report(project))
+    elif name == "rollout":
+        command = shlex.join(["./scripts/bench", project.root.name, *argv[1:]])
+        publish(args.out, name, *rollout.report(project, args, command))
+    else:
+        publish(args.out, name, side_faults.report(project))
+    print(f"results in {args.out}")
+    return True
+
+
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     project = discover(args.project)
     # The project's own .env and relative settings, as `make serve` reads them there.
     os.chdir(project.root)
     if args.peers:
         return run_peers(project, args, argv)
-    if args.jobs:
-        signal.signal(signal.SIGTERM, _stop_on_term)
-        publish(args.out, "jobs", *jobs.report(project))
-        print(f"results in {args.out}")
-        return 0
-    if args.side_faults:
-        signal.signal(signal.SIGTERM, _stop_on_term)
-        publish(args.out, "side-faults", side_faults.report(project))
-        print(f"results in {args.out}")
+    if run_report(project, args, argv):
         return 0
     only = set(args.only or (*THROUGHPUT, COST))
     unknown = only - {*THROUGHPUT, COST}
@@ -252,6 +271,18 @@ def parser() -> argparse.ArgumentParser:
         help="instead: a jobs=procrastinate project's worker and queue figures (issue 46)",
     )
     top.add_argument(
+        "--rollout",
+        action="store_true",
+        help="instead: --image's containers replaced under load behind HAProxy (issue 47)",
+    )
+    top.add_argument("--image", help="--rollout: the image to roll out (in podman's store)")
+    top.add_argument(
+        "--drain",
+        type=float,
+        help="--rollout: DRAIN_SECONDS for every container, 0: none [the image's default]",
+    )
+    top.add_argument("--retries", type=int, help="--rollout: HAProxy's retries [docs/deploy.md's]")
+    top.add_argument(
         "--servers", nargs="+", metavar="SERVER", help="--peers: these servers and stack variants"
     )
     top.add_argument(
@@ -275,6 +306,7 @@ def main(argv: list[str]) -> int:
         cost.CostError,
         peers.PeersError,
         AttackError,
+        HAProxyError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

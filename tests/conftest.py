@@ -21,6 +21,7 @@ import pytest
 from harness import procfs
 
 from .full_suites import FullSuite, FullSuites, Step
+from .images import engine_env
 from .images import tag as images_tag
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
@@ -400,8 +401,11 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
     "lab": {},
     # The peers experiment's short run (test_peers.py), which judges no ratio; peers_output().
     "peers": {},
+    # The rollout rehearsal (test_rollout.py) of the two images above, each against the bake
+    # it was built from; its own bake gives it the shared environment only.
+    "rollout": {},
 }
-# A suite that starts when another has ended. The lab's steps keep one CPU busy each: started
+# A suite that starts when others have ended. The lab's steps keep one CPU busy each: started
 # with the others they slowed the battery from 5 to 11 minutes. The postgresql bake's suite ends
 # at about minute 4 (cold runs; the images end sooner only when their layers are cached). The
 # peers' run loads both CPUs, so it waits for the battery, whose clients time the servers; in
@@ -411,11 +415,16 @@ FULL_SUITE_ANSWERS: dict[str, dict[str, str]] = {
 # battery, took the victims' share under attack below the battery's floor (0.69 x).
 # The two images one after the other: their runtime stages' apt layer is the same, built once,
 # and the second build's uv finds the first's wheels in the shared cache.
+# The rollout rehearsal loads both CPUs (two containers, HAProxy and its clients), so it waits
+# for the battery too; it reads the images the image suites build, which end around minute
+# 2.5, the battery around minute 8: after the battery, both images exist (it waits for them
+# too, for a session that selects no battery).
 SUITE_AFTER = {
-    "lab": "postgresql",
-    "peers": "battery",
-    "image-postgresql": "image",
-    "jobs": "battery",
+    "lab": ("postgresql",),
+    "peers": ("battery",),
+    "image-postgresql": ("image",),
+    "jobs": ("battery",),
+    "rollout": ("battery", "image-postgresql"),
 }
 # ./scripts/experiments, as a person runs it.
 EXPERIMENTS_SCRIPT = TEMPLATE_DIR / "scripts" / "experiments"
@@ -440,6 +449,36 @@ def peers_output(shared_tmp: Path) -> Path:
     """Where the peers suite's short run writes peers.json and its report: the default out,
     build/bench, below where it ran (the report quotes its command, which names no path)."""
     return full_suite_dir(shared_tmp, "peers") / "build" / "bench"
+
+
+def rollout_output(shared_tmp: Path, step: str) -> Path:
+    """Where the rollout suite's step writes rollout.json and rollout.md (--out)."""
+    return full_suite_dir(shared_tmp, "rollout") / "out" / step.replace(" ", "-")
+
+
+# The rollout suite's steps: (name, image suite, ./scripts/bench's options besides --out). A
+# balancer that does not retry (--retries 0), as cloud balancers do for a POST: without the
+# drain phase, then with the image's own DRAIN_SECONDS, then the database bake's with it.
+ROLLOUT_STEPS = (
+    ("drain off", "image", ("--drain", "0", "--retries", "0")),
+    ("drain on", "image", ("--retries", "0")),
+    ("postgresql drain on", "image-postgresql", ("--retries", "0")),
+)
+
+
+def rollout_steps(env: ProjectEnv, project: Path) -> list[Step]:
+    """The rollout suite: `./scripts/bench BAKE --rollout --image TAG ...` for each of
+    ROLLOUT_STEPS, BAKE the image suite's bake its image was built from, in podman's store
+    the image suites build into (tests/images.py)."""
+    shared_tmp = project.parent.parent  # the bake is in full_suite_dir(shared_tmp, "rollout")
+    store = {name: engine_env()[name] for name in ("CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF")}
+    steps = []
+    for name, suite, options in ROLLOUT_STEPS:
+        bake = full_suite_dir(shared_tmp, suite) / project.name
+        command = [str(BENCH_SCRIPT), str(bake), "--rollout", "--image", images_tag(suite)]
+        command += [*options, "--out", str(rollout_output(shared_tmp, name))]
+        steps.append(Step(name, command, bake.parent, bench_environ(env, bake) | store))
+    return steps
 
 
 # What each commit's peers run measures the stack against: the server `fastapi run` starts and
@@ -504,14 +543,17 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
     tests (the rest of the battery is the battery suite's).
     image and image-postgresql: `make lock`, then the image built and smoke-tested (the
     default one also through compose.yaml) with podman (tests/images.py);
-    the default one first gets a WebSocket and a stream route the documented way
-    (tests/documented_changes.py), then its own lint and test (the routes break none of the
-    bake's tests), and tests/test_image.py reaches both routes in the built image.
+    each first gets a WebSocket, a stream and an upload route the documented way
+    (tests/documented_changes.py), the rollout rehearsal's load (rollout_steps()); the default
+    one then its own lint and test (the routes break none of the bake's tests), and
+    tests/test_image.py reaches the routes in the built image.
     """
     if name == "lab":
         return lab_steps(env, project)
     if name == "peers":
         return peers_steps(env, project)
+    if name == "rollout":
+        return rollout_steps(env, project)
     python = str(env.venv / "bin" / "python")
     documented = [python, str(TEMPLATE_DIR / "tests" / "documented_changes.py"), str(project)]
 
@@ -526,10 +568,12 @@ def full_suite_steps(name: str, env: ProjectEnv, project: Path) -> list[Step]:
         if name == "image":  # compose.yaml too (the postgresql one needs a postgres image)
             steps.insert(2, ("compose", "compose"))
         commands = [Step(step, [*images, command, *image], TEMPLATE_DIR) for step, command in steps]
-        if name == "image":  # routes the image's own smoke test knows nothing of
-            changes = Step("documented changes", [*documented, "streams"])
+        # Routes the image's own smoke test knows nothing of; the default bake's lint and test
+        # prove them (the jobs suite lints and tests a database bake like this one).
+        changes = Step("documented changes", [*documented, "streams"])
+        if name == "image":
             return [changes, make("lint"), make("test"), make("lock"), *commands]
-        return [make("lock"), *commands]
+        return [changes, make("lock"), *commands]
 
     if name == "default":
         return [make("lint"), make("test")]
@@ -588,9 +632,9 @@ def full_suites(
         env = ProjectEnv(install_env(result.project), tmp_path_factory.mktemp("mypy-cache"))
         steps = full_suite_steps(name, env, result.project)
         suites[name] = FullSuite(steps, env.environ(result.project))
-    for name, first in SUITE_AFTER.items():
-        if name in suites and first in suites:
-            suites[name].after = suites[first]
+    for name, firsts in SUITE_AFTER.items():
+        if name in suites:
+            suites[name].after = tuple(suites[first] for first in firsts if first in suites)
     started = FullSuites(suites)
     request.config.stash[STARTED_SUITES] = started
     yield started

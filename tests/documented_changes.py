@@ -14,11 +14,13 @@ jobs (the jobs full suite): the database's changes, then docs/jobs.md's way to a
 task in jobs/tasks.py, queued with defer() from a route of its own; the migration's
 autogenerate then runs beside the job queue's tables, which it must leave alone.
 
-streams (the image full suite, before its image is built): a WebSocket echo route and a
-server-sent-event stream in a router module of their own, included the same way, as the
-README's "a WebSocket route or a streaming response" row says and FastAPI's docs write them;
-the bake's `make lint` and `make test` then run, and tests/test_image.py talks to both routes
-through the container's nginx.
+streams (the image full suites, before their images are built): a WebSocket echo route, a
+server-sent-event stream and an upload read as a stream in a router module of their own,
+included the same way, as the README's "a WebSocket route or a streaming response" row says
+and FastAPI's docs write them; the upload's larger body limit declared beside it and given its
+nginx location, docs/settings.md's way. The default bake's `make lint` and `make test` then
+run; tests/test_image.py talks to the routes through the container's nginx, and the rollout
+rehearsal (lab/rollout.py) keeps all three busy while it replaces the containers.
 """
 
 from __future__ import annotations
@@ -75,10 +77,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
+from .body_limits import max_body_bytes
+
 router = APIRouter(tags=["live"])
+# The largest upload: deploy/nginx-locations.conf's `location = /uploads` has the same.
+UPLOAD_BODY_BYTES = 8 * 1024 * 1024
 
 
 @router.websocket("/ws")
@@ -104,7 +110,22 @@ async def events(tokens: int = 10, interval: float = 0.5) -> StreamingResponse:
             yield f"data: {number} {time.time():.6f}\\n\\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@router.post("/uploads", openapi_extra=max_body_bytes(UPLOAD_BODY_BYTES))
+async def upload(request: Request) -> dict[str, int]:
+    """Read the body chunk by chunk as it arrives, never whole; how many bytes it held."""
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+    return {"bytes": received}
 '''
+UPLOADS_LOCATION = """
+location = /uploads {
+    client_max_body_size 8m;   # POST /uploads: UPLOAD_BODY_BYTES in api/live.py
+    proxy_pass http://app;
+}
+"""
 
 
 JOB_ROUTE = '''"""Reports, written by a job (added after generation, docs/jobs.md's way)."""
@@ -176,10 +197,15 @@ def add_streams(project: Path, package: str) -> None:
     api = project / "src" / package / "api"
     (api / "live.py").write_text(STREAMS_ROUTE, encoding="utf-8")
     main = project / "src" / package / "main.py"
-    routers = "from .api import health, index, items"
+    # The items router's module: items_db with a database.
+    items = "items_db" if (api / "items_db.py").is_file() else "items"
+    routers = f"from .api import health, index, {items}"
     edit(main, f"{routers}\n", f"{routers}, live\n")
-    include = "    application.include_router(items.router)\n"
+    include = f"    application.include_router({items}.router)\n"
     edit(main, include, f"{include}    application.include_router(live.router)\n")
+    locations = project / "deploy" / "nginx-locations.conf"
+    text = locations.read_text(encoding="utf-8")
+    locations.write_text(text + UPLOADS_LOCATION, encoding="utf-8")
 
 
 def add_job(project: Path, package: str) -> None:

@@ -15,7 +15,7 @@ The lab's commands that count instructions (the cost gate, the lab's own tests, 
 judge no ratio (the experiment grid, the CPU share) are a suite too: each keeps one CPU busy
 for up to a minute, and in the foreground, after the bakes' suites had ended, the other CPU
 waited (a cold run's CPU use was 73 % on average, about 50 % for its last five minutes). It
-starts when another suite has ended (``after``): started with the others, it slowed the battery
+starts when other suites have ended (``after``): started with the others, it slowed the battery
 from 5 to 11 minutes. Each step's start and end are kept (``spans``); the session's summary
 prints them."""
 
@@ -50,9 +50,10 @@ class FullSuite:
 
     steps: list[Step]
     env: Mapping[str, str]
-    # A suite that must end before this one starts: what keeps this one off the CPUs its
-    # neighbours are busiest on (the lab's suite waits for the postgresql bake's).
-    after: FullSuite | None = None
+    # Suites that must end before this one starts: what keeps this one off the CPUs its
+    # neighbours are busiest on (the lab's suite waits for the postgresql bake's), or what
+    # it reads (the rollout's, the images).
+    after: tuple[FullSuite, ...] = ()
     results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
     # Each step's start and end, in seconds of time.monotonic(), in order: where the time went.
     spans: list[tuple[str, float, float]] = field(default_factory=list)
@@ -68,8 +69,8 @@ class FullSuite:
 
     def _run(self) -> None:
         try:
-            if self.after is not None:
-                self.after._ended.wait()
+            for first in self.after:
+                first._ended.wait()
             self._run_steps()
         finally:
             self._ended.set()
