@@ -31,9 +31,13 @@ if TYPE_CHECKING:
 METRICS_BACKOFF_MAX = 30.0
 METRICS_HEALTHY = 60.0
 # Asked through gunicorn's socket before "ready": any answer (a 404 too) means a worker has
-# imported the app.
+# imported the app. With a client address, as nginx sends each request: an app that reads
+# request.client.host must not fail at every start.
 HEALTH = "/livez"
-_HEALTH_REQUEST = f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+_HEALTH_REQUEST = (
+    f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 127.0.0.1\r\n"
+    "Connection: close\r\n\r\n"
+)
 
 
 @dataclass

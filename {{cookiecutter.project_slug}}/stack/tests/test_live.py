@@ -21,6 +21,7 @@ PLAIN_APP = """\
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
+    scope["client"][0]  # every request has a client address, the supervisor's probe too
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"plain " + scope["path"].encode()})
 """
@@ -95,6 +96,7 @@ def test_start_serve_refuse_log_and_stop(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert code == 0
     assert lines[-1]["message"] == "stopped cleanly"
+    assert [line for line in lines if line["level"] == "error"] == []
     assert subprocess.run(check, cwd=tmp_path, env=env, check=False).returncode == 1
     refused = [line for line in lines if line.get("request_id") == request_id]
     assert [line["status"] for line in refused] == [400]
