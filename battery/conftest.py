@@ -264,6 +264,7 @@ class Stacks:
         shipped_limits: bool = False,
         extra_env: Mapping[str, str] | None = None,
         nginx_directives: Mapping[str, str] | None = None,
+        stdout: int | None = None,
         **env: str,
     ) -> RunningStack:
         """Start the supervisor; with ready, wait until GET /livez answers through nginx; with
@@ -272,7 +273,8 @@ class Stacks:
         The staging directory is one a non-root user can read: pytest's own temporary
         directories are private to the user running the tests (0700). nginx_directives
         shortens timeouts in its copy of the stack's nginx.conf (they are not environment
-        variables): each directive must appear exactly once.
+        variables): each directive must appear exactly once. stdout: a file descriptor for the
+        stack's output instead of its log file.
         """
         staging = Path(tempfile.mkdtemp(prefix="battery-stack-"))
         staging.chmod(0o755)
@@ -313,6 +315,7 @@ class Stacks:
             cwd=staging,
             prefix=identity.drop,
             owner=(identity.uid, identity.gid) if identity.drop else None,
+            stdout=stdout,
         )
         self.started.append(stack)
         if ready:

@@ -10,7 +10,10 @@ Classes 5 and 6 of docs/security.md:
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -23,9 +26,11 @@ from harness import procfs
 from harness.clients import get
 from harness.ports import wait_for
 
-from .conftest import run_supervisor, wait_for_line
+from .conftest import STOP_GRACE_S, run_supervisor, wait_for_line
 
 if TYPE_CHECKING:
+    from harness.stack import RunningStack
+
     from .conftest import Stacks
 
 pytestmark = pytest.mark.live
@@ -91,6 +96,84 @@ def test_ready_is_logged_only_when_our_nginx_is_bound(stacks: Stacks) -> None:
     second = stacks.start(ready=False, PORT=str(first.port))
     assert second.wait_exit(30) == 1
     assert not [line for line in second.log_lines() if line.get("message") == "ready"]
+
+
+# --- stdout: a reader gone or stalled (issue 50, item 4) ------------------------------------
+
+
+def served(port: int, count: int) -> int:
+    """How many of count requests in a row (each logged twice) answer 200 before one fails."""
+    for done in range(count):
+        if get(port, "/fault/whoami", timeout=5)[0] != 200:
+            return done
+    return count
+
+
+def dropped(stack: RunningStack) -> float:
+    """stdout_lines_dropped_total, as the metrics listener serves it."""
+    wait_for(lambda: get(stack.metrics_port, "/metrics")[0] == 200, 30, "the metrics listener")
+    _, _, body = get(stack.metrics_port, "/metrics")
+    found = re.search(rb"^stdout_lines_dropped_total ([0-9.e+]+)$", body, re.MULTILINE)
+    assert found is not None, body[-2000:]
+    return float(found[1])
+
+
+def read_until(fd: int, marker: bytes) -> bytes:
+    """What the stack wrote, read until a whole line holding marker."""
+    output = b""
+    while marker not in output.rpartition(b"\n")[0]:
+        assert select.select([fd], [], [], 30)[0], f"no {marker!r} line for 30 s"
+        output += os.read(fd, 65536)
+    return output
+
+
+def read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_stdout_without_a_reader_stops_nothing(stacks: Stacks) -> None:
+    """stdout's reader gone (every write fails): requests and /livez answer, their lines are
+    counted as dropped, and SIGTERM stops the stack cleanly (exit status 0)."""
+    read_end, write_end = os.pipe()
+    stack = stacks.start(stdout=write_end)
+    os.close(write_end)
+    os.close(read_end)
+
+    assert served(stack.port, 300) == 300
+    assert get(stack.port, "/livez")[0] == 200
+    assert dropped(stack) >= 300
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.wait_exit(STOP_GRACE_S) == 0
+
+
+def test_a_stalled_stdout_drops_lines_never_requests(stacks: Stacks) -> None:
+    """stdout nobody reads: 3,000 logged requests and /livez answer, the lines past the backlog
+    are dropped and counted, and said once stdout is read again; stalled again, SIGTERM stops
+    the stack cleanly (exit status 0). Every line written is whole."""
+    read_end, write_end = os.pipe()
+    stack = stacks.start(stdout=write_end)
+    os.close(write_end)
+    try:
+        assert served(stack.port, 3000) == 3000
+        assert get(stack.port, "/livez")[0] == 200
+        counted = dropped(stack)
+        output = read_until(read_end, b"log lines were dropped")
+        assert served(stack.port, 300) == 300  # 200 KB of lines: stalled again
+        stack.process.send_signal(signal.SIGTERM)
+        code = stack.wait_exit(STOP_GRACE_S)
+        output += read_to_end(read_end)
+    finally:
+        os.close(read_end)
+
+    # The last line may be cut: the stack exits with lines its stdout did not take.
+    lines = [json.loads(line) for line in output.rpartition(b"\n")[0].splitlines()]
+    said = [line["dropped"] for line in lines if "log lines were dropped" in line["message"]]
+    assert code == 0
+    assert counted > 0
+    assert said[0] >= counted
 
 
 # --- privileges: only meaningful when the tests run as root ---------------------------------

@@ -56,16 +56,19 @@ class Processes:
         self.grace = grace
         self.running: list[Process] = []
 
-    def start(
+    def start(  # noqa: PLR0913 - the output's two ways by keyword
         self,
         name: str,
         argv: Sequence[str],
         env: Mapping[str, str],
         cwd: Path,
         log: Path | None = None,
+        *,
+        stdout: int | None = None,
     ) -> Process:
+        """Start argv; its output to log, else to the file descriptor stdout, else the tail."""
         with contextlib.ExitStack() as files:
-            output = files.enter_context(log.open("wb")) if log else subprocess.PIPE
+            output = files.enter_context(log.open("wb")) if log else stdout or subprocess.PIPE
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -77,7 +80,7 @@ class Processes:
             )
         process = Process(name, popen, log)
         self.running.append(process)
-        if log is None:
+        if log is None and stdout is None:
             process.drain = threading.Thread(target=_drain, args=(process,), daemon=True)
             process.drain.start()
         return process

@@ -130,13 +130,15 @@ def start(  # noqa: PLR0913 - what differs between callers, all by keyword
     prefix: Sequence[str] = (),
     owner: tuple[int, int] | None = None,
     log: bool = True,
+    stdout: int | None = None,
 ) -> RunningStack:
     """Start `python -m serving_stack` with env over this process's environment.
 
     prefix runs before the interpreter (setpriv, to drop root); owner (uid, gid) then owns
     the run dir, which that user must write. Without log, only the tail of the output is
     kept, in memory (a stack under load for minutes writes gigabytes), and the log methods
-    have nothing to read. The caller waits for readiness (wait_ready).
+    have nothing to read; given stdout (a file descriptor), the output goes there instead.
+    The caller waits for readiness (wait_ready).
     """
     run_dir = workdir / "run"
     run_dir.mkdir(mode=0o755)
@@ -155,6 +157,6 @@ def start(  # noqa: PLR0913 - what differs between callers, all by keyword
         **env,
     }
     argv = [*prefix, python, "-m", MODULE]
-    output = workdir / "stack.log" if log else None
-    supervisor = processes.start("stack", argv, environment, cwd, output)
+    output = workdir / "stack.log" if log and stdout is None else None
+    supervisor = processes.start("stack", argv, environment, cwd, output, stdout=stdout)
     return RunningStack(supervisor, port, metrics_port, workdir, processes)

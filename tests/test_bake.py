@@ -104,10 +104,13 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # cases and the sizing's test in the settings' tests (about 55). A feature the issue asked
 # for, not excess: 4,150. Issue 47's drain took it to 4,241: the setting and its place in the
 # stop budget, /readyz's flag, the keep-alive-off config and the supervisor's two halves (about
-# 55 lines), their tests, live through nginx too (about 40): 4,250.
+# 55 lines), their tests, live through nginx too (about 40): 4,250. Issue 50's items 3 and 4
+# took it to 4,425: secrets redacted in every relayed and worker line (about 35 lines), a
+# stdout that neither blocks nor raises, with gunicorn's output relayed too (about 85), their
+# tests on real pipes (about 60): 4,430.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_250
+STACK_MOST = 4_430
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

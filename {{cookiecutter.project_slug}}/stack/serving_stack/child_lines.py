@@ -9,7 +9,7 @@ import json
 import re
 import time
 
-from .jsonlog import json_line, render_value
+from .jsonlog import json_line, redact, render_value
 
 # nginx's error log: "2026/01/02 03:04:05 [error] 12#12: *3 text, client: ..., request: ...".
 _NGINX_ERROR = re.compile(
@@ -52,8 +52,9 @@ def nginx_error_line(raw: bytes) -> str:
     else:
         match = _NGINX_EARLY.fullmatch(raw)
     if match is None:
-        return json_line("nginx.error", "error", _text(raw))
-    message, *context = _NGINX_CONTEXT.split(_text(match["text"]))
+        return json_line("nginx.error", "error", redact(_text(raw)))
+    # The request line, referrer and upstream URL name a query: its secrets redacted.
+    message, *context = _NGINX_CONTEXT.split(redact(_text(match["text"])))
     fields |= _nginx_context(context)
     level = _NGINX_LEVELS.get(match["level"].decode("ascii"), "error")
     return json_line("nginx.error", level, message, created, **fields)

@@ -14,7 +14,7 @@ from gunicorn.glogging import Logger
 from uvicorn_worker import UvicornWorker
 
 from .cpus import usable_cpus
-from .jsonlog import JsonFormatter
+from .jsonlog import JsonFormatter, redact
 from .metrics_files import prepare_worker
 from .nginx_conf import nginx_workers
 from .response_guard import ResponseGuard
@@ -95,13 +95,16 @@ class Worker(UvicornWorker):  # type: ignore[misc]  # uvicorn-worker ships no ty
 
 
 class OperatorFilter(logging.Filter):
-    """``_NOISE`` to debug level; uvicorn's access records get the access log's fields."""
+    """``_NOISE`` to debug level; secret query parameters redacted from uvicorn's paths (its
+    access and WebSocket lines); uvicorn's access records get the access log's fields."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg in _NOISE and record.levelno == logging.INFO:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         args = record.args
+        if isinstance(args, tuple) and any(isinstance(arg, str) and "?" in arg for arg in args):
+            record.args = args = tuple(redact(a) if isinstance(a, str) else a for a in args)
         if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
             client, method, path, _, status = args
             record.__dict__.update(method=method, path=path, status=status, client=client)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from itertools import islice
@@ -32,6 +33,19 @@ _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 # NaN and Infinity refused (the fallback quotes them: json would write invalid JSON), any
 # other object as its str(). Strings, as _quote: printable ASCII (DEL escaped too).
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
+# Query parameters whose values are secrets: no process logs one (README.md's design notes).
+SECRET_PARAMETERS: tuple[str, ...] = ("access_token", "token", "code", "id_token", "refresh_token")
+SECRET_PARAMETERS += ("client_secret", "password", "api_key")
+# One of them in a query, each character in either case or percent-encoded (access%5Ftoken):
+# its value ends where a request line, a quoted URL or the query does.
+_SECRET = re.compile(
+    r"(?i)([?&](?:"
+    + "|".join(
+        "".join(f"(?:{c}|%{ord(c):02x}|%{ord(c.upper()):02x})" for c in name)
+        for name in SECRET_PARAMETERS
+    )
+    + r"))=[^&#\s\"]*"
+)
 
 
 def _tail(record: logging.LogRecord) -> Iterable[tuple[str, Any]]:
@@ -54,6 +68,13 @@ def render_value(value: object) -> str:
             return _quote(repr(value))
         except Exception:  # noqa: BLE001 - even repr() may raise: name the type instead
             return _quote(f"<unprintable {type(value).__name__}>")
+
+
+def redact(text: str) -> str:
+    """text with the value of each secret query parameter (SECRET_PARAMETERS) as REDACTED,
+    its name matched case-insensitively and percent-decoded (``access%5Ftoken``)."""
+    # A function, not the template "\\1=REDACTED": re 3.11 expands that in Python, slower.
+    return _SECRET.sub(lambda found: found[1] + "=REDACTED", text) if "?" in text else text
 
 
 class JsonFormatter(logging.Formatter):

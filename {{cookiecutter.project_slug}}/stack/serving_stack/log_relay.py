@@ -1,15 +1,17 @@
-"""The children's output as JSON lines on stdout, in whole lines; nginx's refusals counted."""
+"""The children's output as JSON lines on stdout, in whole lines, never blocking the loop;
+nginx's refusals counted."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 import re
+import select
 import time
 from typing import TYPE_CHECKING
 
 from .child_lines import nginx_error_line
-from .jsonlog import json_line, write_line
+from .jsonlog import json_line
 from .metrics_files import prepare_worker
 
 if TYPE_CHECKING:
@@ -31,7 +33,80 @@ MAX_ERROR_LINE = 1024
 # Error lines relayed a second at most; the rest dropped and counted (refusals counted first).
 ERROR_LINES_PER_SECOND = 200
 
-log = functools.partial(write_line, "supervisor")
+# Bytes stdout has not taken yet that the supervisor holds; past this, lines are dropped.
+BACKLOG = 1 << 20
+DROPPED = "log lines were dropped: stdout did not take them"
+
+
+class Output:
+    """The supervisor's stdout, never blocking and never raising (README.md's design notes):
+    what its reader has not taken waits, BACKLOG bytes at most; lines past that, or that a
+    closed stdout refuses, are dropped and counted, and said in one line once stdout takes
+    lines again."""
+
+    def __init__(self, fd: int = 1) -> None:
+        self.fd = fd
+        self.pending = bytearray()
+        self.dropped = 0  # since last said
+        self.counted: Callable[[int], object] = lambda _: None  # the metric, once made
+
+    def start(self) -> None:
+        """Before serving: stdout non-blocking; closed (`>&-`), /dev/null, so that no pipe of
+        ours becomes fd 1."""
+        try:
+            os.fstat(self.fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.fd)
+        os.set_blocking(self.fd, False)
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """At exit: what waits gets up to timeout to be written; stdout blocking again (a
+        terminal's is the shell's too)."""
+        deadline = time.monotonic() + timeout
+        while not self.flush() and (left := deadline - time.monotonic()) > 0:
+            select.select([], [self.fd], [], left)
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.fd, True)
+
+    def write(self, data: bytes) -> None:
+        """Whole lines to write now, or as soon as stdout takes them, or to drop past BACKLOG."""
+        if len(self.pending) + len(data) > BACKLOG:
+            self.flush()  # what stdout takes now makes room first
+        if len(self.pending) + len(data) > BACKLOG:
+            self._drop(data.count(b"\n"))
+            return
+        self.pending += data
+        self.flush()
+
+    def flush(self) -> bool:
+        """Write what waits, as far as stdout takes it now; True when nothing is left."""
+        while self.pending:
+            try:
+                written = os.write(self.fd, self.pending)
+            except BlockingIOError:
+                return False
+            except OSError:  # no reader (EPIPE), a full disk: these lines are lost
+                self._drop(self.pending.count(b"\n"))
+                self.pending.clear()
+                return True
+            del self.pending[:written]
+            if not self.pending and self.dropped:
+                said = json_line("supervisor", "warning", DROPPED, dropped=self.dropped)
+                self.pending += said.encode("ascii") + b"\n"
+                self.dropped = 0
+        return True
+
+    def _drop(self, lines: int) -> None:
+        self.dropped += lines
+        self.counted(lines)
+
+
+OUTPUT = Output()
+
+
+def log(level: str, message: str, /, **fields: object) -> None:
+    """One line of the supervisor's own, through OUTPUT."""
+    OUTPUT.write(json_line("supervisor", level, message, **fields).encode("ascii") + b"\n")
 
 
 class LineRelay:
@@ -92,6 +167,13 @@ class LimitCounter:
             "nginx error lines not written: over the relay's budget of lines a second",
             registry=None,
         )
+        stdout_dropped = Counter(
+            "stdout_lines_dropped",
+            "Log lines of every process not written: stdout had no reader, or took none for"
+            f" longer than the supervisor's backlog of {BACKLOG} bytes holds",
+            registry=None,
+        )
+        OUTPUT.counted = lambda lines: self._count(stdout_dropped, lines)
         # Every series exists from the start (at 0), so a dashboard's rate() has a baseline.
         for zone in self.zones:
             for dry_run in ("false", "true"):
@@ -129,12 +211,12 @@ class LimitCounter:
         self.relayed += 1
         return said
 
-    def _count(self, counter: Counter | None, **labels: str) -> None:
+    def _count(self, counter: Counter | None, amount: int = 1, **labels: str) -> None:
         """Increment, and say once (never raise) when the metric file refuses."""
         if counter is None:
             return
         try:
-            (counter.labels(**labels) if labels else counter).inc()
+            (counter.labels(**labels) if labels else counter).inc(amount)
         except Exception as exc:  # noqa: BLE001 - the relay must outlive any error
             if not self.failed:
                 self.failed = True

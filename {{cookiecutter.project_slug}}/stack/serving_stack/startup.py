@@ -11,7 +11,7 @@ import sys
 import urllib.request
 
 from . import ServeError, environment
-from .log_relay import log
+from .log_relay import OUTPUT, log
 from .nginx_conf import APT_HINT, DRAIN_FLAG, nginx_command, nginx_workers, write_nginx_conf
 from .settings import LEGACY_CONFIGS, LOCATIONS, NO_APP_MODULE, OWN_CONFIGS, StackSettings, load
 from .supervisor import HEALTH, Supervisor
@@ -113,7 +113,11 @@ def console() -> int:
     try:
         settings = load(os.environ)
         if command == "serve":
-            return serve(settings)
+            OUTPUT.start()  # a stdout that can neither block nor stop the stack, until it ends
+            try:
+                return serve(settings)
+            finally:
+                OUTPUT.stop()
         if command == "render":
             print(write_nginx_conf(settings, nginx_workers(settings)[0]))
             return 0

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from serving_stack import child_lines
+from serving_stack import child_lines, jsonlog
 
 from .test_jsonlog import printable
 
@@ -60,3 +60,35 @@ def test_an_access_line_that_is_not_json_becomes_one() -> None:
     assert all(map(printable, out.splitlines())), out
     assert (first, second["logger"]) == ({"b": 1}, "nginx.access")
     assert second["message"] == "not json \\xfe\x7f"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/a?token=s&token=t&x=1 HTTP/1.1", "/a?token=REDACTED&token=REDACTED&x=1 HTTP/1.1"),
+        ("/a?ACCESS%5Ftoken=s&%61pi_key=k", "/a?ACCESS%5Ftoken=REDACTED&%61pi_key=REDACTED"),
+        ("/a?code&code=&mycode=c#code=d", "/a?code&code=REDACTED&mycode=c#code=d"),
+        ('"WebSocket /ws?password=' + "p" * 100_000 + '"', '"WebSocket /ws?password=REDACTED"'),
+        ("/a?" + "?&=" * 100_000, "/a?" + "?&=" * 100_000),
+        ("token=s, no query", "token=s, no query"),
+    ],
+    ids=["repeated", "percent-encoded names", "no value", "very long value", "no name", "no ?"],
+)
+def test_secret_query_parameters_are_redacted(text: str, expected: str) -> None:
+    """Each value of a secret parameter becomes REDACTED, whatever its spelling or length."""
+    assert jsonlog.redact(text) == expected
+
+
+def test_an_nginx_error_line_names_no_secret() -> None:
+    """The request line, referrer and upstream URL nginx appends lose their secrets, bytes that
+    are not UTF-8 around them too."""
+    raw = (
+        b"2026/01/02 03:04:05 [error] 12#12: *7 upstream timed out, client: 127.0.0.1,"
+        b' server: _, request: "GET /a?id_token=\xff\xfe&b=\xff HTTP/1.1", upstream:'
+        b' "http://unix:/g.sock:/a?id_token=\xff\xfe&b=\xff", host: "h",'
+        b' referrer: "https://h/?Refresh_Token=r"'
+    )
+    fields = json.loads(child_lines.nginx_error_line(raw))
+    assert fields["request"] == "GET /a?id_token=REDACTED&b=\\xff HTTP/1.1"
+    assert fields["upstream"] == "http://unix:/g.sock:/a?id_token=REDACTED&b=\\xff"
+    assert fields["referrer"] == "https://h/?Refresh_Token=REDACTED"

@@ -3,6 +3,7 @@ counts into its metric file, read back as the metrics listener reads it. A Refer
 refusal: the template's battery (test_side_doors.py), and the context rule: test_child_lines.py."""
 
 import json
+import os
 import types
 from pathlib import Path
 
@@ -72,3 +73,30 @@ def test_refusals_are_counted_from_nginx_text_only_and_lines_relayed_under_a_bud
         9005,
     )
     assert (len(said) < 6000, relayed["client"]) == (True, "127.0.0.2")
+
+
+def test_a_stdout_that_stalls_or_closes_neither_blocks_nor_raises() -> None:
+    """A pipe nobody reads: writes return at once, lines past the backlog are dropped and
+    counted, and once it is read, one line says how many; a pipe without a reader: counted."""
+    read_end, write_end = os.pipe()
+    output = log_relay.Output(write_end)
+    output.start()
+    counted: list[int] = []
+    output.counted = counted.append
+    line = b"x" * 1023 + b"\n"
+    fits = (65536 + log_relay.BACKLOG) // len(line)  # the pipe's 64 KiB, then the backlog
+    for _ in range(fits + 76):
+        output.write(line)
+    assert sum(counted) == 76
+
+    received = b""
+    while not output.flush():
+        received += os.read(read_end, 65536)
+    *lines, said = (received + os.read(read_end, 65536)).splitlines()
+    assert lines == [line[:-1]] * fits
+    assert json.loads(said)["dropped"] == 76
+    os.close(read_end)
+    output.write(line)
+    output.stop()
+    os.close(write_end)
+    assert sum(counted) == 77

@@ -84,7 +84,7 @@ def test_the_relay_writes_whole_lines_only() -> None:
     ids=["no app", "no nginx", "bad RUN_DIR"],
 )
 def test_the_supervisor_explains_what_stops_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], environ: dict[str, str], said: list[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], environ: dict[str, str], said: list[str]
 ) -> None:
     """Without an app, without nginx, or with a RUN_DIR it cannot use: exit 1 and one JSON
     error line naming the cause (the variable; the package to install; the directory and the
@@ -94,6 +94,6 @@ def test_the_supervisor_explains_what_stops_it(
     settings = load({"RUN_DIR": str(tmp_path), "APP_MODULE": "any.module:app", **given})
 
     assert startup.serve(settings) == 1
-    *_, line = [json.loads(raw) for raw in capsys.readouterr().out.splitlines()]
+    *_, line = [json.loads(raw) for raw in capfd.readouterr().out.splitlines()]
     assert line["level"] == "error"
     assert all(text.format(tmp=tmp_path) in line["message"] for text in said), line
