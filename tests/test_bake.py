@@ -107,10 +107,11 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # 55 lines), their tests, live through nginx too (about 40): 4,250. Issue 50's items 3 and 4
 # took it to 4,425: secrets redacted in every relayed and worker line (about 35 lines), a
 # stdout that neither blocks nor raises, with gunicorn's output relayed too (about 85), their
-# tests on real pipes (about 60): 4,430.
+# tests on real pipes (about 60): 4,430. Issue 48's stderr lines at their own level, without
+# colour codes, and their test: 4,460.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_430
+STACK_MOST = 4_460
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

@@ -30,6 +30,12 @@ _BYTE_ESCAPES = {0xDC00 + byte: f"\\x{byte:02x}" for byte in range(0x80, 0x100)}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# ANSI escape sequences (colours, cursor moves) a terminal would interpret.
+_COLOURS = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+# Python logging's and uvicorn's default text format: "INFO:     Started server process".
+_LEVEL_PREFIX = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+
 def _text(raw: bytes) -> str:
     # Whatever bytes a client sent stay visible: invalid UTF-8 as \xff (never a lone
     # surrogate, which strict JSON readers refuse); the formatter escapes the rest to ASCII.
@@ -79,8 +85,13 @@ def _nginx_context(items: list[str]) -> dict[str, str]:
 
 
 def stderr_line(logger: str, raw: bytes) -> str:
-    """A line a process wrote to stderr outside its logging (a warning, a traceback) as JSON."""
-    return json_line(logger, "warning", _text(raw.rstrip(b"\r\n")))
+    """A line a process wrote to stderr outside its logging (a warning, a traceback) as JSON:
+    at a level its own "LEVEL:" prefix names (an adopted app's text logging), else warning,
+    terminal colour codes removed."""
+    text = _text(_COLOURS.sub(b"", raw.rstrip(b"\r\n")))
+    if match := _LEVEL_PREFIX.match(text):
+        return json_line(logger, match[1].lower(), text[match.end() :])
+    return json_line(logger, "warning", text)
 
 
 def access_lines(block: bytes) -> bytes:

@@ -63,6 +63,28 @@ def test_an_access_line_that_is_not_json_becomes_one() -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "level", "message"),
+    [
+        (
+            b"\x1b[32mINFO\x1b[0m:     Started server process [7]\n",
+            "info",
+            "Started server process [7]",
+        ),
+        (b"ERROR:    Exception in ASGI application", "error", "Exception in ASGI application"),
+        (b"Traceback (most recent call last):", "warning", "Traceback (most recent call last):"),
+        (b"INFO: \x1b[1m\xff\x1b[0m", "info", "\\xff"),
+        (b"info: lower case is no level", "warning", "info: lower case is no level"),
+    ],
+)
+def test_a_stderr_line_takes_its_own_level_without_colours(
+    raw: bytes, level: str, message: str
+) -> None:
+    """An adopted app's text logging keeps its level; colour codes never reach the log."""
+    line = json.loads(child_lines.stderr_line("app.stderr", raw))
+    assert (line["level"], line["message"]) == (level, message)
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("/a?token=s&token=t&x=1 HTTP/1.1", "/a?token=REDACTED&token=REDACTED&x=1 HTTP/1.1"),
