@@ -175,7 +175,7 @@ def test_the_drain_comes_before_the_stop_and_ends_keep_alive(tmp_path: Path) -> 
     timeouts = re.compile(r"(?:worker_shutdown|keepalive)_timeout (\S+);")
     assert timeouts.findall(first)[:2] == ["45s", "65s"]
     assert timeouts.findall(late)[:2] == ["40s", "0s"]
-    flag = f"if (-f {tmp_path / nginx_conf.DRAIN_FLAG}) {{ return 503; }}"
+    flag = f"if (-f {tmp_path / nginx_conf.DRAIN_FLAG}) " + "{ return 503; }"
     assert flag in first
     assert flag in late
 
