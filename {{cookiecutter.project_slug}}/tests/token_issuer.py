@@ -3,6 +3,7 @@ discovery document and JWKS served as ASGI over httpx's transport, tokens signed
 Real keys and real signatures; the template's own tests also run the service against a
 certified provider (oidc-provider on Node.js) through the live stack."""
 
+import asyncio
 import json
 import time
 import uuid
@@ -53,6 +54,8 @@ class Issuer:
         self.requests: Counter[str] = Counter()
         self.down = False  # True: every request fails, as a provider that is away
         self.jwks_path = "certs"  # where discovery says the keys are (a provider may move them)
+        self.jwks_body: bytes | None = None  # the JWKS answered as these bytes instead (hostile)
+        self.stall = 0.0  # seconds each answer waits first, as a provider that trickles
         for algorithm in algorithms:
             self.add_key(algorithm)
 
@@ -108,6 +111,9 @@ class Issuer:
         document = None if self.down else documents.get(scope["path"])
         status = 200 if document is not None else (503 if self.down else 404)
         body = json.dumps(document).encode() if document is not None else b"{}"
+        if self.jwks_body is not None and scope["path"].endswith(f"/{self.jwks_path}"):
+            body = self.jwks_body
+        await asyncio.sleep(self.stall)
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

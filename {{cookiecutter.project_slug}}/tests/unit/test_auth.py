@@ -21,7 +21,7 @@ from jwt.utils import base64url_decode, base64url_encode
 from pydantic import ValidationError
 from starlette.testclient import WebSocketDenialResponse
 
-from {{ cookiecutter.package_name }}.auth import Principal, require_scopes
+from {{ cookiecutter.package_name }}.auth import Principal, keys, require_scopes
 from {{ cookiecutter.package_name }}.auth.keys import MAX_KEYS, algorithms_for, parse_jwks
 from {{ cookiecutter.package_name }}.auth.verifier import MAX_TOKEN_LENGTH
 from {{ cookiecutter.package_name }}.main import create_app
@@ -239,6 +239,44 @@ def test_unknown_kids_refetch_once_per_cooldown(issuer: Issuer, client_for: Clie
     assert issuer.requests[JWKS_PATH] == 1
     assert post(client, issuer.token()).status_code == 201  # known since that one fetch
     assert issuer.requests[JWKS_PATH] == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"keys": [[["nested"]], {"kid": "a"}]}',
+        b'{"keys": [{"kid": "a", "kty": ["RSA"], "crv": {"x": 1}}]}',
+        b'{"keys": [{"kid": "a", "kty": "RSA", "n": [1], "e": "AQAB"}]}',
+        b'{"keys": [{"kid": "a", "kty": "EC", "crv": "P-256", "x": 7, "y": null}]}',
+        b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=["nested arrays", "wrong-typed fields", "a list for a number", "numbers", "deep"],
+)
+def test_a_malformed_jwks_is_a_401_and_fetched_once_per_cooldown(
+    issuer: Issuer, client_for: ClientFor, body: bytes
+) -> None:
+    """A JWKS a parser would choke on: each token request a 401, never a 500, the known keys
+    kept, and the JWKS not fetched again before the cooldown."""
+    client = client_for(app_for(issuer, auth_jwks_cooldown_seconds=3600))
+    issuer.jwks_body = body
+    for _ in range(3):
+        refused = post(client, issuer.token())
+        assert_refused(refused, 401, invalid("the token's signing key is unknown"))
+    assert issuer.requests[JWKS_PATH] == 1
+
+
+def test_a_trickling_provider_costs_one_fetch_budget_then_the_cooldown(
+    issuer: Issuer, client_for: ClientFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Discovery and the JWKS slower than the fetch's total budget: the token waiting on it is
+    a 401 when the budget runs out, and the next ones do not fetch again (the cooldown)."""
+    monkeypatch.setattr(keys, "FETCH_BUDGET_SECONDS", 0.2)
+    client = client_for(app_for(issuer, auth_jwks_cooldown_seconds=3600))
+    issuer.stall = 30.0
+    for _ in range(3):
+        refused = post(client, issuer.token())
+        assert_refused(refused, 401, invalid("the token's signing key is unknown"))
+    assert sum(issuer.requests.values()) == 1
 
 
 def test_a_moved_jwks_uri_is_discovered_again(served: TestClient, issuer: Issuer) -> None:

@@ -1,8 +1,9 @@
 """The issuer's signing keys: found through its discovery document, fetched from its JWKS with
 httpx (never PyJWT's ``PyJWKClient``, whose urllib fetch would block the event loop), kept per
 worker. A ``kid`` not in the cache refetches at most once per cooldown, however many tokens
-name unknown keys; a failed fetch keeps the keys already known, so a provider outage only
-fails tokens signed by keys this worker has never seen (docs/auth.md, Keys)."""
+name unknown keys; a fetch has a total budget, and a failed one keeps the keys already known,
+so a provider outage (or a malformed JWKS) only fails tokens signed by keys this worker has
+never seen (docs/auth.md, Keys)."""
 
 import asyncio
 import json
@@ -13,7 +14,7 @@ from typing import Any
 
 import httpx
 from jwt import PyJWK
-from jwt.exceptions import PyJWKError
+from jwt.exceptions import PyJWTError
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,11 @@ MAX_KEYS = 32
 # A discovery document or a JWKS is a few KB; reading more would let the provider (or whoever
 # answers in its name) fill this worker's memory.
 MAX_DOCUMENT_BYTES = 256 * 1024
+# Discovery and the JWKS together, however slowly a provider trickles them: token requests
+# waiting on a fetch wait this long at most, and a fetch that runs out starts the cooldown.
+FETCH_BUDGET_SECONDS = 5.0
+# The discovery document is read again this often: a provider may move its keys' URL.
+REDISCOVER_SECONDS = 3600.0
 # The algorithms each key type can verify: a key is never tried with another family, so an
 # RSA public key can never become an HMAC secret (key confusion).
 RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
@@ -35,10 +41,13 @@ class KeyFetchError(Exception):
 
 
 def algorithms_for(jwk: dict[str, Any], allowed: frozenset[str]) -> frozenset[str]:
-    """The allowed algorithms that this JWK may verify: none for an encryption or symmetric key."""
-    if jwk.get("use", "sig") != "sig":
+    """The allowed algorithms that this JWK may verify: none for an encryption or symmetric key,
+    nor for one whose fields have the wrong types."""
+    kty, curve, declared = jwk.get("kty"), jwk.get("crv"), jwk.get("alg")
+    if jwk.get("use", "sig") != "sig" or not all(
+        isinstance(field, str | None) for field in (kty, curve, declared)
+    ):
         return frozenset()
-    kty, curve = jwk.get("kty"), jwk.get("crv")
     if kty == "RSA":
         family = RSA_ALGORITHMS
     elif kty == "EC" and curve in EC_ALGORITHMS:
@@ -47,7 +56,6 @@ def algorithms_for(jwk: dict[str, Any], allowed: frozenset[str]) -> frozenset[st
         family = frozenset({OKP_ALGORITHMS[curve]})
     else:  # "oct" (a shared secret) above all: a public document holds no secret to trust
         return frozenset()
-    declared = jwk.get("alg")
     candidates = family & allowed
     return candidates & {declared} if declared is not None else candidates
 
@@ -65,7 +73,7 @@ def parse_jwks(document: Any, allowed: frozenset[str]) -> dict[tuple[str, str], 
         for algorithm in algorithms_for(jwk, allowed):
             try:
                 keys[kid, algorithm] = PyJWK(jwk, algorithm)
-            except PyJWKError:
+            except (PyJWTError, TypeError, ValueError, AttributeError):  # a malformed member
                 logger.warning("skipping a key the JWKS holds", extra={"kid": kid[:64]})
     return keys
 
@@ -87,6 +95,7 @@ class KeySet:
         self.client = client
         self._keys: dict[tuple[str, str], PyJWK] = {}
         self._jwks_uri: str | None = None
+        self._rediscover_at = 0.0  # time.monotonic() from which discovery is read again
         self._next_fetch = 0.0  # time.monotonic() from which an unknown kid may refetch
         self._lock = asyncio.Lock()
 
@@ -98,14 +107,18 @@ class KeySet:
         async with self._lock:
             # Requests that waited here while another fetched find the cooldown running.
             if time.monotonic() >= self._next_fetch:
-                await self._refresh()
-                self._next_fetch = time.monotonic() + self.cooldown_seconds
+                try:
+                    await self._refresh()
+                finally:  # a failed, timed-out or cancelled fetch waits out the cooldown too
+                    self._next_fetch = time.monotonic() + self.cooldown_seconds
         return self._keys.get((kid, algorithm))
 
     async def _refresh(self) -> None:
         try:
-            keys = parse_jwks(await self._get_jwks(), self.algorithms)
-        except (httpx.HTTPError, KeyFetchError, ValueError) as error:
+            async with asyncio.timeout(FETCH_BUDGET_SECONDS):
+                document = await self._get_jwks()
+            keys = parse_jwks(document, self.algorithms)
+        except (httpx.HTTPError, KeyFetchError, ValueError, RecursionError, TimeoutError) as error:
             reason = f"{type(error).__name__}: {error}"[:200]
             extra = {"reason": reason, "known_keys": len(self._keys)}
             logger.warning("the issuer's keys could not be fetched; known keys kept", extra=extra)
@@ -119,12 +132,13 @@ class KeySet:
     async def _get_jwks(self) -> Any:
         """The JWKS document, from the jwks_uri discovery last gave; one the provider no longer
         answers (a 404, a moved URL) is discovered again, once."""
-        if self._jwks_uri is not None:
+        if self._jwks_uri is not None and time.monotonic() < self._rediscover_at:
             try:
                 return await self._get_json(self._jwks_uri)
             except httpx.HTTPStatusError:
                 logger.info("the issuer's jwks_uri answered an error: discovering it again")
         self._jwks_uri = await self._discover()
+        self._rediscover_at = time.monotonic() + REDISCOVER_SECONDS
         return await self._get_json(self._jwks_uri)
 
     async def _discover(self) -> str:
