@@ -108,10 +108,11 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # took it to 4,425: secrets redacted in every relayed and worker line (about 35 lines), a
 # stdout that neither blocks nor raises, with gunicorn's output relayed too (about 85), their
 # tests on real pipes (about 60): 4,430. Issue 48's stderr lines at their own level, without
-# colour codes, and their test: 4,460.
+# colour codes, and their test: 4,460. The secret parameters' tuple written as the formatter
+# writes it, one name a line (two statements had packed it): 4,470.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_460
+STACK_MOST = 4_470
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

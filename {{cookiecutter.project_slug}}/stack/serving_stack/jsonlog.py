@@ -34,8 +34,16 @@ _MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 # other object as its str(). Strings, as _quote: printable ASCII (DEL escaped too).
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False).encode
 # Query parameters whose values are secrets: no process logs one (README.md's design notes).
-SECRET_PARAMETERS: tuple[str, ...] = ("access_token", "token", "code", "id_token", "refresh_token")
-SECRET_PARAMETERS += ("client_secret", "password", "api_key")
+SECRET_PARAMETERS = (
+    "access_token",
+    "token",
+    "code",
+    "id_token",
+    "refresh_token",
+    "client_secret",
+    "password",
+    "api_key",
+)
 # One of them in a query, each character in either case or percent-encoded (access%5Ftoken):
 # its value ends where a request line, a quoted URL or the query does.
 _SECRET = re.compile(

@@ -88,6 +88,8 @@ def nginx_values(
     address, per_second = settings.listen_address, settings.rate_limit
     connections, websockets = settings.connections_per_client, settings.websockets_per_client
     held = worker_connections(settings)
+    # The workers a drain's reload retires keep this first config's: the drain, then the stop.
+    retiring = settings.drain_seconds if keepalive else 0.0
     return {
         "WORKER_PROCESSES": str(workers),
         "WORKER_CONNECTIONS": str(held),
@@ -104,9 +106,8 @@ def nginx_values(
         "STATUS_SOCKET": str(settings.status_socket),
         "ACCESS_LOGGED": str(int(settings.nginx_access_log)),
         "PROXY_TIMEOUT": nginx_time(settings.proxy_timeout),
-        # The workers a drain's reload retires keep this first config's: the drain, then the stop.
-        "SHUTDOWN_TIMEOUT": nginx_time(settings.nginx_drain + keepalive * settings.drain_seconds),
-        "KEEPALIVE_TIMEOUT": f"{CLIENT_KEEPALIVE * keepalive}s",
+        "SHUTDOWN_TIMEOUT": nginx_time(settings.nginx_drain + retiring),
+        "KEEPALIVE_TIMEOUT": f"{CLIENT_KEEPALIVE}s" if keepalive else "0s",
         "DRAIN_FLAG": str(settings.run_dir / DRAIN_FLAG),
         "UPSTREAM_KEEPALIVE_TIMEOUT": f"{settings.upstream_keepalive}s",
         "UPSTREAM_KEEPALIVE_TIME": nginx_time(UPSTREAM_KEEPALIVE_TIME),
