@@ -18,21 +18,22 @@ Servers (each with the worker count the stack's gunicorn config decides on this 
   (NGINX_WORKER_PROCESSES, WEB_CONCURRENCY...) or through a copy of serving_stack/nginx.conf passed
   as NGINX_CONF, to measure a proposed default against the shipped one in the same rounds.
 
-Conditions: the raw endpoints (GET /livez, GET /items/{id}: path parameter and pydantic
-validation, GET /bench/1mb: 1 MiB, lab/apps.py), the attacks of lab/attacks.py (flood,
-slow, oversized, and slow-headers alone), and held: long-lived connections of lab/held.py
-(event streams of a token every TOKEN_INTERVAL_S, and idle WebSockets) open all through the
-measurement, for which each server reports the memory per connection (proportional set size
-of its processes, /proc/<pid>/smaps_rollup, held minus before), the share of tokens on time
-and the normal clients' p99 beside the same server's without them (held runs first in each
-round, each server fresh from its start in the first and started afresh in later ones, and
-warmed up, so that none measures the memory an earlier run left). During the attacks and
-held, the normal clients load GET /items/{id} (under the flood for at least FLOOD_MIN_S).
-The normal clients are wrk, 64 keep-alive connections, each from its own address
-(lab/source_address.c). Rounds are interleaved (the servers' order rotates each round); each
-figure is the median of the rounds. For each run the CPU time of every process of the
-server (supervisor, nginx, app, metrics listener) and of the clients is read from /proc, per
-normal request: where the time goes.
+Conditions: the raw endpoints (GET /bench/small: small JSON, GET /items/{id}: path parameter
+and pydantic validation, GET /bench/1mb: 1 MiB, lab/apps.py; not GET /livez, which nginx
+limits per address as a probe: 10 r/s, so a row on it measured the limit, not the server),
+the attacks of lab/attacks.py (flood, slow, oversized, and slow-headers alone), and held:
+long-lived connections of lab/held.py (event streams of a token every TOKEN_INTERVAL_S, and
+idle WebSockets) open all through the measurement, for which each server reports the memory
+per connection (proportional set size of its processes, /proc/<pid>/smaps_rollup, held minus
+before), the share of tokens on time and the normal clients' p99 beside the same server's
+without them (held runs first in each round, each server fresh from its start in the first
+and started afresh in later ones, and warmed up, so that none measures the memory an earlier
+run left). During the attacks and held, the normal clients load GET /items/{id} (under the
+flood for at least FLOOD_MIN_S). The normal clients are wrk, 64 keep-alive connections, each
+from its own address (lab/source_address.c). Rounds are interleaved (the servers' order
+rotates each round); each figure is the median of the rounds. For each run the CPU time of
+every process of the server (supervisor, nginx, app, metrics listener) and of the clients is
+read from /proc, per normal request: where the time goes.
 
 DIR/peers.json (every run) and DIR/peers.md (the tables) leave through lab/results.publish
 (lab/__main__.py). Runs in the project's Python; needs wrk, nginx and a C compiler, Linux.
@@ -101,14 +102,14 @@ OVERSIZED_CONNECTIONS = 16
 ITEM = b'{"name":"widget","price_cents":1234,"tags":["a","b"]}'
 ITEM_ID = base64.urlsafe_b64encode(ITEM).rstrip(b"=").decode()
 ITEM_PATH = f"/items/{ITEM_ID}"
-RAW = {"livez": "/livez", "items": ITEM_PATH, "1mb": "/bench/1mb"}
+RAW = {"small": "/bench/small", "items": ITEM_PATH, "1mb": "/bench/1mb"}
 ATTACKS = ("flood", "slow", "oversized", "slow-headers")
 HELD = ("held",)
 CONDITIONS = (*RAW, *ATTACKS, *HELD)
 # A token on each held stream every 100 ms: a chat model's pace, the rate a user reads at.
 TOKEN_INTERVAL_S = 0.1
 LABELS = {
-    "livez": "GET /livez",
+    "small": "GET /bench/small",
     "items": "GET /items/{id}",
     "1mb": "GET 1 MiB",
     "flood": "one client flooding",
@@ -1202,7 +1203,7 @@ def choose_servers(names: Sequence[str] | None) -> list[Server]:
 
 
 def choose_conditions(names: Sequence[str] | None, *, short: bool) -> list[str]:
-    default = ["livez", "items", "1mb", "flood", "slow", "oversized", "held"]
+    default = ["small", "items", "1mb", "flood", "slow", "oversized", "held"]
     chosen = list(names or default)
     unknown = [n for n in chosen if n not in CONDITIONS]
     if unknown:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .full_suites import FullSuites
 
 SERVERS = set(PEERS_SHORT_SERVERS)
-CONDITIONS = {"livez", "items", "1mb", "flood", "slow", "oversized", "held"}
+CONDITIONS = {"small", "items", "1mb", "flood", "slow", "oversized", "held"}
 SHORT_SLOW_CLIENTS = SHORT.slow_clients
 
 
@@ -57,7 +57,7 @@ def test_a_short_peers_run_measures_every_server_raw_and_under_attack(
         normal = run["normal"]
         # Every server answers the normal clients, attacked or not; no ratio is judged here.
         assert normal["requests"] > 0, (server, condition, normal)
-        if condition in {"livez", "items", "1mb"}:
+        if condition in {"small", "items", "1mb"}:
             assert normal["non_2xx"] + normal["socket_errors"] == 0, (server, condition, normal)
         # The stack's processes are told apart (nginx, the app); a direct server is all app.
         cpu = run["cpu_s"]
