@@ -28,7 +28,6 @@ import importlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from harness import postgres, procfs
 from harness.ports import free_port, wait_for
 from lab.project import ProjectError
+from lab.stats import percentile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -166,10 +166,6 @@ class Queue:
             "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
         )
         return int(rows[0][0])
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    return statistics.quantiles(samples, n=100, method="inclusive")[round(fraction * 100) - 1]
 
 
 def enqueue_figures(queue: Queue, db: Callable[[Any], Any]) -> dict[str, float]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from typing import TYPE_CHECKING, Any
+
+from lab.stats import percentile
 
 if TYPE_CHECKING:
     from lab.rollout_load import Tally
@@ -19,8 +20,8 @@ def percentiles(samples: list[float]) -> dict[str, Any]:
     """p50 and p99 in ms of samples (seconds), and their count; None where too few."""
     if len(samples) < 2:
         return {"count": len(samples), "p50_ms": None, "p99_ms": None}
-    cuts = statistics.quantiles(samples, n=100, method="inclusive")
-    return {"count": len(samples), "p50_ms": cuts[49] * 1e3, "p99_ms": cuts[98] * 1e3}
+    p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+    return {"count": len(samples), "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3}
 
 
 def figures(tally: Tally, phases: dict[str, tuple[float, float]]) -> dict[str, Any]:

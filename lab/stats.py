@@ -35,6 +35,11 @@ class Summary:
         return self.errors / self.requests if self.requests else 1.0
 
 
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The sample at ``fraction`` (0.5: the median, 0.99: p99); at least two samples."""
+    return statistics.quantiles(samples, n=100, method="inclusive")[round(fraction * 100) - 1]
+
+
 def summarize(results: Sequence[WrkResult]) -> Summary:
     """Summarize the runs of one configuration (at least one)."""
     if not results:
