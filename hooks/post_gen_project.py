@@ -69,6 +69,7 @@ AUTH_ONLY = (
     "src/{package}/auth",
     "tests/unit/test_auth.py",
     "tests/token_issuer.py",
+    "tests/dev_issuer.py",
     "docs/auth.md",
 )
 

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import time
 import urllib.parse
 import uuid
@@ -33,7 +34,7 @@ import pytest
 
 import harness.stack
 from harness import procfs
-from harness.clients import request
+from harness.clients import fetch, request
 from harness.npm import install_locked
 from harness.ports import free_port, wait_for
 from harness.processes import Processes, wait_ready
@@ -47,6 +48,7 @@ from .conftest import (
     assert_renders_cleanly,
     bake,
     install_env,
+    run_captured,
     shared_bake,
 )
 from .selected_tests import generated_tests_for
@@ -57,7 +59,9 @@ API = "https://api.test"
 # Short, so rotation and the outage take seconds; the flood's bound is counted in it.
 COOLDOWN_SECONDS = 2
 # What auth=oidc adds; none of it may be in a bake without it.
-AUTH_WORDS = re.compile(r"pyjwt|jwks|AUTH_ISSUER|require_scopes|bearer|token_issuer", re.I)
+AUTH_WORDS = re.compile(
+    r"pyjwt|jwks|AUTH_ISSUER|require_scopes|bearer|token_issuer|dev_issuer", re.I
+)
 
 
 def b64(data: bytes) -> str:
@@ -444,11 +448,134 @@ def test_the_auth_bake_lints_and_passes_its_own_tests(
     assert_lints_and_tests(auth_env, auth_bake.project, *selected)
 
 
+def documented(project: Path, heading: str, language: str) -> list[str]:
+    """The ```language blocks of the bake's docs/auth.md section ``heading``, as copied."""
+    page = (project / "docs" / "auth.md").read_text(encoding="utf-8")
+    section = page.partition(f"\n## {heading}\n")[2].split("\n## ")[0]
+    blocks = re.findall(rf"^```{language}\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)
+    assert blocks, f"docs/auth.md: no {language} block under ## {heading}"
+    return blocks
+
+
+def write_on(port: int, token: str | None) -> int:
+    """The status of POST /items to make run's server on ``port``, with ``token`` if any."""
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    item = json.dumps({"name": "lamp", "price_cents": 1999}).encode()
+    return request(port, "POST", "/items", item, headers=headers)[0]
+
+
+@pytest.mark.slow
+def test_the_local_development_commands_write_with_the_issuers_token(
+    auth_bake: Bake, auth_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """docs/auth.md's Local development, its blocks run as written on free ports (ISSUER_PORT
+    and PORT, which the page and the Makefile name): make issuer prints exactly the settings
+    the page exports; make run with them takes the page's curl write (201), the token make
+    issuer printed (201); no token is a 401, a token the issuer signs for another scope a 403."""
+    serve, settings, write = documented(auth_bake.project, "Local development", "sh")
+    issuer_port, app_port = free_port(), free_port()
+
+    def ported(block: str) -> str:
+        return block.replace(":8900", f":{issuer_port}").replace(":8000", f":{app_port}")
+
+    environment = auth_env.environ(auth_bake.project) | {
+        "VENV": str(auth_env.venv),
+        "ISSUER_PORT": str(issuer_port),
+        "PORT": str(app_port),
+    }
+    processes = Processes()
+    try:
+        issuer_log = tmp_path / "issuer.log"
+        issuer = processes.start(
+            "make issuer", ["bash", "-c", serve], environment, auth_bake.project, issuer_log
+        )
+        wait_ready(issuer, ("127.0.0.1", issuer_port), "/realms/service/certs", 30)
+        printed = issuer_log.read_text(encoding="utf-8").splitlines()
+        exports = [line for line in ported(settings).splitlines() if line.startswith("export ")]
+        assert len(exports) == 2
+        assert [line for line in printed if line.startswith("export ")][:2] == exports, printed
+        [token] = [line.removeprefix("export TOKEN=") for line in printed if "TOKEN=" in line]
+        run = processes.start(
+            "make run", ["bash", "-c", ported(settings)], environment, auth_bake.project
+        )
+        wait_ready(run, ("127.0.0.1", app_port), "/livez", 60)
+        curl = run_captured(["bash", "-euc", ported(write)], env=environment)
+        assert curl.stdout.startswith("HTTP/1.1 201 Created"), curl.stdout + curl.stderr
+        assert write_on(app_port, token) == 201
+        assert write_on(app_port, None) == 401
+        status, _, reader = fetch(f"http://127.0.0.1:{issuer_port}/token?scope=items:read")
+        assert status == 200
+        assert write_on(app_port, reader.decode()) == 403
+    finally:
+        processes.stop_all()
+
+
+@pytest.mark.slow
+def test_the_development_issuer_refuses_bad_flags_in_one_line(
+    auth_bake: Bake, auth_env: ProjectEnv
+) -> None:
+    """An address off loopback (it signs for anyone who asks), a port out of range or not a
+    number, a port already taken: each one line on stderr, a non-zero exit, nothing served."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    with taken:
+        cases = {
+            "--host=0.0.0.0": "'0.0.0.0' is not this machine's loopback",
+            "--host=192.0.2.1": "'192.0.2.1' is not this machine's loopback",
+            "--port=70000": "'70000' is not a port from 1 to 65535",
+            "--port=http": "'http' is not a port from 1 to 65535",
+            f"--port={taken.getsockname()[1]}": "cannot listen on 127.0.0.1:",
+        }
+        for flag, message in cases.items():
+            python = str(auth_env.venv / "bin" / "python")
+            done = run_captured(
+                [python, "tests/dev_issuer.py", flag],
+                cwd=auth_bake.project,
+                env=auth_env.environ(auth_bake.project),
+            )
+            assert done.returncode != 0, flag
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+            assert done.stderr.startswith("dev_issuer: error: "), done.stderr
+            assert message in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_the_documented_protected_route_test_passes_in_a_team_s_project(
+    auth_bake: Bake, auth_env: ProjectEnv, tmp_path: Path
+) -> None:
+    """docs/auth.md's first route example saved as api/account.py and included in
+    create_app(), as the page says, and its Test a protected route example saved as
+    tests/unit/test_account.py: make lint and make test pass with them (the page's example
+    a team copies, its asserts on 200, 403 and 401 run)."""
+    project = tmp_path / auth_bake.project.name
+    shutil.copytree(
+        auth_bake.project,
+        project,
+        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache", ".coverage"),
+    )
+    package = project / "src" / auth_bake.package_name
+    route = documented(project, "Protecting a route", "python")[0]
+    (package / "api" / "account.py").write_text(route, encoding="utf-8")
+    main = (package / "main.py").read_text(encoding="utf-8")
+    included = "    application.include_router(items.router)\n"
+    assert main.count(included) == 1
+    main = main.replace(included, included + "    application.include_router(account.router)\n")
+    main = main.replace("from .api import health,", "from .api import account, health,")
+    (package / "main.py").write_text(main, encoding="utf-8")
+    [example] = documented(project, "Test a protected route", "python")
+    (project / "tests" / "unit" / "test_account.py").write_text(example, encoding="utf-8")
+    assert_lints_and_tests(auth_env, project, "tests/unit/test_account.py")
+
+
 def test_none_bakes_carry_no_trace_of_auth(default_bake: Bake) -> None:
     """auth=none: no auth file, dependency, variable or word (docs/security.md aside)."""
     project = default_bake.project
     assert not (project / "src" / default_bake.package_name / "auth").exists()
     assert not (project / "tests" / "token_issuer.py").exists()
+    assert not (project / "tests" / "dev_issuer.py").exists()
     assert not (project / "docs" / "auth.md").exists()
     found = [
         f"{path.relative_to(project)}: {match.group()}"

@@ -517,7 +517,8 @@ def test_the_documented_route_examples_work(
     """docs/auth.md's "Protecting a route" code, run as written: a scope on DELETE, the
     principal's subject on GET /me, both on the WebSocket route."""
     page = (project_root / "docs" / "auth.md").read_text(encoding="utf-8")
-    source = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL))
+    section = page.partition("\n## Protecting a route\n")[2].split("\n## ")[0]
+    source = "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL))
     namespace: dict[str, Any] = {}
     exec(compile(source, "docs/auth.md", "exec"), namespace)  # noqa: S102 (our own page)
     app = app_for(issuer)
