@@ -2,11 +2,13 @@
 
 There is no Docker daemon and no container registry on the machines the template's tests run
 on, only Debian's archive and PyPI. So the Dockerfile's base, ``python:<ver>-slim-trixie``, is
-a stand-in made once with debootstrap from the mirror apt already uses, cached in the tests'
-cache directory and tagged with the official name (CONTRIBUTING.md says how it differs), and
-podman builds and runs the unchanged Dockerfile with the settings this machine kind needs
-(FACTS: runc, ulimits within the hard limits, ``--format docker`` to keep the HEALTHCHECK, the
-host's CA bundle for pip behind an intercepting proxy).
+a stand-in made once by the bake's own recipe, the sh block of its docs/container.md's
+"Building without a registry" (debootstrap from the mirror apt already uses; the page says how
+it differs), run as written and kept in the tests' cache directory under the official name
+(the recipe's hash recorded beside it: a new recipe makes a new stand-in), and podman builds
+and runs the unchanged Dockerfile with the settings this machine kind needs (FACTS: runc,
+ulimits within the hard limits, ``--format docker`` to keep the HEALTHCHECK, the host's CA
+bundle for pip behind an intercepting proxy).
 
 Run by the full suites (tests/full_suites.py) as ``python -m tests.images COMMAND PROJECT TAG``
 from the template's directory: ``build`` (the stand-in base when missing, then ``make image``),
@@ -42,41 +44,9 @@ from harness.ports import free_port
 CACHE_DIR = Path(tempfile.gettempdir()) / "cookiecutter-fastapi-service-cache"
 PODMAN_DIR = CACHE_DIR / "podman"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-# What the official slim images carry beside Python (ca-certificates, netbase, tzdata), and
-# Debian's own Python with venv (the official image builds Python from source instead).
-BASE_PACKAGES = ("python{version}", "python{version}-venv", "ca-certificates", "netbase", "tzdata")
-# The official Debian slim images' apt and dpkg settings (docker-library/debian): without
-# them, a Dockerfile that only deletes /var/lib/apt/lists keeps apt's caches (about 130 MB).
-APT_CONFIG = {
-    "docker-clean": (
-        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb'
-        ' /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
-        'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb'
-        ' /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
-        'Dir::Cache::pkgcache "";\nDir::Cache::srcpkgcache "";\n'
-    ),
-    "docker-no-languages": 'Acquire::Languages "none";\n',
-    "docker-gzip-indexes": 'Acquire::GzipIndexes "true";\n',
-    "docker-autoremove-suggests": 'Apt::AutoRemove::SuggestsImportant "false";\n',
-}
-DPKG_EXCLUDES = (
-    "path-exclude /usr/share/doc/*\n"
-    "path-include /usr/share/doc/*/copyright\n"  # kept for legal reasons, as upstream does
-    "path-exclude /usr/share/groff/*\npath-exclude /usr/share/info/*\n"
-    "path-exclude /usr/share/linda/*\npath-exclude /usr/share/lintian/*\n"
-    "path-exclude /usr/share/locale/*\npath-include /usr/share/locale/locale.alias\n"
-    "path-exclude /usr/share/man/*\n"
-)
-SOURCES = (
-    "Types: deb\nURIs: {mirror}\nSuites: trixie trixie-updates\nComponents: main\n"
-    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
-    "Types: deb\nURIs: {security}\nSuites: trixie-security\nComponents: main\n"
-    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-)
-# Any change to the recipe above makes a new stand-in (its label records the recipe's hash).
-RECIPE = hashlib.sha256(
-    repr((BASE_PACKAGES, APT_CONFIG, DPKG_EXCLUDES, SOURCES)).encode()
-).hexdigest()[:16]
+# The bake's own recipe for the base where no registry answers: one sh block, run as written.
+SECTION = "## Building without a registry"
+BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 class ImageError(RuntimeError):
@@ -133,19 +103,6 @@ def podman(*args: str, check: bool = True, **kwargs: object) -> subprocess.Compl
     return done  # type: ignore[no-any-return]  # subprocess.run's overloads lose the type
 
 
-def apt_mirror() -> str:
-    """The Debian mirror apt already uses on this host (deb822 or one-line sources)."""
-    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
-    for path in sources:
-        if not path.is_file():
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        for url in re.findall(r"(?:^URIs:|^deb)\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.MULTILINE):
-            if "security" not in url and url.rstrip("/").endswith("/debian"):
-                return str(url).rstrip("/")
-    return "http://deb.debian.org/debian"
-
-
 @contextlib.contextmanager
 def locked(name: str) -> Iterator[None]:
     """One process at a time (the default and postgresql builds both need the stand-in)."""
@@ -155,95 +112,52 @@ def locked(name: str) -> Iterator[None]:
         yield
 
 
-def base_image(python_version: str) -> str:
-    """The stand-in for python:<version>-slim-trixie, made once per recipe; its name."""
+def recipe(project: Path) -> str:
+    """The stand-in recipe of the project's docs/container.md, the block a user saves and runs."""
+    page = project / "docs" / "container.md"
+    section = page.read_text(encoding="utf-8").partition(f"\n{SECTION}\n")[2].split("\n## ")[0]
+    blocks = BLOCK.findall(section)
+    if len(blocks) != 1:
+        raise ImageError(f"{page}: {SECTION} holds {len(blocks)} sh blocks, not one")
+    return str(blocks[0])
+
+
+def base_image(project: Path, python_version: str) -> str:
+    """The stand-in for python:<version>-slim-trixie, made by the project's documented recipe
+    once per recipe (a record beside the store holds its hash and the image it made); its name."""
     name = f"docker.io/library/python:{python_version}-slim-trixie"
+    script = recipe(project)
+    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+    record = PODMAN_DIR / f"stand-in-{python_version}.made"
     with locked("base"):
-        found = podman("image", "inspect", "--format", "{{json .Labels}}", name, check=False)
-        if found.returncode == 0 and (json.loads(found.stdout) or {}).get("stand-in") == RECIPE:
+        recorded = record.read_text(encoding="utf-8").split() if record.is_file() else []
+        if recorded == [digest, image_id(name)]:
             return name
         if os.geteuid() != 0 or shutil.which("debootstrap") is None:
             raise ImageError(
                 f"{name} is missing and only root with debootstrap can make its stand-in here"
             )
         started = time.monotonic()
-        root = Path(tempfile.mkdtemp(prefix="stand-in-", dir=PODMAN_DIR))
-        try:
-            _bootstrap(root, python_version)
-            changes = [
-                "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "ENV LANG=C.UTF-8",
-                f"ENV PYTHON_VERSION={python_version}",
-                f"LABEL stand-in={RECIPE}",
-                'CMD ["python3"]',
-            ]
-            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-            podman(
-                "import", *(f"--change={change}" for change in changes), "-", name, stdin=tar.stdout
-            )
-            tar.wait()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        done = subprocess.run(
+            ["sh", "-eu", "-c", script],
+            env=engine_env() | {"ENGINE": "podman"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        made = image_id(name)
+        if done.returncode != 0 or not made:
+            last = (done.stdout + done.stderr).strip().splitlines()[-1:]
+            raise ImageError(f"docs/container.md's stand-in recipe failed: {' '.join(last)}")
+        record.write_text(f"{digest} {made}\n", encoding="utf-8")
         print(f"made the stand-in {name} in {time.monotonic() - started:.0f} s")
     return name
-
-
-def _bootstrap(root: Path, version: str) -> None:
-    """debootstrap trixie into ``root``, then make it look like the official slim image."""
-    include = ",".join(package.format(version=version) for package in BASE_PACKAGES)
-    mirror = apt_mirror()
-    done = subprocess.run(
-        ["debootstrap", "--variant=minbase", f"--include={include}", "trixie", str(root), mirror],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=engine_env(),
-    )
-    if done.returncode != 0:
-        last = (done.stdout + done.stderr).strip().splitlines()[-1:]
-        raise ImageError(f"debootstrap trixie from {mirror} failed: {' '.join(last)}")
-    for name, text in APT_CONFIG.items():
-        (root / "etc/apt/apt.conf.d" / name).write_text(text, encoding="utf-8")
-    (root / "etc/dpkg/dpkg.cfg.d/docker").write_text(DPKG_EXCLUDES, encoding="utf-8")
-    (root / "etc/apt/sources.list").unlink(missing_ok=True)
-    security = mirror.rsplit("/", 1)[0] + "/debian-security"
-    (root / "etc/apt/sources.list.d/debian.sources").write_text(
-        SOURCES.format(mirror=mirror, security=security), encoding="utf-8"
-    )
-    # What the excludes would have kept out had they been there from the start.
-    for directory in (
-        "usr/share/doc",
-        "usr/share/man",
-        "usr/share/locale",
-        "usr/share/info",
-        "usr/share/groff",
-        "usr/share/lintian",
-        "usr/share/linda",
-    ):
-        for path in (root / directory).glob("*"):
-            keep = {"locale.alias"} if directory == "usr/share/locale" else set()
-            if path.name in keep:
-                continue
-            if directory == "usr/share/doc" and path.is_dir() and (path / "copyright").exists():
-                for inner in path.iterdir():
-                    if inner.name != "copyright":
-                        shutil.rmtree(inner) if inner.is_dir() else inner.unlink()
-                continue
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-    for cache in ("var/cache/apt", "var/lib/apt/lists"):
-        for path in (root / cache).rglob("*"):
-            if path.is_file() and path.name != "lock":
-                path.unlink()
-    # The official image's python and python3 live in /usr/local/bin; the Dockerfile calls
-    # `python`, which Debian's package does not provide.
-    for link in ("python", "python3"):
-        (root / "usr/local/bin" / link).symlink_to(f"/usr/bin/python{version}")
 
 
 def build(project: Path, tag: str) -> None:
     """The stand-in base if missing, then the project's own `make image` with podman."""
     answers = json.loads((project / ".cookiecutter-answers.json").read_text(encoding="utf-8"))
-    base_image(answers["default_context"]["python_version"])
+    base_image(project, answers["default_context"]["python_version"])
     # pip inside the build trusts the host's CA bundle: HTTPS may be intercepted here.
     flags = ["--pull=never"]
     if CA_BUNDLE.is_file():

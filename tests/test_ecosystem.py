@@ -7,6 +7,7 @@ between files that no single tool sees (timeouts, ports, paths, users).
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.version import Version
 
 from .conftest import TEMPLATE_DIR, Bake, ProjectEnv, bake, rerender, run_captured, tree
 
@@ -386,8 +388,8 @@ def git(cwd: Path, *args: str) -> str:
     return run("git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args, cwd=cwd)
 
 
-def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> None:
-    """The README's cruft flow: link from the record (no diff), then a template change arrives."""
+def template_repository(tmp_path: Path) -> Path:
+    """The template's working tree, committed in a repository of its own under tmp_path."""
     template = tmp_path / "template"
     shutil.copytree(
         TEMPLATE_DIR,
@@ -400,6 +402,12 @@ def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> No
     git(template, "init", "-q")
     git(template, "add", "-A")
     git(template, "commit", "-q", "-m", "template v1")
+    return template
+
+
+def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> None:
+    """The README's cruft flow: link from the record (no diff), then a template change arrives."""
+    template = template_repository(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     run(
@@ -447,6 +455,143 @@ def test_cruft_links_with_the_recorded_answers_and_updates(tmp_path: Path) -> No
         encoding="utf-8"
     )
     run(cruft, "check", cwd=project)
+
+
+def prepare_release(template: Path, version: str, entries: str) -> None:
+    """What CONTRIBUTING.md has a maintainer do before committing and scripts/release:
+    Unreleased's entries (and these) under a dated section, cookiecutter.json naming it, the
+    stack's section dated."""
+    today = dt.date.today().isoformat()
+    changelog = template / "CHANGELOG.md"
+    text = changelog.read_text(encoding="utf-8")
+    marker = "## [Unreleased]\n"
+    changelog.write_text(
+        text.replace(marker, f"{marker}\n## [{version}] - {today}\n{entries}", 1), encoding="utf-8"
+    )
+    answers = template / "cookiecutter.json"
+    text = answers.read_text(encoding="utf-8")
+    text = re.sub(r'"_template_version": "[^"]+"', f'"_template_version": "{version}"', text)
+    answers.write_text(text, encoding="utf-8")
+    stack_log = template / "{{cookiecutter.project_slug}}" / "stack" / "CHANGELOG.md"
+    text = stack_log.read_text(encoding="utf-8")
+    text = re.sub(r"^(## \S+) - unreleased$", rf"\1 - {today}", text, flags=re.MULTILINE)
+    stack_log.write_text(text, encoding="utf-8")
+
+
+# One file of a prepared release changed so that scripts/release must refuse, and the refusal.
+RELEASE_BREAKERS = [
+    ("CHANGELOG.md", r"^## \[Unreleased\]\n", "## [Unreleased]\n- a fix\n", "Unreleased still has"),
+    (
+        "cookiecutter.json",
+        r'"_template_version": "[^"]+"',
+        '"_template_version": "0.0.1"',
+        "is 0.0.1",
+    ),
+    (
+        "{{cookiecutter.project_slug}}/stack/pyproject.toml",
+        r'^version = ".*"$',
+        'version = "9.9.9"',
+        "serving-stack 9.9.9, which this release ships, has no dated section",
+    ),
+]
+
+
+def refused(release: str, *args: str) -> str:
+    """scripts/release's refusal: exit 1 and one line saying why."""
+    done = subprocess.run([release, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == "", done.stdout
+    assert re.fullmatch(r"error: [^\n]+\n", done.stderr), done.stderr
+    return done.stderr
+
+
+def test_a_release_is_a_tag_that_cruft_creates_and_updates_from(tmp_path: Path) -> None:
+    """README's versioning: scripts/release tags vX.Y.Z, refusing in one line what a bake of
+    the tag would get wrong; `cruft create --checkout` bakes a release and `cruft update
+    --checkout` brings exactly the next one's change, not what was committed after it."""
+    template = template_repository(tmp_path)
+    release = str(template / "scripts" / "release")
+    version = Version(
+        str(
+            json.loads((template / "cookiecutter.json").read_text(encoding="utf-8"))[
+                "_template_version"
+            ]
+        )
+    )
+    first, second = version.base_version, f"{version.major}.{version.minor}.{version.micro + 1}"
+    assert "usage: scripts/release X.Y.Z" in refused(release, "1.1")
+    assert "usage" in refused(release, f"v{first}")
+    assert "CHANGELOG.md's newest release is" in refused(release, first)
+    prepare_release(template, first, "")
+    assert "uncommitted changes" in refused(release, first)
+    git(template, "commit", "-q", "-a", "-m", f"release {first}")
+    for path, pattern, replacement, refusal in RELEASE_BREAKERS:
+        text = (template / path).read_text(encoding="utf-8")
+        broken = re.sub(pattern, replacement, text, count=1, flags=re.MULTILINE)
+        (template / path).write_text(broken, encoding="utf-8")
+        git(template, "commit", "-q", "-a", "-m", "broken")
+        assert refusal in refused(release, first)
+        git(template, "reset", "-q", "--hard", "HEAD~1")
+    assert f"tagged v{first} at" in run(release, first, cwd=tmp_path)
+    assert git(template, "tag", "--list").split() == [f"v{first}"]
+    out = tmp_path / "out"
+    context = json.dumps({"description": "Settles payments between banks."})
+    cruft = tool("cruft")
+    run(
+        cruft,
+        "create",
+        "--no-input",
+        "--checkout",
+        f"v{first}",
+        "--output-dir",
+        out,
+        "--extra-context",
+        context,
+        template,
+        cwd=tmp_path,
+    )
+    project = out / "my-service"
+    assert f"baked from release {first} of" in (project / "README.md").read_text(encoding="utf-8")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "baked")
+
+    editorconfig = template / "{{cookiecutter.project_slug}}" / ".editorconfig"
+    original = editorconfig.read_text(encoding="utf-8")
+    editorconfig.write_text(f"{original}# changed in {second}\n", encoding="utf-8")
+    prepare_release(template, second, "- .editorconfig: a comment.\n")
+    git(template, "commit", "-q", "-a", "-m", f"release {second}")
+    run(release, second, cwd=tmp_path)
+    editorconfig.write_text(f"{original}# changed after {second}\n", encoding="utf-8")
+    git(template, "commit", "-q", "-a", "-m", "unreleased")
+    run(
+        cruft,
+        "update",
+        "--skip-apply-ask",
+        "--checkout",
+        f"v{second}",
+        cwd=project,
+    )
+
+    changed = git(project, "diff", "HEAD", "--name-only").split()
+    assert changed == [".cruft.json", ".editorconfig", "README.md"], changed
+    diff = git(project, "diff", "HEAD", "--unified=0", "--", ".editorconfig", "README.md")
+    lines = [
+        line
+        for line in diff.splitlines()
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+    ]
+    assert lines == [
+        f"+# changed in {second}",
+        f"-This project was baked from release {first} of the template; its",
+        f"+This project was baked from release {second} of the template; its",
+    ], lines
+    record = json.loads((project / ".cruft.json").read_text(encoding="utf-8"))
+    assert record["checkout"] == f"v{second}"
+    assert record["commit"] == git(template, "rev-list", "-n", "1", f"v{second}").strip()
+    assert "Settles payments between banks." in (project / "pyproject.toml").read_text(
+        encoding="utf-8"
+    )
 
 
 # --- developer tools ----------------------------------------------------------------------
