@@ -111,6 +111,41 @@ def test_a_client_over_its_rate_gets_a_json_429_while_another_is_served(stacks: 
     assert all(float(str(seconds)) < 1 for seconds in times), times
 
 
+# One /64 whose 8 bytes are all 0x0a, a newline to a regex without (?s), in every address.
+SUBSCRIBER = "2001:db8:a0a:a0a"
+
+
+def test_ipv6_addresses_inside_one_64_are_one_client(stacks: Stacks) -> None:
+    """Addresses rotated inside one IPv6 /64 (CLIENT_IPV6_PREFIX, 64 unset) share one rate:
+    past the burst they get 429s; a client in the next /64 is served (issue 50: each /128 had
+    its own limit before, 1,000 requests in 0.1 s)."""
+    stack = stacks.start(
+        RATE_LIMIT="1", RATE_LIMIT_BURST="2", RATE_LIMIT_QUEUE_SECONDS="0", **TRUSTED
+    )
+    rotated = [f"{SUBSCRIBER}:{n:x}:a0a:{n * 7919:x}:a" for n in range(1, 9)]
+    statuses = [get(stack.port, ROUTE, as_client(address))[0] for address in rotated]
+    neighbour = get(stack.port, ROUTE, as_client("2001:db8:a0a:a0b::a"))[0]
+    assert statuses[:3] == [200] * 3, statuses
+    assert statuses.count(429) >= 3, statuses
+    assert neighbour == 200
+    (line, *_) = refusal_lines(stack, "limiting requests")
+    assert str(line["client"]).startswith(SUBSCRIBER), line
+
+
+def test_a_prefix_of_128_keeps_each_ipv6_address_apart(stacks: Stacks) -> None:
+    """CLIENT_IPV6_PREFIX=128: every IPv6 address is a client of its own, as IPv4's are."""
+    stack = stacks.start(
+        RATE_LIMIT="1",
+        RATE_LIMIT_BURST="2",
+        RATE_LIMIT_QUEUE_SECONDS="0",
+        CLIENT_IPV6_PREFIX="128",
+        **TRUSTED,
+    )
+    rotated = [f"{SUBSCRIBER}::{n:x}" for n in range(1, 9)]
+    statuses = [get(stack.port, ROUTE, as_client(address))[0] for address in rotated]
+    assert statuses == [200] * 8
+
+
 def test_past_its_burst_a_client_waits_its_turn_before_a_429(stacks: Stacks) -> None:
     """RATE_LIMIT=1, burst 1, a 3 s wait: of 9 requests sent at once, 2 are answered at once
     and 3 wait their turn (one a second) before the rest get 429; with no wait only 2 would

@@ -15,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import multiprocessing
+import os
 import re
+import shutil
 import socket
 import time
 import urllib.request
@@ -27,11 +30,13 @@ import pytest
 
 from harness.ports import wait_for
 from harness.stack import RunningStack
+from lab.attacks import build_shim, source_env
 
-from .conftest import FAULT_APP, Identity, Stacks, lines_of
+from .conftest import FAULT_APP, SYSTEM_PATH, Identity, Stacks, lines_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.live
 
@@ -367,6 +372,34 @@ def test_slow_uploads_from_four_addresses_leave_room_for_others(door_stack: Runn
     assert attacked.rate >= FLOOR * alone.rate, report("slow uploads", alone, attacked)
 
 
+def test_slow_uploads_from_sixteen_addresses_leave_room_for_others(
+    door_stack: RunningStack,
+) -> None:
+    """Sixteen addresses each opening as many slow uploads as CONNECTIONS_PER_CLIENT lets them
+    (32: 512 together, the whole of app_requests) hold only the uploads' share of it: the
+    victim keeps its throughput (issue 50: 0 of 25,605 answered, all 503, before)."""
+    attackers = [f"127.0.0.{n}" for n in range(2, 18)]
+    held: list[asyncio.StreamWriter] = []
+    wire = (
+        b"POST /fault/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    )
+
+    async def attack(seconds: float) -> int:
+        for source in attackers:
+            for _ in range(32):
+                _, writer = await connect(door_stack.port, source)
+                writer.write(wire)
+                held.append(writer)
+        await asyncio.sleep(seconds)
+        for writer in held:
+            writer.close()
+        return len(held)
+
+    alone, attacked, _, _ = holds("slow uploads 16 x 32", door_stack.port, attack, warmup=1.0)
+    assert attacked.rate >= FLOOR * alone.rate, report("slow uploads", alone, attacked)
+
+
 # --- finding 4: refusals cost bounded bytes and never block nginx -------------------------------
 
 
@@ -397,6 +430,57 @@ def test_refused_requests_with_huge_agents_write_bounded_lines(door_stack: Runni
     for raw in refused[:50]:
         json.loads(raw)
     assert attacked.rate >= FLOOR * alone.rate, report("bad-host flood", alone, attacked)
+
+
+# --- issue 50, finding 1: a refusal costs less than an answer ----------------------------------
+
+# A log line's bytes, at most, for each of the attacker's refused requests (its access line with
+# the agent cut, each 0xFF written as the 5 bytes of "\\xff"; its error lines are budgeted).
+LOG_BYTES_PER_REFUSAL = 2048
+
+
+def test_refusals_at_a_partners_rate_cost_less_than_answers(stacks: Stacks, tmp_path: Path) -> None:
+    """One address allowed 5,000 requests a second (a busy NAT, a partner behind one address)
+    sends bad-Host requests with a 7 KB User-Agent of 0xFF as fast as nginx answers them: the
+    victim keeps its throughput, each refusal writes a bounded number of log bytes, and the
+    stack still serves (issue 50: 0.44 x and 60 MB of log in 8 s before). The attacker is wrk
+    from ATTACKER (lab/source_address.c): a client in Python would take the CPUs it measures."""
+    wrk = shutil.which("wrk", path=SYSTEM_PATH)
+    if wrk is None:
+        pytest.skip("wrk is not installed (sudo apt-get install -y wrk)")
+    source = source_env(build_shim(tmp_path), ATTACKER, 1)
+    script = tmp_path / "bad_host.lua"
+    script.write_text(
+        'wrk.headers["Host"] = "evil.example"\n'
+        'wrk.headers["User-Agent"] = string.rep("\\255", 7000)\n',
+        encoding="utf-8",
+    )
+    stack = stacks.start(FAULT_APP, shipped_limits=True, RATE_LIMIT="5000", RATE_LIMIT_BURST="5000")
+    size_before = stack.log_path.stat().st_size
+
+    async def attack(seconds: float) -> str:
+        command = [wrk, "-t1", "-c16", f"-d{math.ceil(seconds)}s", "-s", str(script)]
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            f"http://127.0.0.1:{stack.port}/",
+            env={**os.environ, **source},
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await process.communicate()
+        return " ".join(re.findall(r"\d+ requests in [\d.]+s|Non-2xx[^\n]*", out.decode()))
+
+    alone, attacked, returned, _ = holds("bad-host flood at 5,000/s", stack.port, attack)
+    time.sleep(1.5)  # the access log's buffer flushes within 1 s
+    with stack.log_path.open("rb") as log:
+        log.seek(size_before)
+        attackers = [raw for raw in log.read().splitlines() if f'"{ATTACKER}"'.encode() in raw]
+    refused = sum(b'"status":400' in raw and b"nginx.access" in raw for raw in attackers)
+    per_request = sum(map(len, attackers)) / max(refused, 1)
+    print(f"attacker: {returned}; {refused} refused, {per_request:.0f} log bytes each")
+    assert refused > 1000, f"the attack was not refused as a bad Host: {returned}"
+    assert per_request <= LOG_BYTES_PER_REFUSAL, f"{per_request:.0f} log bytes a refusal"
+    assert attacked.rate >= FLOOR * alone.rate, report("bad-host flood", alone, attacked)
+    assert asyncio.run(victim(stack.port, 0.2)).ok > 0, "the stack no longer serves"
 
 
 # --- finding 5: a 413 stops reading after a short bound -------------------------------------------

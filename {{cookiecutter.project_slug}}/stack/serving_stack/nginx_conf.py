@@ -12,6 +12,7 @@ from .cpus import CGROUP_ROOT, SELF_CGROUP, usable_cpus
 from .settings import (
     PROBES_PER_CLIENT,
     REQUESTS_PER_POD,
+    UPLOADS_PER_POD,
     UPSTREAM_IDLE_PER_NGINX_WORKER,
     UPSTREAM_KEEPALIVE_TIME,
     StackSettings,
@@ -95,6 +96,8 @@ def nginx_values(
         "WORKER_CONNECTIONS": str(held),
         "WORKER_RLIMIT_NOFILE": str(2 * held),
         "REQUESTS_PER_POD": str(REQUESTS_PER_POD),
+        "UPLOADS_PER_POD": str(UPLOADS_PER_POD),
+        "CLIENT_PREFIX_BYTES": str(settings.client_ipv6_prefix // 8),
         "STREAMS_PER_POD": str(settings.streams_per_pod),
         "WEBSOCKETS_PER_POD": str(settings.websockets_per_pod),
         "PROBES_PER_CLIENT": str(PROBES_PER_CLIENT),

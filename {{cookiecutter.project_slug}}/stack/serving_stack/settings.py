@@ -47,6 +47,9 @@ UPSTREAM_KEEPALIVE_TIME = 5.0
 # Requests in flight nginx lets reach the app, pod-wide (app_requests): streams and WebSocket
 # sessions have caps of their own (STREAMS_PER_POD, WEBSOCKETS_PER_POD).
 REQUESTS_PER_POD = 512
+# Of those, requests sending a body (pod_uploads): nginx bounds a body's reads one by one, never
+# in all, so slow uploads from many addresses hold at most this many (issue 50, finding 5).
+UPLOADS_PER_POD = REQUESTS_PER_POD // 2
 # Idle upstream connections each nginx worker keeps (nginx.conf's upstream keepalive).
 UPSTREAM_IDLE_PER_NGINX_WORKER = 64
 # Probes in flight nginx lets one address have (probe_connections): under no pod-wide cap.
@@ -248,6 +251,9 @@ class StackSettings(BaseSettings):
     answers 429 (RATE_LIMIT x this many wait); 0: refuse at once"""
     rate_limit_dry_run: bool = Field(default=False, alias="RATE_LIMIT_DRY_RUN")
     """count and log the requests RATE_LIMIT would refuse, refuse none"""
+    client_ipv6_prefix: int = Field(64, ge=32, le=128, multiple_of=8, alias="CLIENT_IPV6_PREFIX")
+    """leading bits of an IPv6 address that are one client to the per-client limits (a /64 is
+    one subscriber's: addresses rotated inside it share its limits); 32-128, a multiple of 8"""
     # A sixteenth of nginx.conf's app_requests (512): slow uploads hold theirs (README.md).
     connections_per_client: int = Field(32, ge=0, le=65535, alias="CONNECTIONS_PER_CLIENT")
     """requests in flight nginx lets each client address have, per pod (limit_conn; over it:

@@ -63,6 +63,29 @@ def test_an_access_line_that_is_not_json_becomes_one() -> None:
 
 
 @pytest.mark.parametrize(
+    "value",
+    [
+        b"\xff" * 128,
+        b'\\\\udcff \\\\u005c \\\\x \xff\\\\\xfe\\"',  # a client's own escapes beside bytes
+        "\u00e9\U0001f600".encode() + b"\x7f\\u0001\\n",  # text, DEL, nginx's controls
+        b"\xed\xb3\xbf\xc2A\xdc",  # an encoded surrogate, a cut sequence
+    ],
+    ids=["0xff", "escapes", "text", "surrogate"],
+)
+def test_hostile_access_lines_keep_what_a_parse_would_write(value: bytes) -> None:
+    """An access line with bytes over 0x7f (nginx's escape=json passes them through) is
+    rewritten in a few passes in C, never parsed: printable ASCII JSON whose strings are what
+    a parse gives, each byte that is not UTF-8 as \\xff, nginx's numbers as it wrote them."""
+    raw = b'{"path":"/' + value + b'","request_time":0.000,"user_agent":"' + value + b'"}'
+    out = child_lines.access_lines(raw).decode("ascii")
+    parsed = json.loads(raw.decode("utf-8", "surrogateescape"))["user_agent"]
+    text = parsed.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    assert printable(out.removesuffix("\n")), out
+    assert json.loads(out) == {"path": "/" + text, "request_time": 0.0, "user_agent": text}
+    assert '"request_time":0.000,' in out
+
+
+@pytest.mark.parametrize(
     ("raw", "level", "message"),
     [
         (

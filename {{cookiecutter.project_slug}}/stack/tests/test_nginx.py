@@ -34,6 +34,10 @@ CASES = [
     ("WEBSOCKETS_PER_CLIENT=0", "WEBSOCKETS_LIMITED=0, WEBSOCKETS_PER_CLIENT=65535"),
     ("WEBSOCKETS_PER_CLIENT=1", "WEBSOCKETS_LIMITED=1, WEBSOCKETS_PER_CLIENT=1"),
     ("NGINX_ACCESS_LOG=off", "ACCESS_LOGGED=0"),
+    # The bytes of an IPv6 address that key a client: a /64 unset; all 16 for a /128.
+    ("", "CLIENT_PREFIX_BYTES=8, UPLOADS_PER_POD=256"),
+    ("CLIENT_IPV6_PREFIX=128", "CLIENT_PREFIX_BYTES=16"),
+    ("CLIENT_IPV6_PREFIX=32", "CLIENT_PREFIX_BYTES=4"),
     ("TRUSTED_PROXIES=10.0.0.0/8,::1", "trusted_proxies.geo=10.0.0.0/8 1;\n::1/128 1;\n"),
     ("ALLOWED_HOSTS=.a.test,2001:db8::1", "allowed_hosts.map=.a.test 1;\n[2001:db8::1] 1;\n"),
     # Matched ignoring case, sent as listed.

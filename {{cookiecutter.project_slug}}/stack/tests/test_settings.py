@@ -40,6 +40,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("RATE_LIMIT_BURST", "0", 0, "1000000", "1.5"),
     ("RATE_LIMIT_QUEUE_SECONDS", "0", 0, "60", "61"),
     ("RATE_LIMIT_DRY_RUN", "on", True, "off", "dry"),
+    ("CLIENT_IPV6_PREFIX", "48", 48, "128", "60"),  # a multiple of 8 from 32 to 128
     ("CONNECTIONS_PER_CLIENT", "0", 0, "65535", "65536"),
     ("WEBSOCKETS_PER_CLIENT", "0", 0, "65535", "-1"),
     ("WEBSOCKETS_PER_POD", "64", 64, "16384", "0"),
