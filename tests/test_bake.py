@@ -109,10 +109,13 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # stdout that neither blocks nor raises, with gunicorn's output relayed too (about 85), their
 # tests on real pipes (about 60): 4,430. Issue 48's stderr lines at their own level, without
 # colour codes, and their test: 4,460. The secret parameters' tuple written as the formatter
-# writes it, one name a line (two statements had packed it): 4,470.
+# writes it, one name a line (two statements had packed it): 4,470. Issue 50's items 1 and 5
+# took it to 4,507: uploads' share of the pod's cap and IPv6 clients keyed by a prefix (a
+# setting, its map and keys: about 25 lines), their settings and render cases (28); the
+# relay's hostile-line path got shorter (-13): 4,510.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_470
+STACK_MOST = 4_510
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:
