@@ -57,6 +57,7 @@ DATABASE_ONLY = (
     "docs/database.md",
     "src/{package}/db",
     "src/{package}/api/items_db.py",
+    "src/{package}/api/channels.py",
     "tests/database",
     "tests/pg_server.py",
     "k8s/examples/migration-job.yaml",

@@ -15,7 +15,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
 {% if cookiecutter.database == "postgresql" -%}
-from .api import health, index, items_db
+from .api import channels, health, index, items_db
 {%- else -%}
 from .api import health, index, items
 {%- endif %}
@@ -25,6 +25,7 @@ from .api.health import ReadinessChecks
 from .auth.verifier import TokenVerifier
 {%- endif %}
 {%- if cookiecutter.database == "postgresql" %}
+from .db.channels import ChannelHub
 from .db.engine import UNAVAILABLE_ERRORS, database_unavailable, open_database
 {%- endif %}
 from .errors import http_error_handler, validation_error_handler
@@ -86,11 +87,14 @@ def create_app(
 {%- if cookiecutter.database == "postgresql" %}
         async with open_database(settings) as database:
             app.state.database = database
+            # Its LISTEN connection opens at the first subscriber (docs/streaming.md).
+            app.state.channels = ChannelHub(database.engine, settings)
             # Reported, not required, unless the settings say so (docs/database.md).
             required = settings.readiness_requires_database
             app.state.readiness.add("database", database.ping, required=required)
             yield
             app.state.readiness.remove("database")
+            await app.state.channels.aclose()
 {%- else %}
         yield
 {%- endif %}
@@ -128,6 +132,7 @@ def create_app(
     application.include_router(health.router)
 {%- if cookiecutter.database == "postgresql" %}
     application.include_router(items_db.router)
+    application.include_router(channels.router)
     for error in UNAVAILABLE_ERRORS:
         application.add_exception_handler(error, database_unavailable)
 {%- else %}
