@@ -112,10 +112,15 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # writes it, one name a line (two statements had packed it): 4,470. Issue 50's items 1 and 5
 # took it to 4,507: uploads' share of the pod's cap and IPv6 clients keyed by a prefix (a
 # setting, its map and keys: about 25 lines), their settings and render cases (28); the
-# relay's hostile-line path got shorter (-13): 4,510.
+# relay's hostile-line path got shorter (-13): 4,510. Issue 48's start-up line on per-worker
+# state (9) and a handshake refused with an HTTP answer logging no ERROR (uvicorn's sansio
+# protocol logged one per refusal: 7, its live test 26): 4,550. The postgresql bake's bound
+# is 5,510, not 5,100: issue 48's broadcast across workers and pods on LISTEN/NOTIFY, a
+# feature the issue asked for (the route 96 lines, its listener 168, their tests 152, main.py
+# 5), beside the default bake's docs only.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_510
+STACK_MOST = 4_550
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:
@@ -131,7 +136,7 @@ def counted_lines(project: Path, *, stack: bool) -> int:
 
 @pytest.mark.parametrize(
     ("answers", "most"),
-    [({}, 4_100), ({"database": "postgresql"}, 5_100)],
+    [({}, 4_100), ({"database": "postgresql"}, 5_510)],
     ids=["default", "postgresql"],
 )
 def test_a_bake_stays_small_enough_to_own(

@@ -124,6 +124,13 @@ class JsonLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types: Logg
                 handler.addFilter(OperatorFilter())
 
 
+# Said with the count: an app moved here from one process now runs in several.
+PER_WORKER = (
+    "in-process state (WebSocket registries, caches, rate limiters) is per worker: set"
+    " WEB_CONCURRENCY=1 with one pod, or share it in a store (stack/README.md)"
+)
+
+
 def on_starting(server: Any) -> None:
     """Log the worker count; ready the metrics directory (not at import: tools import it)."""
     stack, (count, facts) = settings(), workers()
@@ -134,7 +141,8 @@ def on_starting(server: Any) -> None:
         for stale in directory.glob("*.db"):  # the archive files too
             stale.unlink(missing_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
-    server.log.info("worker count decided", extra={"workers": count, **facts})
+    said = f"gunicorn worker processes serving the app: {count}; {PER_WORKER}"
+    server.log.info(said, extra={"workers": count, **facts})
 
 
 def post_fork(server: Any, worker: Any) -> None:

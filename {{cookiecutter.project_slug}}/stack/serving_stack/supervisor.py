@@ -38,11 +38,6 @@ _HEALTH_REQUEST = (
     f"GET {HEALTH} HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 127.0.0.1\r\n"
     "Connection: close\r\n\r\n"
 )
-# Said once the app answers: an app moved here from one process now runs in several.
-PER_WORKER = (
-    "in-process state (WebSocket registries, caches, rate limiters) is per worker: set"
-    " WEB_CONCURRENCY=1 with one pod, or share it in a store (stack/README.md)"
-)
 
 
 @dataclass
@@ -228,12 +223,7 @@ class Supervisor:
             raise ServeError(f"the app did not answer on {sock} within {timeout:g} s")
         if answered:
             mode = f"{sock.stat().st_mode & 0o777:04o}"
-            # gunicorn's own count; imported here, not by `check` (the HEALTHCHECK) too.
-            from .gunicorn_config import workers  # noqa: PLC0415 - gunicorn's modules: 5 MiB
-
-            count = workers()[0]
-            said = f"gunicorn worker processes serving the app: {count}; {PER_WORKER}"
-            log("info", said, socket=str(sock), mode=mode, workers=count)
+            log("info", "gunicorn's workers serve the app", socket=str(sock), mode=mode)
         return child
 
     def start_nginx(self) -> Child:

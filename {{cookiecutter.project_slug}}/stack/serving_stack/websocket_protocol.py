@@ -12,7 +12,7 @@ from uvicorn.protocols.utils import get_client_addr
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 if TYPE_CHECKING:
-    from uvicorn._types import ASGIReceiveEvent
+    from uvicorn._types import ASGIReceiveEvent, ASGISendEvent
     from websockets.frames import Frame
 
 # RFC 6455 close codes: a message over a limit, a session breaking the server's policy.
@@ -52,6 +52,14 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         if not self.writable.is_set():  # uvicorn resumed reading: writes are still backed up
             self.transport.pause_reading()
         return message
+
+    async def send(self, message: ASGISendEvent) -> None:
+        await super().send(message)
+        # A handshake refused with an HTTP answer (a 401, a 400) is complete once its body is:
+        # uvicorn's sansio protocol never says so, and logged an ERROR for every refusal
+        # ("returned without completing handshake"; its wsproto protocol does say so).
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            self.handshake_complete = True
 
     def handle_text(self, event: Frame) -> None:
         self.fragments = 1

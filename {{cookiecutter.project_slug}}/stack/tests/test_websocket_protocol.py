@@ -2,17 +2,19 @@
 many fragments and messages past the rate close the session; a client that sends pings and
 never reads the pongs stops being read instead of growing the server."""
 
+import logging
 import socket
 import struct
 import threading
 import time
 from collections.abc import Iterator
 from functools import partial
+from logging.handlers import BufferingHandler
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import uvicorn
-from websockets.exceptions import ConnectionClosedError
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from serving_stack.websocket_protocol import BoundedWebSocketProtocol, SessionBounds
@@ -22,8 +24,12 @@ if TYPE_CHECKING:
 
 
 async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Echo each text message until the client goes."""
+    """Echo each text message until the client goes; /denied is refused with a 401."""
     if scope["type"] != "websocket":
+        return
+    if scope["path"] == "/denied":
+        await send({"type": "websocket.http.response.start", "status": 401, "headers": []})
+        await send({"type": "websocket.http.response.body", "body": b"no token"})
         return
     while (message := await receive())["type"] != "websocket.disconnect":
         if message["type"] == "websocket.connect":
@@ -151,3 +157,23 @@ def test_a_client_that_pings_and_never_reads_stops_being_read(served: Served) ->
         pending = session.transport.get_write_buffer_size()
 
     assert pending < 1 << 20, f"{pending} bytes of pongs pending after {sent} bytes of pings"
+
+
+@pytest.mark.parametrize("served", [SessionBounds(8, 0)], indirect=True)
+def test_a_handshake_refused_with_an_http_answer_logs_no_error(served: Served) -> None:
+    """A 401 before the handshake (an app's auth, the denial response extension) is what the
+    client gets, and no ERROR line: uvicorn's own protocol logged one for every refusal."""
+    errors = BufferingHandler(capacity=100)
+    errors.setLevel(logging.ERROR)
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(errors)
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            connect(served.url + "denied", open_timeout=10)
+        assert refused.value.response.status_code == 401
+        with connect(served.url, open_timeout=10) as session:  # the server still serves
+            session.send("after")
+            assert session.recv(timeout=10) == "after"
+    finally:
+        logger.removeHandler(errors)
+    assert [record.getMessage() for record in errors.buffer] == []
