@@ -117,10 +117,12 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # protocol logged one per refusal: 7, its live test 26): 4,550. The postgresql bake's bound
 # is 5,510, not 5,100: issue 48's broadcast across workers and pods on LISTEN/NOTIFY, a
 # feature the issue asked for (the route 96 lines, its listener 168, their tests 152, main.py
-# 5), beside the default bake's docs only.
+# 5), beside the default bake's docs only. Issue 48's conflicts.py, every conflict between an
+# app's requirements and the stack's ranges at once, before the stack is installed (its test
+# is the template's, in tests/test_layout.py): 4,640.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_550
+STACK_MOST = 4_640
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

@@ -281,6 +281,45 @@ def _shell_block(readme: str, marker: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def test_serving_check_names_every_conflict_at_once(serving_bake: Bake, tmp_path: Path) -> None:
+    """pip names one conflict a run; the README's `serving-check` names every requirement that
+    cannot share the interpreter with the stack's ranges, a transitive one (websockets, through
+    uvicorn[standard]) included, passes requirements that fit, and refuses none in one line."""
+    readme = (serving_bake.project / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"`(make -f deploy/serving\.mk\s+serving-check)`", readme)
+    repo = tmp_path / "repo"
+    for name in ("stack", "deploy"):
+        shutil.copytree(serving_bake.project / name, repo / name)
+    environment = {**os.environ, "PATH": PATH}
+    environment.pop("VIRTUAL_ENV", None)
+
+    def check(requirements: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+        (repo / "requirements.txt").write_text(requirements, encoding="utf-8")
+        line = " ".join([*command.split(), *arguments])
+        return run_captured(["sh", "-c", line], cwd=repo, env=environment)
+
+    pinned = "uvicorn==0.30.0\ngunicorn==22.0.0  # pinned long ago\nwebsockets==10.0\nhttpx>=0.27\n"
+    found = check(pinned)
+    assert found.returncode != 0, found.stdout
+    named = [line.split(": ", 1)[0] for line in found.stdout.splitlines() if ": " in line]
+    assert named == ["uvicorn==0.30.0", "gunicorn==22.0.0", "websockets==10.0"], found.stdout
+    assert "3 of 4 requirements conflict with the stack's ranges" in found.stdout
+    fitting = check("httpx>=0.27\n")
+    assert fitting.returncode == 0, fitting.stdout + fitting.stderr
+    assert "requirements: 1, none in conflict" in fitting.stdout
+    # The stack README's own command, in the virtualenv serving-check made.
+    stack_readme = (repo / "stack" / "README.md").read_text(encoding="utf-8")
+    (direct,) = re.findall(r"`(python stack/serving_stack/conflicts\.py [^`]+)`", stack_readme)
+    argv = [str(repo / ".venv" / "bin" / "python"), *direct.split()[1:]]
+    said_directly = run_captured(argv, cwd=repo, env=environment).stdout.splitlines()
+    assert said_directly[-1:] == fitting.stdout.splitlines()[-1:]
+    refused = check("", "APP_REQUIREMENTS=")
+    assert refused.returncode != 0
+    said = [line for line in refused.stderr.splitlines() if line.startswith("conflicts.py: ")]
+    usage = "usage: conflicts.py [--requirement FILE | PROJECT_DIR]"
+    assert said == [f"conflicts.py: nothing names no requirements. {usage}"], refused.stderr
+
+
 @pytest.mark.slow
 def test_the_readme_adopted_literally_serves_an_unguarded_app(serving_bake: Bake) -> None:
     """Serving-only README steps 1-3, as written, in a repository with its own Dockerfile,

@@ -14,11 +14,15 @@ IMAGE ?= {{ cookiecutter.project_slug }}:local
 # pyproject.toml's project (the stack's ranges are a contract with them: stack/README.md).
 APP_REQUIREMENTS ?= $(if $(wildcard requirements.txt),--requirement requirements.txt,$(if $(wildcard pyproject.toml),.,))
 
-.PHONY: serving-install serve image
+.PHONY: serving-install serving-check serve image
 
 serving-install:  ## the serving stack and your app's dependencies into $(VENV)
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet ./stack $(APP_REQUIREMENTS)
+
+serving-check:  ## every conflict between your requirements and the stack's ranges, at once
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/python stack/serving_stack/conflicts.py $(APP_REQUIREMENTS)
 
 serve:  ## production stack (nginx -> unix socket -> gunicorn) on 127.0.0.1:8080; PORT overrides
 	@PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1 || { echo "nginx is not installed; install it with: sudo apt-get install -y nginx-light" >&2; exit 1; }
