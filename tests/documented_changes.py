@@ -26,6 +26,7 @@ rehearsal (lab/rollout.py) keeps all three busy while it replaces the containers
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,11 +167,17 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
+def api_routers(main: Path) -> str:
+    """main.py's one `from .api import ...` line, the one a new router's name joins."""
+    (line,) = re.findall(r"^from \.api import .*$", main.read_text(encoding="utf-8"), re.MULTILINE)
+    return line
+
+
 def add_endpoint(project: Path, package: str) -> None:
     api = project / "src" / package / "api"
     (api / "notes.py").write_text(ROUTE.format(package=package), encoding="utf-8")
     main = project / "src" / package / "main.py"
-    routers = "from .api import health, index, items_db"
+    routers = api_routers(main)
     edit(main, f"{routers}\n", f"{routers}, notes\n")
     include = "    application.include_router(items_db.router)\n"
     edit(main, include, f"{include}    application.include_router(notes.router)\n")
@@ -199,7 +206,7 @@ def add_streams(project: Path, package: str) -> None:
     main = project / "src" / package / "main.py"
     # The items router's module: items_db with a database.
     items = "items_db" if (api / "items_db.py").is_file() else "items"
-    routers = f"from .api import health, index, {items}"
+    routers = api_routers(main)
     edit(main, f"{routers}\n", f"{routers}, live\n")
     include = f"    application.include_router({items}.router)\n"
     edit(main, include, f"{include}    application.include_router(live.router)\n")
@@ -215,7 +222,7 @@ def add_job(project: Path, package: str) -> None:
     api = project / "src" / package / "api"
     (api / "reports.py").write_text(JOB_ROUTE.format(package=package), encoding="utf-8")
     main = project / "src" / package / "main.py"
-    routers = "from .api import health, index, items_db, notes"
+    routers = api_routers(main)
     edit(main, f"{routers}\n", f"{routers}, reports\n")
     include = "    application.include_router(notes.router)\n"
     edit(main, include, f"{include}    application.include_router(reports.router)\n")

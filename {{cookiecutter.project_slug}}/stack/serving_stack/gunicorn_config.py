@@ -141,7 +141,7 @@ def on_starting(server: Any) -> None:
         for stale in directory.glob("*.db"):  # the archive files too
             stale.unlink(missing_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
-    said = f"gunicorn worker processes serving the app: {count}; {PER_WORKER}"
+    said = f"worker count decided: {count} gunicorn worker processes serve the app; {PER_WORKER}"
     server.log.info(said, extra={"workers": count, **facts})
 
 
