@@ -128,6 +128,8 @@ def test_ipv6_addresses_inside_one_64_are_one_client(stacks: Stacks) -> None:
     assert statuses[:3] == [200] * 3, statuses
     assert statuses.count(429) >= 3, statuses
     assert neighbour == 200
+    # nginx's error line reaches the log through the relay, a moment after the 429.
+    wait_for(lambda: bool(refusal_lines(stack, "limiting requests")), 30, "the 429's error line")
     (line, *_) = refusal_lines(stack, "limiting requests")
     assert str(line["client"]).startswith(SUBSCRIBER), line
 
