@@ -119,10 +119,11 @@ def test_default_bake_renders_cleanly(default_bake: Bake) -> None:
 # feature the issue asked for (the route 98 lines, its listener 168, their tests 152, main.py
 # 5), beside the default bake's docs only. Issue 48's conflicts.py, every conflict between an
 # app's requirements and the stack's ranges at once, before the stack is installed (its test
-# is the template's, in tests/test_layout.py): 4,640.
+# is the template's, in tests/test_layout.py): 4,640. The relay's C path kept a character past
+# U+FFFF whole (its escaped pair may end in an invalid byte's \udcXX: 15, its case 2): 4,655.
 COUNTED_NAMES = ("Makefile", "Dockerfile")
 COUNTED_SUFFIXES = (".py", ".conf", ".sh", ".toml", ".yml", ".yaml", ".ini", ".mako")
-STACK_MOST = 4_640
+STACK_MOST = 4_655
 
 
 def counted_lines(project: Path, *, stack: bool) -> int:

@@ -27,6 +27,10 @@ _NGINX_LEVELS |= {"warn": "warning", "notice": "info", "info": "info", "debug": 
 # Invalid UTF-8 kept by surrogateescape (C's fast path: README.md's design notes), each byte
 # then written as the \xff that backslashreplace writes.
 _BYTE_ESCAPES = {0xDC00 + byte: f"\\x{byte:02x}" for byte in range(0x80, 0x100)}
+# In a line json escaped: a high surrogate's escape, and an invalid byte's (surrogateescape's
+# U+DC80-U+DCFF) not after one.
+_HIGH_SURROGATE = re.compile(r"\\ud[89ab]")
+_INVALID_BYTE = re.compile(r"(?<!\\ud[89ab][0-9a-f]{2})\\udc([89a-f][0-9a-f])")
 
 
 # ANSI escape sequences (colours, cursor moves) a terminal would interpret.
@@ -107,9 +111,18 @@ def _access_line(raw: bytes) -> bytes:
         return (stderr_line("nginx.access", raw) + "\n").encode("ascii")
     # A few passes in C over the line, never a step per byte: 0xFF costs a client's line little
     # more than letters (README.md's design notes). nginx's escaped backslashes are \u005c
-    # meanwhile, so a \udc is an invalid byte's (surrogateescape's U+DCxx), never a client's.
+    # meanwhile, so a \udc is an invalid byte's (surrogateescape's U+DCxx) or, after a \ud8-\udb,
+    # the second half of a character past U+FFFF, never a client's.
     text = raw.replace(b"\\\\", b"\\u005c").decode("utf-8", "surrogateescape")
     # The line as one JSON string (non-ASCII and DEL as \uXXXX), its own escapes undone.
     line = _quote(text)[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    line = line.replace("\\udc", "\\\\x").replace("\\u005c", "\\\\")
+    line = _bytes_escaped(line).replace("\\u005c", "\\\\")
     return line.encode("ascii") + b"\n"
+
+
+def _bytes_escaped(line: str) -> str:
+    """Each invalid byte's \\udcXX as \\\\xXX; a character past U+FFFF is a pair of escapes
+    whose second may be a \\udcXX too, and keeps it (a rare line: a regex, not a replace)."""
+    if _HIGH_SURROGATE.search(line) is None:
+        return line.replace("\\udc", "\\\\x")
+    return _INVALID_BYTE.sub(r"\\\\x\1", line)

@@ -69,8 +69,10 @@ def test_an_access_line_that_is_not_json_becomes_one() -> None:
         b'\\\\udcff \\\\u005c \\\\x \xff\\\\\xfe\\"',  # a client's own escapes beside bytes
         "\u00e9\U0001f600".encode() + b"\x7f\\u0001\\n",  # text, DEL, nginx's controls
         b"\xed\xb3\xbf\xc2A\xdc",  # an encoded surrogate, a cut sequence
+        # Past U+FFFF, json's pairs end in \udc00 and \udc80: an invalid byte's escape too.
+        "\U0001f400 \U0001f480".encode() + b"\xff",
     ],
-    ids=["0xff", "escapes", "text", "surrogate"],
+    ids=["0xff", "escapes", "text", "surrogate", "astral"],
 )
 def test_hostile_access_lines_keep_what_a_parse_would_write(value: bytes) -> None:
     """An access line with bytes over 0x7f (nginx's escape=json passes them through) is
